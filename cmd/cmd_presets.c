@@ -1,0 +1,51 @@
+/* cmd_presets.c: `balplan presets`: the built-in models, GPUs, datasets and methods. */
+#include <getopt.h>
+
+#include "cmdutil.h"
+#include "commands.h"
+#include "method.h"
+#include "presets.h"
+
+int cmd_presets(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		if (c == 'h') {
+			printf("usage: balplan presets\n\nLists the built-in models, GPUs, datasets "
+			       "and methods.\n\nexit status: 0 ok, 2 usage error\n");
+			return EXIT_OK;
+		}
+		return cmd_usage("presets", "unknown option '%s'", argv[optind - 1]);
+	}
+	if (optind < argc)
+		return cmd_usage("presets", "unexpected argument '%s'", argv[optind]);
+	printf("models:\n  %-14s %7s %7s %6s %4s %4s %7s %7s\n", "name", "params", "layers",
+	       "hidden", "q", "kv", "ffn", "vocab");
+	for (size_t i = 0; i < bp_model_preset_count(); i++) {
+		const struct bp_model *m = bp_model_preset_at(i);
+		printf("  %-14s %6.2fB %7d %6d %4d %4d %7d %7d\n", m->name,
+		       bp_model_params(m) / 1e9, m->layers, m->hidden, m->heads, m->kv_heads,
+		       m->ffn, m->vocab);
+	}
+	printf("gpus:\n  %-8s %10s %8s %9s %9s %9s %5s\n", "name", "bf16", "HBM", "HBM bw",
+	       "NVLink", "network", "/node");
+	for (size_t i = 0; i < bp_gpu_preset_count(); i++) {
+		const struct bp_gpu *g = bp_gpu_preset_at(i);
+		printf("  %-8s %5.0f TF/s %4.0f GiB %4.0f GB/s %4.0f GB/s %4.0f GB/s %5d\n", g->name,
+		       g->bf16_tflops, g->hbm_bytes / 1073741824.0, g->hbm_gbps, g->nvlink_gbps,
+		       g->net_gbps, g->gpus_per_node);
+	}
+	printf("datasets:\n");
+	for (size_t i = 0; i < bp_dataset_preset_count(); i++)
+		printf("  %s\n", bp_dataset_preset_name(i));
+	printf("methods:\n");
+	for (size_t i = 0; i < bp_method_count(); i++) {
+		const struct bp_method *m = bp_method_at(i);
+		printf("  %-8s %s\n  %-8s (%s)\n", m->name, m->summary, "", m->paper);
+	}
+	return EXIT_OK;
+}

@@ -1,0 +1,264 @@
+/* cmdutil.c: shared front-end helpers (cmdutil.h). */
+#include "cmdutil.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "analytic.h"
+#include "jsonutil.h"
+
+int cmd_error(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("balplan: error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return EXIT_DATA;
+}
+
+int cmd_usage(const char *sub, const char *fmt, ...)
+{
+	va_list ap;
+	fputs("balplan: error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	fprintf(stderr, "see 'balplan %s%s--help'\n", sub ? sub : "", sub ? " " : "");
+	return EXIT_USAGE;
+}
+
+void cmd_warn(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("balplan: warning: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int cmd_opt_int(const char *sub, const char *opt, const char *arg, int64_t lo, int64_t hi,
+		int64_t *out)
+{
+	struct bp_error err;
+	int64_t v;
+	if (bp_parse_int64(arg, &v, opt, &err) < 0) {
+		cmd_usage(sub, "%s", err.text);
+		return -1;
+	}
+	if (v < lo || v > hi) {
+		cmd_usage(sub, "%s %lld is outside [%lld, %lld]", opt, (long long)v, (long long)lo,
+			  (long long)hi);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+int cmd_read_file(const char *path, char **buf, size_t *len, struct bp_error *err)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+	char *b = NULL;
+	size_t n = 0, cap = 0;
+	if (!f)
+		return bp_errorf(err, "%s", strerror(errno));
+	for (;;) {
+		if (cap - n < 65536) {
+			size_t nc = cap ? cap * 2 : 65536;
+			char *nb = realloc(b, nc + 1);
+			if (!nb) {
+				free(b);
+				if (f != stdin)
+					fclose(f);
+				return bp_errorf(err, "out of memory");
+			}
+			b = nb;
+			cap = nc;
+		}
+		size_t r = fread(b + n, 1, cap - n, f);
+		n += r;
+		if (r == 0)
+			break;
+	}
+	int bad = ferror(f);
+	int e = errno;
+	if (f != stdin)
+		fclose(f);
+	if (bad) {
+		free(b);
+		return bp_errorf(err, "%s", strerror(e ? e : EIO));
+	}
+	b[n] = 0;
+	*buf = b;
+	*len = n;
+	return 0;
+}
+
+int cmd_write_file(const char *path, const char *data, size_t len, struct bp_error *err)
+{
+	if (!strcmp(path, "-")) {
+		if (fwrite(data, 1, len, stdout) != len || fflush(stdout))
+			return bp_errorf(err, "%s", strerror(errno));
+		return 0;
+	}
+	size_t pl = strlen(path);
+	char *tmp = malloc(pl + 32);
+	if (!tmp)
+		return bp_errorf(err, "out of memory");
+	snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
+	FILE *f = fopen(tmp, "wb");
+	if (!f) {
+		int e = errno;
+		free(tmp);
+		return bp_errorf(err, "%s", strerror(e));
+	}
+	int bad = fwrite(data, 1, len, f) != len;
+	bad |= fflush(f) != 0;
+	int e = errno;
+	bad |= fclose(f) != 0;
+	if (bad || rename(tmp, path)) {
+		e = e ? e : errno;
+		unlink(tmp);
+		free(tmp);
+		return bp_errorf(err, "%s", strerror(e ? e : EIO));
+	}
+	free(tmp);
+	return 0;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
+
+int cmd_load_dataset(const char *spec, const char *jsonl_field, struct bp_dataset *ds,
+		     char sha[65], struct bp_error *err)
+{
+	size_t len = 0;
+	const char *text = bp_dataset_preset_text(spec, &len);
+	if (text) {
+		bp_sha256_hex(text, len, sha);
+		if (bp_dataset_preset(ds, spec, err) < 0)
+			return bp_error_prefix(err, "cannot load dataset preset '%s'", spec);
+		return 0;
+	}
+	char *buf = NULL;
+	if (!strchr(spec, '/') && !strchr(spec, '.') && access(spec, F_OK) != 0)
+		return bp_errorf(err, "unknown dataset '%s' (not a preset, not a file; see "
+				 "'balplan presets')", spec);
+	if (cmd_read_file(spec, &buf, &len, err) < 0)
+		return bp_error_prefix(err, "cannot read dataset '%s'", spec);
+	bp_sha256_hex(buf, len, sha);
+	char name[64];
+	snprintf(name, sizeof(name), "%s", base_name(spec));
+	char *dot = strrchr(name, '.');
+	if (dot && dot != name)
+		*dot = 0;
+	int rc = bp_dataset_parse(ds, buf, len, name, jsonl_field, err);
+	free(buf);
+	if (rc < 0)
+		return bp_error_prefix(err, "cannot read dataset '%s'", spec);
+	return 0;
+}
+
+static int profile_cb(void *out, json_t *root, struct bp_error *err)
+{
+	return bp_profile_from_json(out, root, err);
+}
+
+int cmd_load_profile(const char *path, struct bp_profile *p, char sha[65],
+		     struct bp_error *err)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	if (cmd_read_file(path, &buf, &len, err) < 0)
+		return bp_error_prefix(err, "cannot read profile '%s'", path);
+	bp_sha256_hex(buf, len, sha);
+	int rc = bp_json_parse_text(buf, len, profile_cb, p, err);
+	free(buf);
+	if (rc < 0)
+		return bp_error_prefix(err, "cannot read profile '%s'", path);
+	return 0;
+}
+
+int cmd_analytic_profile(const char *gpu, const char *model, struct bp_scheme sc,
+			 int64_t max_tokens, struct bp_profile *p, char sha[65],
+			 struct bp_error *err)
+{
+	const struct bp_gpu *g = bp_gpu_preset(gpu);
+	const struct bp_model *m = bp_model_preset(model);
+	if (!g)
+		return bp_errorf(err, "unknown GPU '%s' (see 'balplan presets')", gpu);
+	if (!m)
+		return bp_errorf(err, "unknown model '%s' (see 'balplan presets')", model);
+	int64_t top = 4096;
+	while (top < max_tokens && top < ((int64_t)1 << 40))
+		top *= 2;
+	if (bp_profile_analytic(p, g, m, &sc, 1, top, err) < 0)
+		return bp_error_prefix(err, "cannot make the analytic profile");
+	json_t *j = bp_profile_to_json(p);
+	char *text = j ? bp_json_dump_canonical(j) : NULL;
+	json_decref(j);
+	if (!text)
+		return bp_errorf(err, "cannot encode the analytic profile");
+	bp_sha256_hex(text, strlen(text), sha);
+	free(text);
+	return 0;
+}
+
+int cmd_plan_profile(const struct bp_plan *plan, const char *path, int strict,
+		     struct bp_profile *p, struct bp_error *err)
+{
+	char sha[65];
+	if (path) {
+		if (cmd_load_profile(path, p, sha, err) < 0)
+			return -1;
+	} else {
+		if (strncmp(plan->profile, "analytic", 8))
+			return bp_errorf(err, "the plan was made with profile '%s': give it with "
+					 "--profile", plan->profile);
+		struct bp_scheme sc = {plan->cluster.tp, plan->cluster.cp, plan->cluster.pp};
+		if (cmd_analytic_profile(plan->cluster.gpu, plan->model.name, sc, plan->max_tokens,
+					 p, sha, err) < 0)
+			return -1;
+	}
+	if (strict && strcmp(sha, plan->profile_sha))
+		return bp_errorf(err, "profile sha256 %.12s... is not the plan's %.12s...", sha,
+				 plan->profile_sha);
+	return 0;
+}
+
+static int plan_cb(void *out, json_t *root, struct bp_error *err)
+{
+	return bp_plan_from_json(out, root, err);
+}
+
+int cmd_load_plan(const char *path, struct bp_plan *plan, struct bp_error *err)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	if (cmd_read_file(path, &buf, &len, err) < 0)
+		return bp_error_prefix(err, "cannot read plan '%s'", path);
+	int rc = bp_json_parse_text(buf, len, plan_cb, plan, err);
+	free(buf);
+	if (rc < 0)
+		return bp_error_prefix(err, "cannot read plan '%s'", path);
+	return 0;
+}
+
+int cmd_finish(int rc)
+{
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, "balplan: error: cannot write standard output: %s\n",
+			strerror(errno));
+		return rc ? rc : EXIT_DATA;
+	}
+	return rc;
+}

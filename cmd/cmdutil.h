@@ -1,0 +1,58 @@
+/* cmdutil.h: what the front ends share: error printing, option parsing, files, and loading
+ * the inputs (datasets by preset name or path, profiles from a file or made analytically).
+ * Only cmd/ prints; every message is "balplan: error: <what failed>: <why>". */
+#ifndef BP_CMDUTIL_H
+#define BP_CMDUTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "bp.h"
+#include "dataset.h"
+#include "plan.h"
+#include "profile.h"
+
+enum { EXIT_OK = 0, EXIT_DATA = 1, EXIT_USAGE = 2, EXIT_INFEASIBLE = 3 };
+
+/* Prints "balplan: error: ..." to stderr; returns EXIT_DATA. */
+int cmd_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "balplan: error: ..." and a hint to run --help; returns EXIT_USAGE. */
+int cmd_usage(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "balplan: warning: ..." to stderr. */
+void cmd_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Parses an integer option in [lo, hi]; on failure prints a usage error and returns -1. */
+int cmd_opt_int(const char *sub, const char *opt, const char *arg, int64_t lo, int64_t hi,
+		int64_t *out);
+
+/* Reads a whole file ("-" is standard input); *buf (caller frees) is NUL-terminated. */
+int cmd_read_file(const char *path, char **buf, size_t *len, struct bp_error *err);
+/* Writes data to path atomically (a temporary file renamed into place); "-" is stdout. */
+int cmd_write_file(const char *path, const char *data, size_t len, struct bp_error *err);
+
+/* Loads a dataset from a preset name or a file path; name gets the dataset's name and sha
+ * the sha256 of the bytes read. */
+int cmd_load_dataset(const char *spec, const char *jsonl_field, struct bp_dataset *ds,
+		     char sha[65], struct bp_error *err);
+
+/* Loads a profile file; sha gets the sha256 of its bytes. */
+int cmd_load_profile(const char *path, struct bp_profile *p, char sha[65],
+		     struct bp_error *err);
+/* Makes the analytic profile solve uses for (gpu, model, scheme, max_tokens): the grid goes
+ * up to the next power of two >= max_tokens (at least 4096). sha is that of its canonical
+ * JSON, so a plan made with it can be checked by regenerating it. */
+int cmd_analytic_profile(const char *gpu, const char *model, struct bp_scheme sc,
+			 int64_t max_tokens, struct bp_profile *p, char sha[65],
+			 struct bp_error *err);
+/* The profile a plan was made with: path when given (its sha must match when strict), else
+ * the analytic profile regenerated from the plan when the plan names one. */
+int cmd_plan_profile(const struct bp_plan *plan, const char *path, int strict,
+		     struct bp_profile *p, struct bp_error *err);
+
+/* Reads and decodes a plan file. */
+int cmd_load_plan(const char *path, struct bp_plan *plan, struct bp_error *err);
+
+/* Flushes stdout and reports a failed write; returns rc or EXIT_DATA. */
+int cmd_finish(int rc);
+
+#endif

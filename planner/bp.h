@@ -1,0 +1,53 @@
+/* bp.h: what every planner module shares: the error record, small helpers.
+ *
+ * libbalplan never prints, never exits and never reads the environment: a failing call
+ * returns -1 (or NULL) and fills a struct bp_error that the front end prints as
+ * "balplan: error: <text>". Texts are lowercase, name their subject in quotes and have no
+ * trailing period. Units everywhere in the planner: time in microseconds (double), memory in
+ * bytes (int64_t), lengths in tokens (int64_t). */
+#ifndef BP_BP_H
+#define BP_BP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct bp_error {
+	char text[256];
+};
+
+/* Fills err (if not NULL) from a printf format and returns -1, so callers can write
+ * `return bp_errorf(err, "...")`. */
+int bp_errorf(struct bp_error *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Prefixes err->text with a printf-formatted context and ": ". Returns -1. */
+int bp_error_prefix(struct bp_error *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Allocation helpers: like calloc/realloc but fill err on failure. The caller frees. */
+void *bp_calloc(size_t n, size_t size, struct bp_error *err);
+void *bp_realloc_array(void *p, size_t n, size_t size, struct bp_error *err);
+/* strdup that fills err on failure; the caller frees. */
+char *bp_strdup(const char *s, struct bp_error *err);
+
+/* Copies s into a fixed buffer of size n; returns -1 (filling err, naming what) if too long. */
+int bp_strlcpy_checked(char *dst, const char *s, size_t n, const char *what,
+		       struct bp_error *err);
+
+/* Exact decimal parsing for user-given numbers: the whole string must be a number.
+ * Return 0 or -1 (err names what with the text given). */
+int bp_parse_int64(const char *s, int64_t *out, const char *what, struct bp_error *err);
+int bp_parse_double(const char *s, double *out, const char *what, struct bp_error *err);
+
+/* SHA-256 of a buffer as 64 lowercase hex digits plus NUL (FIPS 180-4). */
+void bp_sha256_hex(const void *data, size_t len, char out[65]);
+
+#define BP_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Return code of solvers for an infeasible problem (the front end exits 3). */
+#define BP_INFEASIBLE (-3)
+/* Like bp_errorf but returns BP_INFEASIBLE. */
+int bp_infeasiblef(struct bp_error *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif

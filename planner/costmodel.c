@@ -1,0 +1,528 @@
+/* costmodel.c: table lookups, CP sharding geometry and micro-batch times (costmodel.h).
+ *
+ * Called by every method (per-item costs for packing), by plan.c (predicted per-stage times
+ * of every micro-batch) and by the simulator (p2p, gradient sync, memory). Implements:
+ *   - bilinear interpolation on the (q, kv) attention grid (DistCA Sec. 4.2 "Profiler");
+ *     outside the grid, the causal work law W(q,kv) = q*kv - q(q-1)/2 scales the value at
+ *     the nearest grid point (quadratic in length, the law WLB-LLM Sec. 3 states);
+ *   - CP sharding per sequence and per document (WLB-LLM Sec. 5.1), each rank's query
+ *     segments measured on the table as (q, kv) = (segment length, its end position);
+ *   - the TP/CP group waits for its slowest member (WLB-LLM Sec. 3.1, Fig. 5);
+ *   - activation and model-state memory (Hydraulis App. B.1) and the T(l,P) fit (App. B.2).
+ * Placement: rank = tp_i + tp*(cp_i + cp*(dp_i + dp*pp_i)) (Megatron's order); a group
+ * "crosses nodes" when its span of consecutive ranks exceeds gpus_per_node. */
+#include "costmodel.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const shard_names[BP_SHARD_NMODES] = {"sequence", "document"};
+
+const char *bp_shard_name(enum bp_shard s)
+{
+	return (unsigned)s < BP_SHARD_NMODES ? shard_names[s] : "?";
+}
+
+int bp_shard_parse(const char *s, enum bp_shard *out)
+{
+	for (int i = 0; i < BP_SHARD_NMODES; i++)
+		if (!strcmp(s, shard_names[i])) {
+			*out = (enum bp_shard)i;
+			return 0;
+		}
+	return -1;
+}
+
+/* Index i with axis[i] <= x < axis[i+1], clamped to [0, n-2]; n >= 2. */
+static size_t bracket(const double *axis, size_t n, double x)
+{
+	size_t lo = 0, hi = n - 1;
+	while (hi - lo > 1) {
+		size_t mid = (lo + hi) / 2;
+		if (axis[mid] <= x)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Linear interpolation of y over a strictly increasing axis, x inside [axis[0], axis[n-1]]. */
+static double interp1(const double *axis, const double *y, size_t n, double x)
+{
+	if (n == 1)
+		return y[0];
+	size_t i = bracket(axis, n, x);
+	double t = (x - axis[i]) / (axis[i + 1] - axis[i]);
+	return y[i] + t * (y[i + 1] - y[i]);
+}
+
+/* Causal attention work of q queries at the end of a kv prefix (kv >= q). */
+static double causal_work(double q, double kv)
+{
+	return q * kv - q * (q - 1.0) / 2.0;
+}
+
+static double grid_value(const struct bp_attn_table *t, const double *v, double q, double kv)
+{
+	size_t nq = t->nq, nk = t->nkv;
+	if (nq == 1 && nk == 1)
+		return v[0];
+	size_t i = nq > 1 ? bracket(t->q, nq, q) : 0;
+	size_t j = nk > 1 ? bracket(t->kv, nk, kv) : 0;
+	double tq = nq > 1 ? (q - t->q[i]) / (t->q[i + 1] - t->q[i]) : 0.0;
+	double tk = nk > 1 ? (kv - t->kv[j]) / (t->kv[j + 1] - t->kv[j]) : 0.0;
+	size_t i1 = nq > 1 ? i + 1 : i, j1 = nk > 1 ? j + 1 : j;
+	double v00 = v[i * nk + j], v01 = v[i * nk + j1];
+	double v10 = v[i1 * nk + j], v11 = v[i1 * nk + j1];
+	return (1 - tq) * ((1 - tk) * v00 + tk * v01) + tq * ((1 - tk) * v10 + tk * v11);
+}
+
+double bp_cost_attn(const struct bp_attn_table *t, double q, double kv, int bwd)
+{
+	if (q <= 0)
+		return 0.0;
+	if (kv < q)
+		kv = q;
+	const double *v = bwd ? t->bwd : t->fwd;
+	double qmin = t->q[0], qmax = t->q[t->nq - 1];
+	double kmin = t->kv[0], kmax = t->kv[t->nkv - 1];
+	/* Below the grid: the smallest cell (tile padding makes small inputs cost the same). */
+	double qc = q < qmin ? qmin : q, kc = kv < kmin ? kmin : kv;
+	if (qc <= qmax && kc <= kmax)
+		return grid_value(t, v, qc, kc);
+	/* Beyond the grid: scale the nearest in-grid point by the causal work law. */
+	double qg = qc > qmax ? qmax : qc;
+	double kg = kc > kmax ? kmax : kc;
+	if (kg < qg)
+		kg = qg;
+	double base = grid_value(t, v, qg, kg);
+	return base * causal_work(qc, kc) / causal_work(qg, kg);
+}
+
+static double curve_value(const double *x, const double *y, size_t n, double at)
+{
+	if (at <= x[0])
+		return y[0];
+	if (at >= x[n - 1])
+		return y[n - 1] * at / x[n - 1]; /* linear law beyond the table */
+	return interp1(x, y, n, at);
+}
+
+double bp_cost_linear(const struct bp_linear_table *t, double tokens, int bwd)
+{
+	if (tokens <= 0)
+		return 0.0;
+	return curve_value(t->tokens, bwd ? t->bwd : t->fwd, t->n, tokens);
+}
+
+static double ring_factor(int n)
+{
+	return (double)(n - 1) / n;
+}
+
+double bp_cost_coll(const struct bp_profile *p, enum bp_coll_op op, int ranks, int inter,
+		    double bytes)
+{
+	if (ranks <= 1 || bytes <= 0)
+		return 0.0;
+	const struct bp_coll_table *below = NULL, *above = NULL;
+	for (size_t i = 0; i < p->ncoll; i++) {
+		const struct bp_coll_table *c = &p->coll[i];
+		if (c->op != op || c->inter != inter)
+			continue;
+		if (c->ranks <= ranks && (!below || c->ranks > below->ranks))
+			below = c;
+		if (c->ranks >= ranks && (!above || c->ranks < above->ranks))
+			above = c;
+	}
+	if (!below && !above && inter == 0) /* no intra-node table: use the network's */
+		return bp_cost_coll(p, op, ranks, 1, bytes);
+	if (!below && !above)
+		return 0.0;
+	if (!below || !above || below == above) {
+		const struct bp_coll_table *c = below ? below : above;
+		double v = curve_value(c->bytes, c->us, c->n, bytes);
+		if (op != BP_COLL_SENDRECV && c->ranks != ranks)
+			v *= ring_factor(ranks) / ring_factor(c->ranks);
+		return v;
+	}
+	/* Between two group sizes: interpolate in log2(ranks). */
+	double vb = curve_value(below->bytes, below->us, below->n, bytes);
+	double va = curve_value(above->bytes, above->us, above->n, bytes);
+	double t = (log2(ranks) - log2(below->ranks)) / (log2(above->ranks) - log2(below->ranks));
+	return vb + t * (va - vb);
+}
+
+int bp_costmodel_init(struct bp_costmodel *cm, const struct bp_profile *p,
+		      struct bp_scheme sc, int dp, struct bp_error *err)
+{
+	memset(cm, 0, sizeof(*cm));
+	cm->prof = p;
+	cm->sc = sc;
+	cm->dp = dp;
+	const struct bp_model *m = &p->model;
+	if (sc.tp < 1 || sc.cp < 1 || sc.pp < 1 || dp < 1)
+		return bp_errorf(err, "parallel degrees must be >= 1");
+	if (sc.pp > m->layers)
+		return bp_errorf(err, "pp %d exceeds the %d layers of model '%s'", sc.pp, m->layers,
+				 m->name);
+	if (m->heads % sc.tp)
+		return bp_errorf(err, "tp %d does not divide the %d heads of model '%s'", sc.tp,
+				 m->heads, m->name);
+	cm->attn = bp_profile_attn(p, sc.tp);
+	cm->linear = bp_profile_linear(p, sc.tp);
+	if (!cm->attn || !cm->linear)
+		return bp_errorf(err, "profile '%s' has no %s table for tp %d", p->name,
+				 cm->attn ? "linear" : "attention", sc.tp);
+	cm->stage_layers = bp_calloc((size_t)sc.pp, sizeof(int), err);
+	if (!cm->stage_layers)
+		return -1;
+	for (int s = 0; s < sc.pp; s++)
+		cm->stage_layers[s] = m->layers / sc.pp + (s < m->layers % sc.pp);
+	int gpn = p->hw.gpus_per_node;
+	cm->tp_inter = sc.tp > gpn;
+	cm->cp_inter = sc.tp * sc.cp > gpn;
+	cm->dp_inter = sc.tp * sc.cp * dp > gpn;
+	cm->pp_inter = sc.tp * sc.cp * dp * sc.pp > gpn;
+	cm->token_bytes = 2.0 * m->hidden;
+	cm->kv_token_bytes = 2.0 * 2.0 * m->kv_heads * (m->hidden / m->heads);
+	return 0;
+}
+
+void bp_costmodel_release(struct bp_costmodel *cm)
+{
+	free(cm->stage_layers);
+	cm->stage_layers = NULL;
+}
+
+/* Chunk boundaries of a length into 2*cp pieces, remainders spread to the earliest chunks. */
+static int64_t seq_boundary(int64_t total, int k, int parts)
+{
+	return (int64_t)((__int128)total * k / parts);
+}
+
+static size_t push_seg(int64_t (*seg)[2], size_t cap, size_t n, int64_t q, int64_t kv)
+{
+	if (q <= 0)
+		return n;
+	if (n < cap) {
+		seg[n][0] = q;
+		seg[n][1] = kv;
+	}
+	return n + 1;
+}
+
+/* Adds the parts of chunk [a, b) of the packed sequence that fall in each span. */
+static size_t seq_chunk(const struct bp_span *spans, size_t n, int64_t a, int64_t b,
+			int64_t (*seg)[2], size_t cap, size_t k)
+{
+	int64_t pos = 0;
+	for (size_t i = 0; i < n && pos < b; i++) {
+		int64_t s0 = pos, s1 = pos + spans[i].len;
+		pos = s1;
+		int64_t x = a > s0 ? a : s0, y = b < s1 ? b : s1;
+		if (x < y)
+			k = push_seg(seg, cap, k, y - x, y - s0);
+	}
+	return k;
+}
+
+size_t bp_shard_segments(const struct bp_span *spans, size_t n, enum bp_shard mode, int cp,
+			 int rank, int64_t (*seg)[2], size_t cap, int64_t *tokens)
+{
+	size_t k = 0;
+	int parts = 2 * cp;
+	int64_t tok = 0;
+	if (cp == 1) {
+		for (size_t i = 0; i < n; i++) {
+			k = push_seg(seg, cap, k, spans[i].len, spans[i].len);
+			tok += spans[i].len;
+		}
+		*tokens = tok;
+		return k;
+	}
+	if (mode == BP_SHARD_SEQUENCE) {
+		int64_t total = 0;
+		for (size_t i = 0; i < n; i++)
+			total += spans[i].len;
+		int c[2] = {rank, parts - 1 - rank};
+		for (int h = 0; h < 2; h++) {
+			int64_t a = seq_boundary(total, c[h], parts);
+			int64_t b = seq_boundary(total, c[h] + 1, parts);
+			k = seq_chunk(spans, n, a, b, seg, cap, k);
+			tok += b - a;
+		}
+		*tokens = tok;
+		return k;
+	}
+	/* Per-document (WLB-LLM Sec. 5.1): each span in 2cp chunks of len/(2cp) tokens; its
+	 * len mod 2cp remainder tokens go one each to ranks in round-robin order continuing
+	 * across spans, added to the receiving rank's second chunk, so ranks' totals differ by
+	 * at most one token. */
+	int64_t rr = 0;
+	for (size_t i = 0; i < n; i++) {
+		int64_t len = spans[i].len, base = len / parts, rem = len % parts;
+		/* Remainder token e goes to rank (rr + e) mod cp: to its second chunk while
+		 * e < cp, to its first chunk after that (rem < 2cp, so one extra per chunk). */
+		int64_t pos = 0;
+		for (int cidx = 0; cidx < parts; cidx++) {
+			int owner = cidx < cp ? cidx : parts - 1 - cidx;
+			int second = cidx >= cp;
+			int64_t e = ((owner - rr) % cp + cp) % cp; /* first e that maps to owner */
+			int64_t ex = second ? (e < rem && e < cp) : (e + cp < rem);
+			int64_t sz = base + ex;
+			if (owner == rank) {
+				k = push_seg(seg, cap, k, sz, pos + sz);
+				tok += sz;
+			}
+			pos += sz;
+		}
+		rr = (rr + rem) % cp;
+	}
+	*tokens = tok;
+	return k;
+}
+
+/* One layer's time on one CP rank: attention over its segments + GEMMs + TP collectives. */
+static double rank_layer_time(const struct bp_costmodel *cm, int64_t (*seg)[2], size_t nseg,
+			      int64_t tokens, int bwd, double *attn_out)
+{
+	double attn = 0.0;
+	for (size_t i = 0; i < nseg; i++)
+		attn += bp_cost_attn(cm->attn, (double)seg[i][0], (double)seg[i][1], bwd);
+	if (attn_out)
+		*attn_out = attn;
+	double lin = bp_cost_linear(cm->linear, (double)tokens, bwd);
+	double tpc = 0.0;
+	if (cm->sc.tp > 1) /* two all-reduces of the layer's activations (Megatron TP) */
+		tpc = 2.0 * bp_cost_coll(cm->prof, BP_COLL_ALLREDUCE, cm->sc.tp, cm->tp_inter,
+					 (double)tokens * cm->token_bytes);
+	return attn + lin + tpc;
+}
+
+/* LM head GEMM cost as a multiple of one layer's GEMMs (same tokens). */
+static double lm_head_ratio(const struct bp_model *m)
+{
+	int64_t lp = bp_model_layer_params(m);
+	return lp > 0 ? (double)m->hidden * m->vocab / (double)lp : 0.0;
+}
+
+int bp_cost_microbatch(const struct bp_costmodel *cm, const struct bp_span *spans, size_t n,
+		       enum bp_shard mode, double *fwd, double *bwd, double *cp_attn,
+		       struct bp_error *err)
+{
+	int cp = cm->sc.cp, pp = cm->sc.pp;
+	size_t cap = 2 * n + 4;
+	int64_t(*seg)[2] = bp_calloc(cap, sizeof(*seg), err);
+	if (!seg)
+		return -1;
+	double worst_f = 0.0, worst_b = 0.0, worst_lm_f = 0.0, worst_lm_b = 0.0;
+	int64_t max_tokens = 0;
+	double lmr = lm_head_ratio(&cm->prof->model);
+	for (int r = 0; r < cp; r++) {
+		int64_t tokens = 0;
+		size_t k = bp_shard_segments(spans, n, mode, cp, r, seg, cap, &tokens);
+		if (k > cap) { /* cannot happen with 2n+4, kept as a guard */
+			free(seg);
+			return bp_errorf(err, "internal: %zu shard segments exceed %zu", k, cap);
+		}
+		double a = 0.0;
+		double f = rank_layer_time(cm, seg, k, tokens, 0, &a);
+		double b = rank_layer_time(cm, seg, k, tokens, 1, NULL);
+		if (cp_attn)
+			cp_attn[r] = a;
+		if (f > worst_f)
+			worst_f = f;
+		if (b > worst_b)
+			worst_b = b;
+		double lf = lmr * bp_cost_linear(cm->linear, (double)tokens, 0);
+		double lb = lmr * bp_cost_linear(cm->linear, (double)tokens, 1);
+		if (lf > worst_lm_f)
+			worst_lm_f = lf;
+		if (lb > worst_lm_b)
+			worst_lm_b = lb;
+		if (tokens > max_tokens)
+			max_tokens = tokens;
+	}
+	free(seg);
+	/* CP: all-gather K and V per layer forward, reduce-scatter their gradients backward. */
+	double cpf = 0.0, cpb = 0.0;
+	if (cp > 1) {
+		double bytes = (double)max_tokens * cp * cm->kv_token_bytes / cm->sc.tp;
+		cpf = bp_cost_coll(cm->prof, BP_COLL_ALLGATHER, cp, cm->cp_inter, bytes);
+		cpb = bp_cost_coll(cm->prof, BP_COLL_REDUCESCATTER, cp, cm->cp_inter, bytes);
+	}
+	for (int s = 0; s < pp; s++) {
+		int L = cm->stage_layers[s];
+		fwd[s] = L * (worst_f + cpf);
+		bwd[s] = L * (worst_b + cpb);
+		if (s == pp - 1) {
+			fwd[s] += worst_lm_f;
+			bwd[s] += worst_lm_b;
+		}
+	}
+	return 0;
+}
+
+double bp_cost_doc(const struct bp_costmodel *cm, int64_t len)
+{
+	struct bp_span sp = {0, 0, len};
+	int pp = cm->sc.pp;
+	double f[64], b[64];
+	double *fw = f, *bw = b;
+	if (pp > 64) {
+		fw = calloc((size_t)pp, sizeof(double));
+		bw = calloc((size_t)pp, sizeof(double));
+		if (!fw || !bw) {
+			free(fw == f ? NULL : fw);
+			free(bw == b ? NULL : bw);
+			return (double)len * len; /* out of memory: a usable proxy */
+		}
+	}
+	double best = 0.0;
+	if (bp_cost_microbatch(cm, &sp, 1, BP_SHARD_DOCUMENT, fw, bw, NULL, NULL) == 0)
+		for (int s = 0; s < pp; s++)
+			if (fw[s] + bw[s] > best)
+				best = fw[s] + bw[s];
+	if (fw != f) {
+		free(fw);
+		free(bw);
+	}
+	return best;
+}
+
+double bp_cost_p2p(const struct bp_costmodel *cm, int64_t tokens)
+{
+	if (cm->sc.pp < 2)
+		return 0.0;
+	double bytes = (double)tokens * cm->token_bytes / (cm->sc.tp * cm->sc.cp);
+	return bp_cost_coll(cm->prof, BP_COLL_SENDRECV, 2, cm->pp_inter, bytes);
+}
+
+/* Parameters held by a rank of stage s (before TP division). */
+static double stage_params(const struct bp_costmodel *cm, int stage)
+{
+	const struct bp_model *m = &cm->prof->model;
+	double p = (double)cm->stage_layers[stage] * (double)bp_model_layer_params(m);
+	if (stage == 0)
+		p += (double)m->hidden * m->vocab; /* embedding */
+	if (stage == cm->sc.pp - 1)
+		p += (double)m->hidden * m->vocab; /* LM head */
+	return p;
+}
+
+double bp_cost_grad_sync(const struct bp_costmodel *cm, int stage)
+{
+	int n = cm->dp * cm->sc.cp;
+	if (n < 2)
+		return 0.0;
+	double bytes = 2.0 * stage_params(cm, stage) / cm->sc.tp;
+	int inter = cm->dp > 1 ? cm->dp_inter : cm->cp_inter;
+	return bp_cost_coll(cm->prof, BP_COLL_REDUCESCATTER, n, inter, bytes) +
+	       bp_cost_coll(cm->prof, BP_COLL_ALLGATHER, n, inter, bytes);
+}
+
+int64_t bp_cost_act_bytes(const struct bp_costmodel *cm, int stage, int64_t tokens_on_rank)
+{
+	return (int64_t)((double)tokens_on_rank * cm->stage_layers[stage] *
+			 cm->prof->mem.act_bytes_per_token_layer / cm->sc.tp);
+}
+
+int64_t bp_cost_state_bytes(const struct bp_costmodel *cm, int stage)
+{
+	/* Hydraulis App. B.1 (b) with the distributed optimizer: weights and gradients (6 of
+	 * the 18 bytes per parameter) stay per TP shard, the optimizer's 12 are sharded over
+	 * the dp*cp replicas. alpha = 12/18 = 2/3. */
+	double per = stage_params(cm, stage) / cm->sc.tp;
+	double spb = cm->prof->mem.state_bytes_per_param;
+	double alpha = 2.0 / 3.0;
+	return (int64_t)(per * spb * ((1.0 - alpha) + alpha / (cm->dp * cm->sc.cp)));
+}
+
+int64_t bp_cost_mem_cap(const struct bp_costmodel *cm)
+{
+	return cm->prof->hw.hbm_bytes - cm->prof->mem.reserved_bytes;
+}
+
+/* Solves the 3x3 system A x = y by Gaussian elimination with partial pivoting. */
+static int solve3(double A[3][3], double y[3], double x[3])
+{
+	for (int c = 0; c < 3; c++) {
+		int piv = c;
+		for (int r = c + 1; r < 3; r++)
+			if (fabs(A[r][c]) > fabs(A[piv][c]))
+				piv = r;
+		if (fabs(A[piv][c]) < 1e-300)
+			return -1;
+		if (piv != c) {
+			for (int k = 0; k < 3; k++) {
+				double t = A[c][k];
+				A[c][k] = A[piv][k];
+				A[piv][k] = t;
+			}
+			double t = y[c];
+			y[c] = y[piv];
+			y[piv] = t;
+		}
+		for (int r = c + 1; r < 3; r++) {
+			double f = A[r][c] / A[c][c];
+			for (int k = c; k < 3; k++)
+				A[r][k] -= f * A[c][k];
+			y[r] -= f * y[c];
+		}
+	}
+	for (int r = 2; r >= 0; r--) {
+		double s = y[r];
+		for (int k = r + 1; k < 3; k++)
+			s -= A[r][k] * x[k];
+		x[r] = s / A[r][r];
+	}
+	return 0;
+}
+
+int bp_fit_scheme(const struct bp_profile *p, struct bp_scheme sc, int64_t max_len,
+		  struct bp_fit *out, struct bp_error *err)
+{
+	struct bp_costmodel cm;
+	int rc = -1;
+	if (max_len < 256) {
+		bp_errorf(err, "fit length %lld is below 256 tokens", (long long)max_len);
+		goto out;
+	}
+	if (bp_costmodel_init(&cm, p, sc, 1, err) < 0)
+		goto out;
+	/* Weighted least squares on x = l / max_len with weights 1/T^2, so the fit holds in
+	 * relative terms at short lengths as well as long ones. */
+	double A[3][3] = {{0}}, y[3] = {0}, x[3];
+	int npts = 0;
+	for (double l = 128; l <= (double)max_len * 1.0001; l *= 1.4142135623730951) {
+		double t = bp_cost_doc(&cm, (int64_t)llround(l));
+		if (t <= 0)
+			continue;
+		double u = llround(l) / (double)max_len, w = 1.0 / (t * t);
+		double phi[3] = {u * u, u, 1.0};
+		for (int i = 0; i < 3; i++) {
+			for (int j = 0; j < 3; j++)
+				A[i][j] += w * phi[i] * phi[j];
+			y[i] += w * phi[i] * t;
+		}
+		npts++;
+	}
+	if (npts < 3 || solve3(A, y, x) < 0) {
+		bp_errorf(err, "cannot fit T(l) for tp %d cp %d pp %d", sc.tp, sc.cp, sc.pp);
+		goto release;
+	}
+	out->tp = sc.tp;
+	out->cp = sc.cp;
+	out->pp = sc.pp;
+	out->a = x[0] / ((double)max_len * max_len);
+	out->b = x[1] / (double)max_len;
+	out->c = x[2];
+	rc = 0;
+release:
+	bp_costmodel_release(&cm);
+out:
+	return rc;
+}

@@ -1,0 +1,93 @@
+/* costmodel.h: the one interface every method and the simulator ask for times and memory.
+ *
+ * Behind it: the profile's tables (bilinear interpolation on the (q, kv) attention grid,
+ * DistCA Sec. 4.2 "Profiler"; linear interpolation over tokens and bytes), extrapolation
+ * outside a grid by the quadratic (attention) or linear (GEMM, collective) law, and the
+ * activation memory model of Hydraulis App. B.1. A micro-batch is a list of document spans;
+ * each span is its own causal sequence (document masking: no attention across spans). */
+#ifndef BP_COSTMODEL_H
+#define BP_COSTMODEL_H
+
+#include <stdint.h>
+
+#include "bp.h"
+#include "profile.h"
+
+struct bp_span {
+	int64_t doc;    /* document id */
+	int64_t offset; /* first token of the span inside the document */
+	int64_t len;    /* tokens, >= 1 */
+};
+
+/* How a micro-batch is split over the cp ranks of a context-parallel group (WLB-LLM Sec. 5).
+ * SEQUENCE: the packed micro-batch cut into 2*cp chunks, rank i gets chunks i and 2cp-1-i
+ * (Megatron's load-balanced ring). DOCUMENT: each document cut that way, remainder tokens
+ * round-robin (WLB-LLM Sec. 5.1). */
+enum bp_shard { BP_SHARD_SEQUENCE, BP_SHARD_DOCUMENT, BP_SHARD_NMODES };
+const char *bp_shard_name(enum bp_shard s);
+int bp_shard_parse(const char *s, enum bp_shard *out);
+
+struct bp_costmodel {
+	const struct bp_profile *prof; /* borrowed; outlives the cost model */
+	struct bp_scheme sc;
+	int dp;
+	const struct bp_attn_table *attn;     /* borrowed from prof, for sc.tp */
+	const struct bp_linear_table *linear; /* borrowed from prof, for sc.tp */
+	int *stage_layers; /* transformer layers per stage (first stages take the remainder) */
+	int tp_inter, cp_inter, pp_inter, dp_inter; /* does the group cross a node boundary */
+	double token_bytes; /* bytes of one token's hidden state (bf16) */
+	double kv_token_bytes; /* bytes of one token's K and V (bf16) */
+};
+
+/* Prepares a cost model for scheme sc with dp pipelines. Fails when the profile has no
+ * attention or linear table for sc.tp, or pp exceeds the model's layers. Release after
+ * success or failure. */
+int bp_costmodel_init(struct bp_costmodel *cm, const struct bp_profile *p,
+		      struct bp_scheme sc, int dp, struct bp_error *err);
+void bp_costmodel_release(struct bp_costmodel *cm);
+
+/* Table lookups (us per layer). q, kv in tokens (kv is clamped to >= q), bytes >= 0. */
+double bp_cost_attn(const struct bp_attn_table *t, double q, double kv, int bwd);
+double bp_cost_linear(const struct bp_linear_table *t, double tokens, int bwd);
+double bp_cost_coll(const struct bp_profile *p, enum bp_coll_op op, int ranks, int inter,
+		    double bytes);
+
+/* The query segments one CP rank gets from a micro-batch: (q, kv) pairs in document
+ * coordinates (q query tokens ending at position kv of their document). Fills up to cap
+ * entries of seg and returns how many were needed (call again with more room if larger).
+ * tokens gets the rank's token count. */
+size_t bp_shard_segments(const struct bp_span *spans, size_t n, enum bp_shard mode, int cp,
+			 int rank, int64_t (*seg)[2], size_t cap, int64_t *tokens);
+
+/* Forward and backward time of one micro-batch on every stage of the pipeline: the slowest
+ * CP rank's attention + linear layers + TP/CP collectives (WLB-LLM Sec. 3.1: a TP/CP group
+ * waits for its slowest member). fwd and bwd have sc.pp entries. cp_attn, when not NULL, gets
+ * per CP rank the attention forward time of one layer (sc.cp entries). Returns 0 or -1. */
+int bp_cost_microbatch(const struct bp_costmodel *cm, const struct bp_span *spans, size_t n,
+		       enum bp_shard mode, double *fwd, double *bwd, double *cp_attn,
+		       struct bp_error *err);
+
+/* The fwd+bwd time of a single document of len tokens on the busiest stage, alone in a
+ * micro-batch: the per-item cost the packing heuristics balance. */
+double bp_cost_doc(const struct bp_costmodel *cm, int64_t len);
+
+/* Point-to-point time to hand a micro-batch of tokens to the next stage (activations). */
+double bp_cost_p2p(const struct bp_costmodel *cm, int64_t tokens);
+/* Gradient synchronisation at the end of a step over the dp*cp replicas of a stage: a
+ * reduce-scatter and an all-gather of the stage's bf16 gradients (distributed optimizer). */
+double bp_cost_grad_sync(const struct bp_costmodel *cm, int stage);
+/* Activation bytes one micro-batch keeps alive on a rank of a stage until its backward:
+ * tokens_on_rank * layers * act_bytes_per_token_layer / tp (Hydraulis App. B.1 (a)). */
+int64_t bp_cost_act_bytes(const struct bp_costmodel *cm, int stage, int64_t tokens_on_rank);
+/* Model-state bytes on a rank of a stage (Hydraulis App. B.1 (b)). */
+int64_t bp_cost_state_bytes(const struct bp_costmodel *cm, int stage);
+/* Usable memory per GPU: HBM minus the reserve. */
+int64_t bp_cost_mem_cap(const struct bp_costmodel *cm);
+
+/* Fits T(l,P) = a l^2 + b l + c (Hydraulis App. B.2) to the cost model's fwd+bwd time of one
+ * sequence of length l on the busiest stage of scheme sc, by least squares over lengths
+ * geometrically spaced in [128, max_len]. */
+int bp_fit_scheme(const struct bp_profile *p, struct bp_scheme sc, int64_t max_len,
+		  struct bp_fit *out, struct bp_error *err);
+
+#endif

@@ -1,0 +1,121 @@
+/* dataset.h: document length distributions (format balplan.dataset/v1, datasets/README.md)
+ * and the seeded sampler that draws global batches from them.
+ *
+ * A dataset holds either a histogram (bins, lengths drawn inside a bin by the dataset's
+ * in-bin rule) or a raw list of lengths (drawn uniformly with replacement). Readers accept
+ * the v1 JSON, plain text (one positive integer per line, '#' comments and blank lines
+ * allowed) and JSONL (one object per line with an integer token-count field). */
+#ifndef BP_DATASET_H
+#define BP_DATASET_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "bp.h"
+#include "rng.h"
+
+#define BP_DATASET_FORMAT "balplan.dataset/v1"
+
+enum bp_dataset_kind { BP_DS_MEASURED, BP_DS_RECONSTRUCTED, BP_DS_SYNTHETIC };
+/* How a length is drawn inside a bin [lo, hi]. */
+enum bp_bin_rule { BP_BIN_UNIFORM, BP_BIN_LOGUNIFORM };
+
+struct bp_bin {
+	int64_t lo, hi;  /* inclusive token lengths, 1 <= lo <= hi */
+	int64_t count;   /* documents in the bin, >= 0 */
+	int64_t tokens;  /* their total tokens, in [count*lo, count*hi] */
+};
+
+struct bp_dataset_stats {
+	int64_t count, tokens;
+	double mean;
+	int64_t p50, p90, p99, max;
+};
+
+struct bp_dataset {
+	char name[64];
+	enum bp_dataset_kind kind;
+	char *source;     /* provenance text; owned */
+	char *tokenizer;  /* owned */
+	char *license;    /* owned */
+	enum bp_bin_rule rule;
+	struct bp_dataset_stats stats; /* computed on load, checked against the file's if given */
+	struct bp_bin *bins;           /* sorted by lo, disjoint; owned; NULL when lengths used */
+	size_t nbins;
+	int64_t *lengths;              /* raw lengths in file order; owned; NULL when bins used */
+	size_t nlengths;
+};
+
+void bp_dataset_init(struct bp_dataset *ds);
+void bp_dataset_release(struct bp_dataset *ds);
+void bp_dataset_free(struct bp_dataset *ds); /* releases and frees; NULL is a no-op */
+
+const char *bp_dataset_kind_name(enum bp_dataset_kind k);
+
+/* Codec for balplan.dataset/v1. from_json fills an initialised ds (release it after a
+ * failure too). to_json returns a new reference (caller decrefs) or NULL. */
+int bp_dataset_from_json(struct bp_dataset *ds, json_t *root, struct bp_error *err);
+json_t *bp_dataset_to_json(const struct bp_dataset *ds);
+
+/* Reads any accepted input format from text (len bytes). name is used when the input does not
+ * name itself (text, JSONL). jsonl_field names the token-count field of JSONL lines (NULL:
+ * try "tokens", "num_tokens", "length", "len" in that order). Returns 0 or -1; messages
+ * carry "line N" of the input. */
+int bp_dataset_parse(struct bp_dataset *ds, const char *text, size_t len, const char *name,
+		     const char *jsonl_field, struct bp_error *err);
+
+/* Embedded presets: the datasets/ folder compiled in. */
+size_t bp_dataset_preset_count(void);
+const char *bp_dataset_preset_name(size_t i);
+/* Loads the named preset; -1 with err when unknown. The raw text (borrowed, static) and its
+ * length can be had for digests with bp_dataset_preset_text. */
+int bp_dataset_preset(struct bp_dataset *ds, const char *name, struct bp_error *err);
+const char *bp_dataset_preset_text(const char *name, size_t *len);
+
+/* Recomputes ds->stats from the bins or lengths. For bins, percentiles are the upper edge of
+ * the bin where the cumulative count reaches the fraction (an upper bound); max is the last
+ * non-empty bin's hi. */
+void bp_dataset_compute_stats(struct bp_dataset *ds);
+
+/* Draws one document length. */
+int64_t bp_dataset_draw(const struct bp_dataset *ds, struct bp_rng *rng);
+
+/* What to do with a drawn document longer than the cap. */
+enum bp_overlen { BP_OVERLEN_TRUNCATE, BP_OVERLEN_DROP, BP_OVERLEN_ERROR };
+
+struct bp_sampler_opts {
+	int64_t steps;            /* global batches to draw, >= 1 */
+	int64_t tokens_per_step;  /* token budget per step (Hydraulis Sec. 8: by tokens), or 0 */
+	int64_t docs_per_step;    /* fixed documents per step, or 0; exactly one of the two > 0 */
+	int64_t max_len;          /* context-length cap, >= 1 */
+	enum bp_overlen overlen;
+	uint64_t seed;
+};
+
+struct bp_doc {
+	int64_t id;   /* global, consecutive from 0 in draw order */
+	int64_t len;  /* tokens after the cap rule */
+};
+
+struct bp_batch {
+	struct bp_doc *docs; /* owned */
+	size_t ndocs;
+	int64_t tokens;
+};
+
+struct bp_batches {
+	struct bp_batch *b; /* owned, opts.steps entries */
+	size_t n;
+	int64_t truncated, dropped; /* documents affected by the cap */
+};
+
+/* Draws the global batches. With a token budget, documents are drawn until the next one would
+ * exceed the budget; that document is carried over as the first of the next step (the first
+ * document of a step is always taken), so no draw is wasted. The step's tokens never exceed
+ * the budget when max_len <= tokens_per_step (checked: an error otherwise). Fails (BP_OVERLEN_ERROR) on the first over-length document,
+ * naming its id and length. */
+int bp_sample(const struct bp_dataset *ds, const struct bp_sampler_opts *o,
+	      struct bp_batches *out, struct bp_error *err);
+void bp_batches_release(struct bp_batches *b);
+
+#endif

@@ -1,0 +1,16 @@
+/* embedded.h: files compiled into the binary (tools/embed.cmake generates the table from
+ * datasets/*.json), so an installed balplan needs no data files. Sorted by name. */
+#ifndef BP_EMBEDDED_H
+#define BP_EMBEDDED_H
+#include <stddef.h>
+
+struct bp_embedded_file {
+	const char *name;          /* file name without ".json" */
+	const unsigned char *data; /* NUL-terminated, static */
+	size_t len;                /* bytes, without the NUL */
+};
+
+extern const struct bp_embedded_file bp_embedded_datasets[];
+extern const size_t bp_embedded_datasets_count;
+
+#endif

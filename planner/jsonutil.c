@@ -1,0 +1,319 @@
+/* jsonutil.c: strict JSON reading and canonical writing shared by every codec (jsonutil.h). */
+#include "jsonutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+json_t *bp_json_loadb(const char *text, size_t len, struct bp_error *err)
+{
+	json_error_t je;
+	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	if (!root) {
+		bp_errorf(err, "line %d column %d: %s", je.line, je.column, je.text);
+		return NULL;
+	}
+	return root;
+}
+
+/* Finds `"key"` followed by optional blanks and ':' in text; 1-based line and column. */
+static int locate_key(const char *text, size_t len, const char *key, int *line, int *col)
+{
+	size_t klen = strlen(key);
+	int ln = 1, c = 1;
+	for (size_t i = 0; i < len; i++) {
+		if (text[i] == '"' && i + klen + 1 < len && !memcmp(text + i + 1, key, klen) &&
+		    text[i + klen + 1] == '"') {
+			size_t j = i + klen + 2;
+			while (j < len && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r' ||
+					   text[j] == '\n'))
+				j++;
+			if (j < len && text[j] == ':') {
+				*line = ln;
+				*col = c;
+				return 0;
+			}
+		}
+		if (text[i] == '\\' && i + 1 < len) { /* skip escaped char inside strings */
+			i++;
+			c += 2;
+			continue;
+		}
+		if (text[i] == '\n') {
+			ln++;
+			c = 1;
+		} else {
+			c++;
+		}
+	}
+	return -1;
+}
+
+int bp_json_parse_text(const char *text, size_t len,
+		       int (*fn)(void *out, json_t *root, struct bp_error *err), void *out,
+		       struct bp_error *err)
+{
+	json_t *root = bp_json_loadb(text, len, err);
+	if (!root)
+		return -1;
+	int rc = fn(out, root, err);
+	json_decref(root);
+	if (rc < 0 && err) {
+		const char *p = strstr(err->text, "unknown key \"");
+		if (p) {
+			char key[128];
+			p += strlen("unknown key \"");
+			size_t k = 0;
+			while (*p && *p != '"' && k + 1 < sizeof(key))
+				key[k++] = *p++;
+			key[k] = 0;
+			int line, col;
+			if (locate_key(text, len, key, &line, &col) == 0)
+				bp_error_prefix(err, "line %d column %d", line, col);
+		}
+	}
+	return rc;
+}
+
+int bp_json_check_keys(json_t *obj, const char *const *allowed, const char *where,
+		       struct bp_error *err)
+{
+	if (!json_is_object(obj))
+		return bp_errorf(err, "%s is not an object", where);
+	const char *key;
+	json_t *v;
+	json_object_foreach(obj, key, v) {
+		int ok = 0;
+		for (size_t i = 0; allowed[i]; i++)
+			if (!strcmp(key, allowed[i])) {
+				ok = 1;
+				break;
+			}
+		if (!ok)
+			return bp_errorf(err, "unknown key \"%s\" in %s", key, where);
+	}
+	return 0;
+}
+
+static json_t *get(json_t *obj, const char *key, int required, const char *where,
+		   struct bp_error *err, int *rc)
+{
+	json_t *v = json_object_get(obj, key);
+	*rc = 0;
+	if (!v && required)
+		*rc = bp_errorf(err, "missing key \"%s\" in %s", key, where);
+	return v;
+}
+
+int bp_json_get_int(json_t *obj, const char *key, int required, int64_t lo, int64_t hi,
+		    int64_t *out, const char *where, struct bp_error *err)
+{
+	int rc;
+	json_t *v = get(obj, key, required, where, err, &rc);
+	if (!v)
+		return rc;
+	if (!json_is_integer(v))
+		return bp_errorf(err, "%s.%s is not an integer", where, key);
+	json_int_t x = json_integer_value(v);
+	if (x < lo || x > hi)
+		return bp_errorf(err, "%s.%s is %lld, outside [%lld, %lld]", where, key,
+				 (long long)x, (long long)lo, (long long)hi);
+	*out = x;
+	return 0;
+}
+
+int bp_json_get_int32(json_t *obj, const char *key, int required, int lo, int hi, int *out,
+		      const char *where, struct bp_error *err)
+{
+	int64_t v = *out;
+	if (bp_json_get_int(obj, key, required, lo, hi, &v, where, err) < 0)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+int bp_json_get_real(json_t *obj, const char *key, int required, double lo, double hi,
+		     double *out, const char *where, struct bp_error *err)
+{
+	int rc;
+	json_t *v = get(obj, key, required, where, err, &rc);
+	if (!v)
+		return rc;
+	if (!json_is_number(v))
+		return bp_errorf(err, "%s.%s is not a number", where, key);
+	double x = json_number_value(v);
+	if (!isfinite(x))
+		return bp_errorf(err, "%s.%s is not finite", where, key);
+	if (x < lo || x > hi)
+		return bp_errorf(err, "%s.%s is %g, outside [%g, %g]", where, key, x, lo, hi);
+	*out = x;
+	return 0;
+}
+
+int bp_json_get_str(json_t *obj, const char *key, int required, char *dst, size_t n,
+		    const char *where, struct bp_error *err)
+{
+	int rc;
+	json_t *v = get(obj, key, required, where, err, &rc);
+	if (!v)
+		return rc;
+	if (!json_is_string(v))
+		return bp_errorf(err, "%s.%s is not a string", where, key);
+	const char *s = json_string_value(v);
+	if (strlen(s) >= n)
+		return bp_errorf(err, "%s.%s is too long (at most %zu bytes)", where, key, n - 1);
+	memcpy(dst, s, strlen(s) + 1);
+	return 0;
+}
+
+int bp_json_get_strdup(json_t *obj, const char *key, int required, char **out,
+		       const char *where, struct bp_error *err)
+{
+	int rc;
+	json_t *v = get(obj, key, required, where, err, &rc);
+	if (!v)
+		return rc;
+	if (!json_is_string(v))
+		return bp_errorf(err, "%s.%s is not a string", where, key);
+	char *s = bp_strdup(json_string_value(v), err);
+	if (!s)
+		return -1;
+	free(*out);
+	*out = s;
+	return 0;
+}
+
+json_t *bp_json_get_array(json_t *obj, const char *key, const char *where,
+			  struct bp_error *err)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!v) {
+		bp_errorf(err, "missing key \"%s\" in %s", key, where);
+		return NULL;
+	}
+	if (!json_is_array(v)) {
+		bp_errorf(err, "%s.%s is not an array", where, key);
+		return NULL;
+	}
+	return v;
+}
+
+json_t *bp_json_get_object(json_t *obj, const char *key, const char *where,
+			   struct bp_error *err)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!v) {
+		bp_errorf(err, "missing key \"%s\" in %s", key, where);
+		return NULL;
+	}
+	if (!json_is_object(v)) {
+		bp_errorf(err, "%s.%s is not an object", where, key);
+		return NULL;
+	}
+	return v;
+}
+
+int bp_json_get_real_array(json_t *obj, const char *key, int nonempty, double **out,
+			   size_t *n, const char *where, struct bp_error *err)
+{
+	json_t *a = bp_json_get_array(obj, key, where, err);
+	if (!a)
+		return -1;
+	size_t len = json_array_size(a);
+	if (nonempty && len == 0)
+		return bp_errorf(err, "%s.%s is empty", where, key);
+	double *v = bp_calloc(len, sizeof(*v), err);
+	if (!v)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		json_t *x = json_array_get(a, i);
+		if (!json_is_number(x)) {
+			free(v);
+			return bp_errorf(err, "%s.%s[%zu] is not a number", where, key, i);
+		}
+		v[i] = json_number_value(x);
+		if (!isfinite(v[i])) {
+			free(v);
+			return bp_errorf(err, "%s.%s[%zu] is not finite", where, key, i);
+		}
+	}
+	free(*out);
+	*out = v;
+	*n = len;
+	return 0;
+}
+
+int bp_json_check_format(json_t *obj, const char *want, const char *where,
+			 struct bp_error *err)
+{
+	char fmt[64];
+	if (!json_is_object(obj))
+		return bp_errorf(err, "%s is not a JSON object", where);
+	if (bp_json_get_str(obj, "format", 1, fmt, sizeof(fmt), where, err) < 0)
+		return -1;
+	if (strcmp(fmt, want))
+		return bp_errorf(err, "unsupported format \"%s\" (expected \"%s\")", fmt, want);
+	return 0;
+}
+
+json_t *bp_json_real(double v)
+{
+	if (!isfinite(v))
+		return NULL;
+	double r = round(v * 1000.0) / 1000.0;
+	if (r == 0.0)
+		r = 0.0; /* no negative zero in canonical output */
+	return json_real(r);
+}
+
+json_t *bp_json_real_array(const double *v, size_t n)
+{
+	json_t *a = json_array();
+	int ok = a != NULL;
+	for (size_t i = 0; ok && i < n; i++)
+		bp_json_append(a, bp_json_real(v[i]), &ok);
+	if (!ok) {
+		json_decref(a);
+		return NULL;
+	}
+	return a;
+}
+
+void bp_json_set(json_t *obj, const char *key, json_t *value, int *ok)
+{
+	if (!value || !obj) {
+		json_decref(value);
+		*ok = 0;
+		return;
+	}
+	if (json_object_set_new(obj, key, value) < 0)
+		*ok = 0;
+}
+
+void bp_json_append(json_t *arr, json_t *value, int *ok)
+{
+	if (!value || !arr) {
+		json_decref(value);
+		*ok = 0;
+		return;
+	}
+	if (json_array_append_new(arr, value) < 0)
+		*ok = 0;
+}
+
+char *bp_json_dump_canonical(const json_t *root)
+{
+	char *s = json_dumps(root, JSON_SORT_KEYS | JSON_INDENT(1) | JSON_REAL_PRECISION(15));
+	if (!s)
+		return NULL;
+	size_t n = strlen(s);
+	char *t = realloc(s, n + 2);
+	if (!t) {
+		free(s);
+		return NULL;
+	}
+	t[n] = '\n';
+	t[n + 1] = 0;
+	return t;
+}

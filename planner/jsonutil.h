@@ -1,0 +1,73 @@
+/* jsonutil.h: the shared pieces of every bp_X_from_json / bp_X_to_json codec.
+ *
+ * Reading is strict: duplicate keys are rejected by the decoder (with line and column),
+ * unknown keys by bp_json_check_keys, and every getter checks type and range. Error texts
+ * name the JSON path ("profile.hardware.gpus_per_node"). bp_json_parse_text turns an
+ * "unknown key" error into one that also carries the key's line and column in the text.
+ * Writing is canonical: sorted keys, one-space indent, reals rounded to 1e-3 and printed with
+ * 15 significant digits, trailing newline, so the same structs give the same bytes. */
+#ifndef BP_JSONUTIL_H
+#define BP_JSONUTIL_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "bp.h"
+
+/* Decodes text (len bytes) with JSON_REJECT_DUPLICATES. Returns a new reference the caller
+ * json_decref()s, or NULL with err = "line L column C: <why>". */
+json_t *bp_json_loadb(const char *text, size_t len, struct bp_error *err);
+
+/* Decodes text and hands the root to fn(out, root, err). If fn fails with an error whose text
+ * contains `unknown key "K"`, the first place where "K" stands as a key in text is found and
+ * the error becomes "line L column C: <text>". Returns fn's result (0 or -1). */
+int bp_json_parse_text(const char *text, size_t len,
+		       int (*fn)(void *out, json_t *root, struct bp_error *err), void *out,
+		       struct bp_error *err);
+
+/* Fails with `unknown key "K" in WHERE` if obj (an object) has a key not in allowed (a NULL-
+ * terminated list). Fails with "WHERE is not an object" when obj is not an object. */
+int bp_json_check_keys(json_t *obj, const char *const *allowed, const char *where,
+		       struct bp_error *err);
+
+/* Getters. where names the containing object for messages. required = 0 leaves *out as it is
+ * when the key is absent. Integers must be JSON integers; reals accept integers too and must
+ * be finite. Ranges are inclusive. Strings are copied into dst (size n) or duplicated
+ * (bp_json_get_strdup: the caller frees). */
+int bp_json_get_int(json_t *obj, const char *key, int required, int64_t lo, int64_t hi,
+		    int64_t *out, const char *where, struct bp_error *err);
+int bp_json_get_int32(json_t *obj, const char *key, int required, int lo, int hi, int *out,
+		      const char *where, struct bp_error *err);
+int bp_json_get_real(json_t *obj, const char *key, int required, double lo, double hi,
+		     double *out, const char *where, struct bp_error *err);
+int bp_json_get_str(json_t *obj, const char *key, int required, char *dst, size_t n,
+		    const char *where, struct bp_error *err);
+int bp_json_get_strdup(json_t *obj, const char *key, int required, char **out,
+		       const char *where, struct bp_error *err);
+/* The array at key (borrowed reference), or NULL with err when absent/not an array. */
+json_t *bp_json_get_array(json_t *obj, const char *key, const char *where,
+			  struct bp_error *err);
+/* The object at key (borrowed), or NULL with err when absent/not an object. */
+json_t *bp_json_get_object(json_t *obj, const char *key, const char *where,
+			   struct bp_error *err);
+/* Reads a JSON array of finite numbers into a new double array (caller frees); n gets the
+ * length. Fails on an empty array when nonempty is set. */
+int bp_json_get_real_array(json_t *obj, const char *key, int nonempty, double **out,
+			   size_t *n, const char *where, struct bp_error *err);
+/* Checks the "format" field equals want. */
+int bp_json_check_format(json_t *obj, const char *want, const char *where,
+			 struct bp_error *err);
+
+/* Builders. Each returns a new reference or NULL. bp_json_real rounds to 1e-3. */
+json_t *bp_json_real(double v);
+json_t *bp_json_real_array(const double *v, size_t n);
+/* json_object_set_new that remembers failure: sets *ok = 0 when value is NULL or the set
+ * fails. Lets a to_json function build the whole object and check once. */
+void bp_json_set(json_t *obj, const char *key, json_t *value, int *ok);
+void bp_json_append(json_t *arr, json_t *value, int *ok);
+
+/* Canonical text of root: sorted keys, indent 1, trailing newline. Caller free()s. NULL on
+ * failure. */
+char *bp_json_dump_canonical(const json_t *root);
+
+#endif

@@ -1,0 +1,49 @@
+/* method.h: the method table. Each method is one file under planner/ named after it and one
+ * line in methods.c; cmd/ lists and calls methods only through this table.
+ *
+ * A method turns the drawn global batches into steps: for each step, the documents drawn
+ * (copied from the batch), which of them it delays and to which step, and per pipeline the
+ * micro-batches as spans. It does not predict: bp_solve runs the shared cost model and
+ * simulator on what it returns, then validates it. */
+#ifndef BP_METHOD_H
+#define BP_METHOD_H
+
+#include "costmodel.h"
+#include "dataset.h"
+#include "plan.h"
+#include "rng.h"
+
+struct bp_method_ctx {
+	const struct bp_costmodel *cm; /* for the plan's scheme and dp */
+	struct bp_rng *rng;            /* the plan's seeded generator */
+	enum bp_shard shard;           /* CP sharding the user asked for */
+};
+
+/* Fills out->steps (out's cluster, max_tokens and params are set). Returns 0, -1 (error) or
+ * BP_INFEASIBLE. */
+typedef int (*bp_method_fn)(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+			    struct bp_plan *out, struct bp_error *err);
+
+struct bp_method {
+	const char *name;
+	bp_method_fn solve;
+	const char *summary; /* one line */
+	const char *paper;   /* where it comes from */
+};
+
+size_t bp_method_count(void);
+const struct bp_method *bp_method_at(size_t i);     /* static; NULL past the end */
+const struct bp_method *bp_method_find(const char *name); /* static; NULL when unknown */
+
+/* The methods (one file each). */
+int bp_method_plain(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		    struct bp_plan *out, struct bp_error *err);
+int bp_method_fixed(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		    struct bp_plan *out, struct bp_error *err);
+
+/* Shared by methods: allocates out->steps for n steps with dp empty pipelines each and copies
+ * each batch's documents. */
+int bp_method_alloc_steps(struct bp_plan *out, const struct bp_batches *in, size_t n,
+			  struct bp_error *err);
+
+#endif

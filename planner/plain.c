@@ -1,0 +1,61 @@
+/* plain.c: the "plain" method, the Megatron-LM baseline every paper compares against
+ * (WLB-LLM Sec. 3 and Sec. 6 "Plain-4D"): documents in the order the loader drew them are
+ * concatenated and cut into context windows of max_tokens tokens (a document crossing a
+ * window boundary is split into two spans, each trained as its own sequence), and window w of
+ * a step goes to pipeline w mod dp. Balance is whatever the data gives. */
+#include "method.h"
+
+#include <stdlib.h>
+
+int bp_method_plain(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		    struct bp_plan *out, struct bp_error *err)
+{
+	int dp = out->cluster.dp;
+	int64_t cap = out->max_tokens;
+	struct bp_span *win = NULL;
+	size_t nwin = 0, capwin = 0;
+	int rc = -1;
+	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
+		return -1;
+	for (size_t s = 0; s < in->n; s++) {
+		const struct bp_batch *b = &in->b[s];
+		struct bp_step *st = &out->steps[s];
+		int64_t fill = 0;
+		size_t w = 0;
+		nwin = 0;
+		for (size_t i = 0; i < b->ndocs; i++) {
+			int64_t off = 0, len = b->docs[i].len;
+			while (off < len) {
+				int64_t take = len - off;
+				if (take > cap - fill)
+					take = cap - fill;
+				if (nwin == capwin) {
+					size_t nc = capwin ? capwin * 2 : 64;
+					struct bp_span *nw = bp_realloc_array(win, nc, sizeof(*nw), err);
+					if (!nw)
+						goto out;
+					win = nw;
+					capwin = nc;
+				}
+				win[nwin++] = (struct bp_span){b->docs[i].id, off, take};
+				off += take;
+				fill += take;
+				if (fill == cap) {
+					if (bp_pipe_add_mb(&st->pipes[w % (size_t)dp], win, nwin,
+							   ctx->shard, err) < 0)
+						goto out;
+					w++;
+					nwin = 0;
+					fill = 0;
+				}
+			}
+		}
+		if (nwin && bp_pipe_add_mb(&st->pipes[w % (size_t)dp], win, nwin, ctx->shard,
+					   err) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	free(win);
+	return rc;
+}

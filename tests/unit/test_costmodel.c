@@ -1,0 +1,203 @@
+/* test_costmodel.c: table interpolation and extrapolation, CP shard geometry, micro-batch
+ * times and the T(l,P) fit, on a small hand-made profile whose values are known. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "costmodel.h"
+
+static double qs[3] = {128, 1024, 8192};
+static double work(double q, double kv)
+{
+	if (kv < q)
+		kv = q;
+	return q * kv - q * (q - 1) / 2;
+}
+
+static double fwd_tab[9], bwd_tab[9], toks[3] = {128, 1024, 8192}, lf[3], lb[3];
+static double cbytes[2] = {1e3, 1e9}, cus[2] = {10, 10010};
+
+static void make_profile(struct bp_profile *p, struct bp_attn_table *at,
+			 struct bp_linear_table *lt, struct bp_coll_table *ct)
+{
+	bp_profile_init(p);
+	strcpy(p->name, "hand");
+	strcpy(p->kind, "analytic");
+	strcpy(p->hw.gpu, "X");
+	p->hw.gpus_per_node = 8;
+	p->hw.hbm_bytes = (int64_t)80 << 30;
+	p->model = (struct bp_model){"m", 4, 1024, 8, 8, 4096, 32000, 1};
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < 3; j++) {
+			fwd_tab[i * 3 + j] = 0.1 + 1e-6 * work(qs[i], qs[j]);
+			bwd_tab[i * 3 + j] = 2.5 * fwd_tab[i * 3 + j];
+		}
+	for (int i = 0; i < 3; i++) {
+		lf[i] = 5 + 0.01 * toks[i];
+		lb[i] = 2 * lf[i];
+	}
+	*at = (struct bp_attn_table){1, 3, 3, qs, qs, fwd_tab, bwd_tab};
+	*lt = (struct bp_linear_table){1, 3, toks, lf, lb};
+	*ct = (struct bp_coll_table){BP_COLL_SENDRECV, 0, 2, 2, cbytes, cus};
+	p->attn = at;
+	p->nattn = 1;
+	p->linear = lt;
+	p->nlinear = 1;
+	p->coll = ct;
+	p->ncoll = 1;
+	p->mem = (struct bp_memory){100.0, 18.0, 0};
+}
+
+static void test_interp(const struct bp_attn_table *at, const struct bp_linear_table *lt)
+{
+	/* exact at grid points (kv >= q) */
+	for (int i = 0; i < 3; i++)
+		for (int j = i; j < 3; j++) {
+			CHECK_NEAR(bp_cost_attn(at, qs[i], qs[j], 0), fwd_tab[i * 3 + j], 1e-9);
+			CHECK_NEAR(bp_cost_attn(at, qs[i], qs[j], 1), bwd_tab[i * 3 + j], 1e-9);
+		}
+	/* monotone between grid points along both axes */
+	double prev = 0;
+	for (double kv = 1024; kv <= 8192; kv += 64) {
+		double v = bp_cost_attn(at, 1024, kv, 0);
+		CHECK(v >= prev - 1e-12);
+		prev = v;
+	}
+	prev = 0;
+	for (double q = 128; q <= 8192; q += 64) {
+		double v = bp_cost_attn(at, q, 8192, 0);
+		CHECK(v >= prev - 1e-12);
+		prev = v;
+	}
+	/* bilinear: the centre of a cell is the mean of its corners */
+	double mid = bp_cost_attn(at, (128 + 1024) / 2.0, (1024 + 8192) / 2.0, 0);
+	CHECK_NEAR(mid, (fwd_tab[1] + fwd_tab[2] + fwd_tab[4] + fwd_tab[5]) / 4, 1e-9);
+	/* kv < q is read as kv = q */
+	CHECK_NEAR(bp_cost_attn(at, 1024, 128, 0), fwd_tab[4], 1e-9);
+	/* below the grid: the smallest cell */
+	CHECK_NEAR(bp_cost_attn(at, 10, 10, 0), fwd_tab[0], 1e-9);
+	CHECK(bp_cost_attn(at, 0, 100, 0) == 0.0);
+	/* beyond the grid: the causal-work law from the corner */
+	CHECK_NEAR(bp_cost_attn(at, 16384, 16384, 0),
+		   fwd_tab[8] * work(16384, 16384) / work(8192, 8192), 1e-6);
+	/* linear table: exact, interpolated, proportional beyond, clamped below */
+	CHECK_NEAR(bp_cost_linear(lt, 1024, 0), lf[1], 1e-9);
+	CHECK_NEAR(bp_cost_linear(lt, (1024 + 8192) / 2.0, 1), (lb[1] + lb[2]) / 2, 1e-9);
+	CHECK_NEAR(bp_cost_linear(lt, 16384, 0), lf[2] * 2, 1e-9);
+	CHECK_NEAR(bp_cost_linear(lt, 1, 0), lf[0], 1e-9);
+}
+
+static double seg_work(int64_t (*seg)[2], size_t n)
+{
+	double w = 0;
+	for (size_t i = 0; i < n; i++)
+		w += work((double)seg[i][0], (double)seg[i][1]) ;
+	return w;
+}
+
+/* Per-document sharding (WLB-LLM Sec. 5.1): every rank the same tokens and the same causal
+ * work up to one remainder token per document; sequence sharding covers every token once. */
+static void test_shard(void)
+{
+	struct bp_span spans[5] = {{0, 0, 1000}, {1, 0, 37}, {2, 0, 4099}, {3, 0, 8}, {4, 0, 777}};
+	int64_t seg[64][2];
+	int64_t total = 1000 + 37 + 4099 + 8 + 777;
+	for (int cp = 2; cp <= 8; cp *= 2) {
+		int64_t tmin = INT64_MAX, tmax = 0, sum = 0;
+		double wmin = 1e300, wmax = 0;
+		for (int r = 0; r < cp; r++) {
+			int64_t tok;
+			size_t n = bp_shard_segments(spans, 5, BP_SHARD_DOCUMENT, cp, r, seg, 64, &tok);
+			CHECK(n <= 64);
+			sum += tok;
+			tmin = tok < tmin ? tok : tmin;
+			tmax = tok > tmax ? tok : tmax;
+			double w = seg_work(seg, n);
+			wmin = w < wmin ? w : wmin;
+			wmax = w > wmax ? w : wmax;
+		}
+		CHECK(sum == total);
+		CHECK(tmax - tmin <= 1);
+		/* one remainder token per document shifts at most its kv (<= 4099) of work */
+		CHECK(wmax - wmin <= 5.0 * 4099);
+		int64_t ssum = 0;
+		for (int r = 0; r < cp; r++) {
+			int64_t tok;
+			size_t n = bp_shard_segments(spans, 5, BP_SHARD_SEQUENCE, cp, r, seg, 64, &tok);
+			CHECK(n <= 64);
+			int64_t qsum = 0;
+			for (size_t i = 0; i < n; i++)
+				qsum += seg[i][0];
+			CHECK(qsum == tok);
+			ssum += tok;
+		}
+		CHECK(ssum == total);
+	}
+	/* a single document in sequence mode: rank 0 gets the first and last chunks */
+	struct bp_span one = {7, 0, 800};
+	int64_t tok;
+	size_t n = bp_shard_segments(&one, 1, BP_SHARD_SEQUENCE, 2, 0, seg, 64, &tok);
+	CHECK(n == 2 && tok == 400);
+	CHECK(seg[0][0] == 200 && seg[0][1] == 200);
+	CHECK(seg[1][0] == 200 && seg[1][1] == 800);
+}
+
+static void test_microbatch(const struct bp_profile *p)
+{
+	struct bp_costmodel cm;
+	struct bp_error err;
+	struct bp_scheme sc = {1, 1, 2};
+	CHECK(bp_costmodel_init(&cm, p, sc, 1, &err) == 0);
+	CHECK(cm.stage_layers[0] == 2 && cm.stage_layers[1] == 2);
+	struct bp_span sp[2] = {{0, 0, 1024}, {1, 0, 1024}};
+	double f[2], b[2];
+	CHECK(bp_cost_microbatch(&cm, sp, 2, BP_SHARD_SEQUENCE, f, b, NULL, &err) == 0);
+	double layer = 2 * fwd_tab[4] + bp_cost_linear(p->linear, 2048, 0);
+	CHECK_NEAR(f[0], 2 * layer, 1e-9);
+	CHECK(f[1] > f[0]); /* the last stage carries the LM head */
+	CHECK(b[0] > f[0]);
+	/* a document costs more than the same tokens split in two documents (quadratic) */
+	struct bp_span big = {0, 0, 2048};
+	double f2[2], b2[2];
+	CHECK(bp_cost_microbatch(&cm, &big, 1, BP_SHARD_SEQUENCE, f2, b2, NULL, &err) == 0);
+	CHECK(f2[0] > f[0]);
+	/* memory: linear in tokens */
+	CHECK(bp_cost_act_bytes(&cm, 0, 1000) == 2 * 1000 * 100);
+	CHECK(bp_cost_p2p(&cm, 1000) > 0);
+	bp_costmodel_release(&cm);
+	/* a TP degree without tables fails */
+	sc.tp = 2;
+	CHECK(bp_costmodel_init(&cm, p, sc, 1, &err) == -1);
+	CHECK(strstr(err.text, "no attention table for tp 2") != NULL);
+	bp_costmodel_release(&cm);
+}
+
+static void test_fit(const struct bp_profile *p)
+{
+	struct bp_fit fit;
+	struct bp_error err;
+	struct bp_scheme sc = {1, 1, 1};
+	struct bp_costmodel cm;
+	CHECK(bp_fit_scheme(p, sc, 8192, &fit, &err) == 0);
+	CHECK(bp_costmodel_init(&cm, p, sc, 1, &err) == 0);
+	for (int64_t l = 256; l <= 8192; l *= 2) {
+		double t = bp_cost_doc(&cm, l), pred = fit.a * l * l + fit.b * l + fit.c;
+		CHECK(fabs(pred - t) <= 0.15 * t);
+	}
+	CHECK(fit.a > 0);
+	bp_costmodel_release(&cm);
+}
+
+int main(void)
+{
+	struct bp_profile p;
+	struct bp_attn_table at;
+	struct bp_linear_table lt;
+	struct bp_coll_table ct;
+	make_profile(&p, &at, &lt, &ct);
+	test_interp(&at, &lt);
+	test_shard();
+	test_microbatch(&p);
+	test_fit(&p);
+	return CHECK_DONE();
+}
