@@ -1,5 +1,5 @@
-/* embedded.h: files compiled into the binary (tools/embed.cmake generates the table from
- * datasets/*.json), so an installed balplan needs no data files. Sorted by name. */
+/* embedded.h: files compiled into the binary (tools/embed.cmake generates the table from the
+ * .json files in datasets/), so an installed balplan needs no data files. Sorted by name. */
 #ifndef BP_EMBEDDED_H
 #define BP_EMBEDDED_H
 #include <stddef.h>

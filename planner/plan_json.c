@@ -226,7 +226,7 @@ static int mb_from_json(struct bp_mb *mb, json_t *o, int pp, const char *where,
 {
 	static const char *const keys[] = {"spans", "shard", "tokens", "fwd_us", "bwd_us",
 					   NULL};
-	char shard[32], w[160];
+	char shard[32], w[256];
 	if (bp_json_check_keys(o, keys, where, err) < 0)
 		return -1;
 	json_t *spans = bp_json_get_array(o, "spans", where, err);
@@ -238,7 +238,7 @@ static int mb_from_json(struct bp_mb *mb, json_t *o, int pp, const char *where,
 		return -1;
 	for (size_t i = 0; i < mb->nspans; i++) {
 		int64_t t[3];
-		snprintf(w, sizeof(w), "%s.spans[%zu]", where, i);
+		snprintf(w, sizeof(w), "%.200s.spans[%zu]", where, i);
 		if (read_int_tuple(json_array_get(spans, i), 3, t, w, err) < 0)
 			return -1;
 		mb->spans[i] = (struct bp_span){t[0], t[1], t[2]};
@@ -281,7 +281,7 @@ static int pipe_from_json(struct bp_pipe *pi, json_t *o, int pp, const char *whe
 {
 	static const char *const keys[] = {"microbatches", "time_us", "busy_us",
 					   "peak_mem_bytes", NULL};
-	char w[160];
+	char w[256];
 	if (bp_json_check_keys(o, keys, where, err) < 0)
 		return -1;
 	json_t *mbs = bp_json_get_array(o, "microbatches", where, err);
@@ -291,7 +291,7 @@ static int pipe_from_json(struct bp_pipe *pi, json_t *o, int pp, const char *whe
 	if (!pi->mbs)
 		return -1;
 	for (size_t j = 0; j < json_array_size(mbs); j++) {
-		snprintf(w, sizeof(w), "%s.microbatches[%zu]", where, j);
+		snprintf(w, sizeof(w), "%.200s.microbatches[%zu]", where, j);
 		pi->nmbs = j + 1;
 		if (mb_from_json(&pi->mbs[j], json_array_get(mbs, j), pp, w, err) < 0)
 			return -1;
@@ -336,7 +336,7 @@ static int step_from_json(struct bp_step *st, json_t *o, int pp, const char *whe
 {
 	static const char *const keys[] = {"index", "docs", "delayed", "pipelines", "metrics",
 					   NULL};
-	char w[160];
+	char w[256];
 	if (bp_json_check_keys(o, keys, where, err) < 0 ||
 	    bp_json_get_int(o, "index", 1, 0, INT64_MAX, &st->index, where, err) < 0)
 		return -1;
@@ -352,7 +352,7 @@ static int step_from_json(struct bp_step *st, json_t *o, int pp, const char *whe
 		return -1;
 	for (size_t i = 0; i < json_array_size(docs); i++) {
 		int64_t t[2];
-		snprintf(w, sizeof(w), "%s.docs[%zu]", where, i);
+		snprintf(w, sizeof(w), "%.200s.docs[%zu]", where, i);
 		if (read_int_tuple(json_array_get(docs, i), 2, t, w, err) < 0)
 			return -1;
 		st->docs[i] = (struct bp_doc){t[0], t[1]};
@@ -360,19 +360,19 @@ static int step_from_json(struct bp_step *st, json_t *o, int pp, const char *whe
 	}
 	for (size_t i = 0; i < json_array_size(del); i++) {
 		int64_t t[3];
-		snprintf(w, sizeof(w), "%s.delayed[%zu]", where, i);
+		snprintf(w, sizeof(w), "%.200s.delayed[%zu]", where, i);
 		if (read_int_tuple(json_array_get(del, i), 3, t, w, err) < 0)
 			return -1;
 		st->delayed[i] = (struct bp_delayed){t[0], t[1], t[2]};
 		st->ndelayed = i + 1;
 	}
 	for (size_t i = 0; i < json_array_size(pipes); i++) {
-		snprintf(w, sizeof(w), "%s.pipelines[%zu]", where, i);
+		snprintf(w, sizeof(w), "%.200s.pipelines[%zu]", where, i);
 		st->npipes = i + 1;
 		if (pipe_from_json(&st->pipes[i], json_array_get(pipes, i), pp, w, err) < 0)
 			return -1;
 	}
-	snprintf(w, sizeof(w), "%s.metrics", where);
+	snprintf(w, sizeof(w), "%.200s.metrics", where);
 	return metrics_from_json(&st->m, bp_json_get_object(o, "metrics", where, err), w, err);
 }
 

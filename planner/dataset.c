@@ -1,0 +1,672 @@
+/* dataset.c: document length distributions, their readers (v1 JSON, plain text, JSONL), the
+ * embedded presets and the seeded sampler that turns a dataset into global batches.
+ *
+ * Called by cmd/ (reading --dataset) and by bp_solve (bp_sample). Invariants kept: a dataset
+ * that a reader returns is non-empty, holds either bins (sorted, disjoint, tokens within
+ * [count*lo, count*hi]) or raw lengths (all >= 1), and its total token count fits int64;
+ * the sampler's output depends only on the dataset and the options (seed included), and its
+ * document ids run 0, 1, 2, ... over all steps in draw order. */
+#include "dataset.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "embedded.h"
+#include "jsonutil.h"
+
+void bp_dataset_init(struct bp_dataset *ds)
+{
+	memset(ds, 0, sizeof(*ds));
+	ds->kind = BP_DS_MEASURED;
+	ds->rule = BP_BIN_UNIFORM;
+}
+
+void bp_dataset_release(struct bp_dataset *ds)
+{
+	if (!ds)
+		return;
+	free(ds->source);
+	free(ds->tokenizer);
+	free(ds->license);
+	free(ds->bins);
+	free(ds->lengths);
+	bp_dataset_init(ds);
+}
+
+void bp_dataset_free(struct bp_dataset *ds)
+{
+	if (!ds)
+		return;
+	bp_dataset_release(ds);
+	free(ds);
+}
+
+const char *bp_dataset_kind_name(enum bp_dataset_kind k)
+{
+	switch (k) {
+	case BP_DS_MEASURED:
+		return "measured";
+	case BP_DS_RECONSTRUCTED:
+		return "reconstructed";
+	case BP_DS_SYNTHETIC:
+		return "synthetic";
+	}
+	return "unknown";
+}
+
+/* ceil(count * q / 100) without overflowing for any count >= 0 and q in [0, 100]. */
+static int64_t rank_needed(int64_t count, int q)
+{
+	return (count / 100) * q + ((count % 100) * q + 99) / 100;
+}
+
+/* Nearest-rank percentile of raw lengths: the smallest v with at least `need` lengths <= v.
+ * A binary search over values keeps this allocation-free (compute_stats cannot fail). */
+static int64_t lengths_percentile(const int64_t *len, size_t n, int64_t max, int64_t need)
+{
+	int64_t lo = 1, hi = max;
+	while (lo < hi) {
+		int64_t mid = lo + (hi - lo) / 2;
+		int64_t k = 0;
+		for (size_t i = 0; i < n; i++)
+			k += len[i] <= mid;
+		if (k >= need)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+static int64_t bins_percentile(const struct bp_bin *b, size_t n, int64_t need)
+{
+	int64_t cum = 0;
+	for (size_t i = 0; i < n; i++) {
+		cum += b[i].count;
+		if (b[i].count > 0 && cum >= need)
+			return b[i].hi;
+	}
+	return 0;
+}
+
+void bp_dataset_compute_stats(struct bp_dataset *ds)
+{
+	struct bp_dataset_stats *st = &ds->stats;
+	static const int q[3] = {50, 90, 99};
+	int64_t *p[3] = {&st->p50, &st->p90, &st->p99};
+
+	memset(st, 0, sizeof(*st));
+	if (ds->lengths) {
+		for (size_t i = 0; i < ds->nlengths; i++) {
+			st->tokens += ds->lengths[i];
+			if (ds->lengths[i] > st->max)
+				st->max = ds->lengths[i];
+		}
+		st->count = (int64_t)ds->nlengths;
+		if (st->count > 0)
+			for (int k = 0; k < 3; k++)
+				*p[k] = lengths_percentile(ds->lengths, ds->nlengths, st->max,
+							   rank_needed(st->count, q[k]));
+	} else {
+		for (size_t i = 0; i < ds->nbins; i++) {
+			st->count += ds->bins[i].count;
+			st->tokens += ds->bins[i].tokens;
+			if (ds->bins[i].count > 0)
+				st->max = ds->bins[i].hi;
+		}
+		if (st->count > 0)
+			for (int k = 0; k < 3; k++)
+				*p[k] = bins_percentile(ds->bins, ds->nbins,
+							rank_needed(st->count, q[k]));
+	}
+	if (st->count > 0)
+		st->mean = (double)st->tokens / (double)st->count;
+}
+
+/* A length in [lo, hi] by the in-bin rule. Log-uniform draws x in [lo, hi + 1) with log x
+ * uniform and takes its floor, so every integer in the bin can come out. */
+static int64_t draw_in_bin(const struct bp_bin *b, enum bp_bin_rule rule, struct bp_rng *rng)
+{
+	if (b->lo == b->hi)
+		return b->lo;
+	if (rule == BP_BIN_LOGUNIFORM) {
+		double lo = (double)b->lo, span = log(((double)b->hi + 1.0) / lo);
+		double x = floor(lo * exp(bp_rng_uniform(rng) * span));
+		if (x < lo)
+			return b->lo;
+		if (x >= (double)b->hi)
+			return b->hi;
+		return (int64_t)x;
+	}
+	return b->lo + (int64_t)bp_rng_below(rng, (uint64_t)(b->hi - b->lo) + 1);
+}
+
+/* The draw behind bp_dataset_draw and the sampler. With cum (cum[i]: documents in bins 0..i)
+ * the bin is found by bisection; without, by a scan. Both pick the same bin for the same
+ * random number, so the two paths give the same stream. */
+static int64_t draw_len(const struct bp_dataset *ds, const int64_t *cum, struct bp_rng *rng)
+{
+	if (ds->lengths) {
+		if (ds->nlengths == 0)
+			return 0;
+		return ds->lengths[bp_rng_below(rng, ds->nlengths)];
+	}
+	int64_t total = 0;
+	if (cum)
+		total = ds->nbins ? cum[ds->nbins - 1] : 0;
+	else
+		for (size_t i = 0; i < ds->nbins; i++)
+			total += ds->bins[i].count;
+	if (total <= 0)
+		return 0;
+	/* A bin with probability count / total: the one holding the r-th document. */
+	int64_t r = (int64_t)bp_rng_below(rng, (uint64_t)total);
+	if (cum) {
+		size_t lo = 0, hi = ds->nbins - 1;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (cum[mid] > r)
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		return draw_in_bin(&ds->bins[lo], ds->rule, rng);
+	}
+	for (size_t i = 0; i < ds->nbins; i++) {
+		if (r < ds->bins[i].count)
+			return draw_in_bin(&ds->bins[i], ds->rule, rng);
+		r -= ds->bins[i].count;
+	}
+	return 0; /* not reached: r < total */
+}
+
+int64_t bp_dataset_draw(const struct bp_dataset *ds, struct bp_rng *rng)
+{
+	return draw_len(ds, NULL, rng);
+}
+
+/* ---- readers ---- */
+
+static int is_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
+}
+
+/* One line of the input at a time: [*b, *e) without the newline; returns 0 at the end. */
+struct line_iter {
+	const char *p, *end;
+	int no;
+};
+
+static int next_line(struct line_iter *it, const char **b, const char **e)
+{
+	if (it->p >= it->end)
+		return 0;
+	const char *nl = memchr(it->p, '\n', (size_t)(it->end - it->p));
+	*b = it->p;
+	*e = nl ? nl : it->end;
+	it->p = nl ? nl + 1 : it->end;
+	it->no++;
+	return 1;
+}
+
+static void trim(const char **b, const char **e)
+{
+	while (*b < *e && is_blank(**b))
+		(*b)++;
+	while (*e > *b && is_blank((*e)[-1]))
+		(*e)--;
+}
+
+/* Appends one length to ds->lengths (grown geometrically; cap tracks the allocation), keeping
+ * the running total inside int64. */
+static int push_length(struct bp_dataset *ds, size_t *cap, int64_t v, int64_t *total, int line,
+		       struct bp_error *err)
+{
+	if (*total > INT64_MAX - v)
+		return bp_errorf(err, "line %d: the total token count overflows int64", line);
+	*total += v;
+	if (ds->nlengths == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 256;
+		int64_t *p = bp_realloc_array(ds->lengths, ncap, sizeof(*p), err);
+		if (!p)
+			return -1;
+		ds->lengths = p;
+		*cap = ncap;
+	}
+	ds->lengths[ds->nlengths++] = v;
+	return 0;
+}
+
+/* Fills the provenance of a dataset read from a bare list (text or JSONL). */
+static int set_bare_fields(struct bp_dataset *ds, const char *name, const char *source,
+			   struct bp_error *err)
+{
+	if (bp_strlcpy_checked(ds->name, name ? name : "unnamed", sizeof(ds->name),
+			       "dataset name", err) < 0)
+		return -1;
+	ds->kind = BP_DS_MEASURED;
+	ds->rule = BP_BIN_UNIFORM;
+	if (!(ds->source = bp_strdup(source, err)) ||
+	    !(ds->tokenizer = bp_strdup("unknown", err)) ||
+	    !(ds->license = bp_strdup("unknown", err)))
+		return -1;
+	return 0;
+}
+
+static int parse_text(struct bp_dataset *ds, const char *text, size_t len, const char *name,
+		      struct bp_error *err)
+{
+	struct line_iter it = {text, text + len, 0};
+	const char *b, *e;
+	size_t cap = 0;
+	int64_t total = 0;
+
+	if (set_bare_fields(ds, name, "plain text, one length per line", err) < 0)
+		return -1;
+	while (next_line(&it, &b, &e)) {
+		const char *hash = memchr(b, '#', (size_t)(e - b));
+		if (hash)
+			e = hash;
+		trim(&b, &e);
+		if (b == e)
+			continue;
+		int64_t v = 0;
+		int ok = 1;
+		for (const char *c = b; c < e; c++) {
+			if (*c < '0' || *c > '9') {
+				ok = 0;
+				break;
+			}
+			int d = *c - '0';
+			if (v > (INT64_MAX - d) / 10)
+				return bp_errorf(err, "line %d: '%.*s' is out of range", it.no,
+						 (int)(e - b > 40 ? 40 : e - b), b);
+			v = v * 10 + d;
+		}
+		if (!ok || v < 1)
+			return bp_errorf(err, "line %d: '%.*s' is not a positive integer", it.no,
+					 (int)(e - b > 40 ? 40 : e - b), b);
+		if (push_length(ds, &cap, v, &total, it.no, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static const char *const jsonl_fields[] = {"tokens", "num_tokens", "length", "len", NULL};
+
+static int parse_jsonl(struct bp_dataset *ds, const char *text, size_t len, const char *name,
+		       const char *field, struct bp_error *err)
+{
+	struct line_iter it = {text, text + len, 0};
+	const char *b, *e;
+	size_t cap = 0;
+	int64_t total = 0;
+	json_t *obj = NULL;
+	char source[128];
+	int rc = -1;
+
+	while (next_line(&it, &b, &e)) {
+		trim(&b, &e);
+		if (b == e)
+			continue;
+		json_error_t je;
+		obj = json_loadb(b, (size_t)(e - b), JSON_REJECT_DUPLICATES, &je);
+		if (!obj) {
+			bp_errorf(err, "line %d: invalid JSON: %s", it.no, je.text);
+			goto out;
+		}
+		if (!json_is_object(obj)) {
+			bp_errorf(err, "line %d: not a JSON object", it.no);
+			goto out;
+		}
+		if (!field) {
+			/* The first line decides which field every line carries. */
+			for (size_t i = 0; jsonl_fields[i] && !field; i++)
+				if (json_is_integer(json_object_get(obj, jsonl_fields[i])))
+					field = jsonl_fields[i];
+			if (!field) {
+				bp_errorf(err, "line %d: no integer field \"tokens\", \"num_tokens\", "
+					  "\"length\" or \"len\"", it.no);
+				goto out;
+			}
+		}
+		if (!ds->source) {
+			snprintf(source, sizeof(source), "JSONL, field \"%.80s\"", field);
+			if (set_bare_fields(ds, name, source, err) < 0)
+				goto out;
+		}
+		json_t *v = json_object_get(obj, field);
+		if (!json_is_integer(v)) {
+			bp_errorf(err, "line %d: no integer field \"%s\"", it.no, field);
+			goto out;
+		}
+		json_int_t x = json_integer_value(v);
+		if (x < 1) {
+			bp_errorf(err, "line %d: \"%s\" is %lld, not a positive integer", it.no,
+				  field, (long long)x);
+			goto out;
+		}
+		if (push_length(ds, &cap, (int64_t)x, &total, it.no, err) < 0)
+			goto out;
+		json_decref(obj);
+		obj = NULL;
+	}
+	if (!ds->source && set_bare_fields(ds, name, "JSONL", err) < 0)
+		goto out;
+	rc = 0;
+out:
+	json_decref(obj);
+	return rc;
+}
+
+static int from_json_cb(void *out, json_t *root, struct bp_error *err)
+{
+	return bp_dataset_from_json(out, root, err);
+}
+
+/* Whether text holds exactly one non-blank line. */
+static int single_line(const char *text, size_t len)
+{
+	int lines = 0, content = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (text[i] == '\n') {
+			lines += content;
+			content = 0;
+		} else if (!is_blank(text[i])) {
+			content = 1;
+		}
+	}
+	return lines + content == 1;
+}
+
+/* Which reader: 'j' v1 JSON, 'l' JSONL, 't' plain text. A text that is one JSON object with
+ * "format" is v1; otherwise a first line that is a JSON object by itself means JSONL; any
+ * other text starting with '{' is taken as (broken) v1 JSON so the decoder's line and column
+ * reach the user. */
+static char detect(const char *text, size_t len)
+{
+	size_t i = 0;
+	while (i < len && is_blank(text[i]))
+		i++;
+	if (i == len || text[i] != '{')
+		return 't';
+	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+	int is_obj = json_is_object(root);
+	int has_format = is_obj && json_object_get(root, "format");
+	json_decref(root);
+	if (has_format)
+		return 'j';
+	if (is_obj && !single_line(text, len))
+		return 'j'; /* a pretty-printed object without "format": say so */
+	const char *nl = memchr(text + i, '\n', len - i);
+	size_t n = nl ? (size_t)(nl - (text + i)) : len - i;
+	json_t *first = json_loadb(text + i, n, JSON_REJECT_DUPLICATES, NULL);
+	int jsonl = json_is_object(first);
+	json_decref(first);
+	return jsonl ? 'l' : 'j';
+}
+
+int bp_dataset_parse(struct bp_dataset *ds, const char *text, size_t len, const char *name,
+		     const char *jsonl_field, struct bp_error *err)
+{
+	int rc = -1;
+
+	bp_dataset_release(ds);
+	if (len >= 3 && !memcmp(text, "\xef\xbb\xbf", 3)) { /* a UTF-8 byte order mark */
+		text += 3;
+		len -= 3;
+	}
+	switch (detect(text, len)) {
+	case 'j':
+		if (bp_json_parse_text(text, len, from_json_cb, ds, err) < 0)
+			goto out;
+		break;
+	case 'l':
+		if (parse_jsonl(ds, text, len, name, jsonl_field, err) < 0)
+			goto out;
+		break;
+	default:
+		if (parse_text(ds, text, len, name, err) < 0)
+			goto out;
+		break;
+	}
+	bp_dataset_compute_stats(ds);
+	if (ds->stats.count == 0) {
+		bp_errorf(err, "dataset '%s' is empty", ds->name);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (rc < 0)
+		bp_dataset_release(ds);
+	return rc;
+}
+
+/* ---- presets ---- */
+
+size_t bp_dataset_preset_count(void)
+{
+	return bp_embedded_datasets_count;
+}
+
+const char *bp_dataset_preset_name(size_t i)
+{
+	return i < bp_embedded_datasets_count ? bp_embedded_datasets[i].name : NULL;
+}
+
+static const struct bp_embedded_file *find_preset(const char *name)
+{
+	for (size_t i = 0; i < bp_embedded_datasets_count; i++)
+		if (!strcmp(bp_embedded_datasets[i].name, name))
+			return &bp_embedded_datasets[i];
+	return NULL;
+}
+
+const char *bp_dataset_preset_text(const char *name, size_t *len)
+{
+	const struct bp_embedded_file *f = find_preset(name);
+	if (!f)
+		return NULL;
+	if (len)
+		*len = f->len;
+	return (const char *)f->data;
+}
+
+int bp_dataset_preset(struct bp_dataset *ds, const char *name, struct bp_error *err)
+{
+	const struct bp_embedded_file *f = find_preset(name);
+	if (!f) {
+		char list[160] = "";
+		size_t used = 0;
+		for (size_t i = 0; i < bp_embedded_datasets_count && used < sizeof(list); i++)
+			used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s",
+						 i ? ", " : "", bp_embedded_datasets[i].name);
+		return bp_errorf(err, "unknown dataset preset '%s' (presets: %s)", name, list);
+	}
+	if (bp_dataset_parse(ds, (const char *)f->data, f->len, f->name, NULL, err) < 0)
+		return bp_error_prefix(err, "dataset preset '%s'", name);
+	return 0;
+}
+
+/* ---- sampler ---- */
+
+void bp_batches_release(struct bp_batches *b)
+{
+	if (!b)
+		return;
+	if (b->b)
+		for (size_t i = 0; i < b->n; i++)
+			free(b->b[i].docs);
+	free(b->b);
+	memset(b, 0, sizeof(*b));
+}
+
+/* A drawn document waiting to be placed (the sampler's carry-over). */
+struct pending {
+	int64_t len;
+	int truncated;
+};
+
+/* Smallest length the dataset can produce. */
+static int64_t dataset_min_len(const struct bp_dataset *ds)
+{
+	int64_t m = INT64_MAX;
+	if (ds->lengths) {
+		for (size_t i = 0; i < ds->nlengths; i++)
+			if (ds->lengths[i] < m)
+				m = ds->lengths[i];
+	} else {
+		for (size_t i = 0; i < ds->nbins; i++)
+			if (ds->bins[i].count > 0 && ds->bins[i].lo < m)
+				m = ds->bins[i].lo;
+	}
+	return m;
+}
+
+/* Consecutive dropped draws after which the cap is judged to leave (almost) nothing. */
+#define BP_MAX_DROPS_IN_A_ROW 1000000
+
+/* Draws the next kept document under the cap rule; next_id is the id it will get. */
+static int draw_doc(const struct bp_dataset *ds, const int64_t *cum,
+		    const struct bp_sampler_opts *o, struct bp_rng *rng, int64_t next_id,
+		    struct bp_batches *out, struct pending *d, struct bp_error *err)
+{
+	for (int64_t drops = 0;;) {
+		int64_t len = draw_len(ds, cum, rng);
+		if (len <= o->max_len) {
+			d->len = len;
+			d->truncated = 0;
+			return 0;
+		}
+		switch (o->overlen) {
+		case BP_OVERLEN_TRUNCATE:
+			d->len = o->max_len;
+			d->truncated = 1;
+			return 0;
+		case BP_OVERLEN_DROP:
+			out->dropped++;
+			if (++drops >= BP_MAX_DROPS_IN_A_ROW)
+				return bp_errorf(err, "dropped %lld documents in a row longer than "
+						 "the length cap %lld", (long long)drops,
+						 (long long)o->max_len);
+			break;
+		default:
+			return bp_errorf(err, "document %lld (%lld tokens) is longer than the "
+					 "length cap %lld", (long long)next_id, (long long)len,
+					 (long long)o->max_len);
+		}
+	}
+}
+
+static int batch_push(struct bp_batch *bt, size_t *cap, int64_t id, int64_t len,
+		      struct bp_error *err)
+{
+	if (bt->ndocs == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 16;
+		struct bp_doc *p = bp_realloc_array(bt->docs, ncap, sizeof(*p), err);
+		if (!p)
+			return -1;
+		bt->docs = p;
+		*cap = ncap;
+	}
+	bt->docs[bt->ndocs++] = (struct bp_doc){id, len};
+	bt->tokens += len;
+	return 0;
+}
+
+static int check_opts(const struct bp_dataset *ds, const struct bp_sampler_opts *o,
+		      struct bp_error *err)
+{
+	if (o->steps < 1)
+		return bp_errorf(err, "steps must be >= 1 (got %lld)", (long long)o->steps);
+	if ((uint64_t)o->steps > SIZE_MAX / sizeof(struct bp_batch))
+		return bp_errorf(err, "steps %lld is too many", (long long)o->steps);
+	if (o->tokens_per_step < 0 || o->docs_per_step < 0 ||
+	    (o->tokens_per_step > 0) == (o->docs_per_step > 0))
+		return bp_errorf(err, "exactly one of tokens_per_step and docs_per_step must be "
+				 "> 0 (got %lld and %lld)", (long long)o->tokens_per_step,
+				 (long long)o->docs_per_step);
+	if (o->max_len < 1)
+		return bp_errorf(err, "max_len must be >= 1 (got %lld)", (long long)o->max_len);
+	if (o->tokens_per_step > 0 && o->max_len > o->tokens_per_step)
+		return bp_errorf(err, "max_len %lld is larger than tokens_per_step %lld",
+				 (long long)o->max_len, (long long)o->tokens_per_step);
+	if (o->overlen != BP_OVERLEN_TRUNCATE && o->overlen != BP_OVERLEN_DROP &&
+	    o->overlen != BP_OVERLEN_ERROR)
+		return bp_errorf(err, "unknown over-length rule %d", (int)o->overlen);
+	int64_t count = 0;
+	if (ds->lengths)
+		count = (int64_t)ds->nlengths;
+	else
+		for (size_t i = 0; i < ds->nbins; i++)
+			count += ds->bins[i].count;
+	if (count <= 0)
+		return bp_errorf(err, "dataset '%s' is empty", ds->name);
+	if (o->overlen == BP_OVERLEN_DROP && dataset_min_len(ds) > o->max_len)
+		return bp_errorf(err, "every document of dataset '%s' is longer than the length "
+				 "cap %lld: all would be dropped", ds->name, (long long)o->max_len);
+	return 0;
+}
+
+int bp_sample(const struct bp_dataset *ds, const struct bp_sampler_opts *o,
+	      struct bp_batches *out, struct bp_error *err)
+{
+	struct bp_rng rng;
+	int64_t *cum = NULL;
+	struct pending carry = {0, 0};
+	int have_carry = 0;
+	int64_t next_id = 0;
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	if (check_opts(ds, o, err) < 0)
+		goto out;
+	out->b = bp_calloc((size_t)o->steps, sizeof(*out->b), err);
+	if (!out->b)
+		goto out;
+	out->n = (size_t)o->steps;
+	if (ds->bins && ds->nbins > 0) {
+		cum = bp_calloc(ds->nbins, sizeof(*cum), err);
+		if (!cum)
+			goto out;
+		for (size_t i = 0; i < ds->nbins; i++)
+			cum[i] = (i ? cum[i - 1] : 0) + ds->bins[i].count;
+	}
+	bp_rng_seed(&rng, o->seed);
+	for (size_t s = 0; s < out->n; s++) {
+		struct bp_batch *bt = &out->b[s];
+		size_t cap = 0;
+		for (;;) {
+			struct pending d = {0, 0};
+			if (have_carry) {
+				d = carry;
+				have_carry = 0;
+			} else if (draw_doc(ds, cum, o, &rng, next_id, out, &d, err) < 0) {
+				goto out;
+			}
+			/* Over budget: the document opens the next step instead. */
+			if (o->tokens_per_step > 0 && bt->ndocs > 0 &&
+			    d.len > o->tokens_per_step - bt->tokens) {
+				carry = d;
+				have_carry = 1;
+				break;
+			}
+			if (batch_push(bt, &cap, next_id, d.len, err) < 0)
+				goto out;
+			next_id++;
+			out->truncated += d.truncated;
+			if (o->tokens_per_step > 0 ? bt->tokens >= o->tokens_per_step
+						   : (int64_t)bt->ndocs >= o->docs_per_step)
+				break;
+		}
+	}
+	rc = 0;
+out:
+	free(cum);
+	if (rc < 0)
+		bp_batches_release(out);
+	return rc;
+}

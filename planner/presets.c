@@ -1,0 +1,163 @@
+/* presets.c: the built-in model and GPU descriptions (presets.h) and the parameter count.
+ *
+ * Called by `balplan presets`, `balplan profile --analytic` (profiler/analytic.c) and by the
+ * cost model (bp_model_layer_params for the LM head and model-state memory). Invariant: every
+ * number below carries its source, published configurations where they exist and a stated
+ * assumption where a paper is silent; lookups are case-insensitive and return static storage.
+ * Models come from the four papers' evaluation sections: DistCA Table 2 (Llama-3-8B,
+ * Llama-34B), Hydraulis Sec. 8.1 (LLaMA2 7B/13B/32B on A800), WLB-LLM Table 1 and Sec. 6.1
+ * (550M, 7B, 30B, 70B). */
+#include "presets.h"
+
+#include <stddef.h>
+
+#include "bp.h"
+
+struct model_preset {
+	struct bp_model m;
+	const char *source;
+};
+
+struct gpu_preset {
+	struct bp_gpu g;
+	const char *source;
+};
+
+/* Fields: name, layers, hidden, heads, kv_heads, ffn, vocab, gated. */
+static const struct model_preset models[] = {
+	{{"llama2-7b", 32, 4096, 32, 32, 11008, 32000, 1},
+	 "Touvron et al. 2023, Llama 2 (Table 1) and meta-llama/Llama-2-7b-hf config.json; "
+	 "Hydraulis Sec. 8.1 and WLB-LLM Sec. 6.1 (7B)"},
+	{{"llama2-13b", 40, 5120, 40, 40, 13824, 32000, 1},
+	 "meta-llama/Llama-2-13b-hf config.json; Hydraulis Sec. 8.1 (13B)"},
+	/* Hydraulis Sec. 8.1 trains a "LLaMA2 32B" but states no configuration (Llama 2 has no
+	 * 32B); Qwen2.5-32B is the public Llama-style model of that size. QKV biases ignored. */
+	{{"qwen2.5-32b", 64, 5120, 40, 8, 27648, 152064, 1},
+	 "Qwen/Qwen2.5-32B config.json (untied embeddings); stands in for Hydraulis Sec. 8.1's "
+	 "unspecified 32B"},
+	{{"llama3-8b", 32, 4096, 32, 8, 14336, 128256, 1},
+	 "Llama 3 herd paper (Dubey et al. 2024, Table 3) and meta-llama/Meta-Llama-3-8B "
+	 "config.json; DistCA Table 2"},
+	/* DistCA Table 2 gives layers 48, hidden 8192, 64 heads of 128, GQA 16 (16 KV heads, as
+	 * its Llama-3-8B row's 8 is Llama 3's KV head count). FFN and vocab are not stated: the
+	 * FFN size of CodeLlama-34B (same layers/hidden/heads) and the Llama 3 vocabulary (DistCA
+	 * Sec. 3.3 calls it "Llama-3-34B"). */
+	{{"llama-34b", 48, 8192, 64, 16, 22016, 128256, 1},
+	 "DistCA Table 2 (layers, hidden, heads, GQA 16); ffn from CodeLlama-34B config.json, "
+	 "vocab from Llama 3 (assumed)"},
+	/* Qwen2.5 0.5B and 3B tie input and output embeddings; bp_model_params counts both
+	 * (untied), so it reports more than the published total. */
+	{{"qwen2.5-0.5b", 24, 896, 14, 2, 4864, 151936, 1},
+	 "Qwen/Qwen2.5-0.5B config.json (tied embeddings counted twice)"},
+	{{"qwen2.5-3b", 36, 2048, 16, 2, 11008, 151936, 1},
+	 "Qwen/Qwen2.5-3B config.json (tied embeddings counted twice)"},
+	/* WLB-LLM Sec. 6.1: internal LLaMA-like models, the 7B one shaped as LLaMA2-7B, the others
+	 * "proportionally adjusting the number of layers and model dimension"; Table 1 lists only
+	 * sizes and parallel configs. 550M: no Llama exists, so 16 layers of hidden 1536 (12 heads
+	 * of 128, SwiGLU 4096 = 8/3 h) with the Llama 2 vocabulary, which gives 0.55B. */
+	{{"wlb-550m", 16, 1536, 12, 12, 4096, 32000, 1},
+	 "WLB-LLM Table 1 (550M); shape assumed: LLaMA2-7B scaled to 16 layers x 1536"},
+	{{"wlb-7b", 32, 4096, 32, 32, 11008, 32000, 1},
+	 "WLB-LLM Sec. 6.1: same architecture as LLaMA2-7B"},
+	/* 30B: the nearest Llama is LLaMA-1 "30B" (32.5B parameters). */
+	{{"wlb-30b", 60, 6656, 52, 52, 17920, 32000, 1},
+	 "WLB-LLM Table 1 (30B); shape assumed: LLaMA-1 30B (Touvron et al. 2023a, Table 2)"},
+	/* 70B: the nearest Llama is Llama-2-70B (GQA with 8 KV heads). */
+	{{"wlb-70b", 80, 8192, 64, 8, 28672, 32000, 1},
+	 "WLB-LLM Table 1 (70B); shape assumed: meta-llama/Llama-2-70b-hf config.json"},
+};
+
+/* GPU numbers from the vendor datasheets. Dense BF16 is half the datasheet's "with sparsity"
+ * figure. NVLink is per GPU and per direction (the datasheets give the bidirectional total).
+ * HBM sizes: NVIDIA's "GB" for HBM is close to GiB (an H100 80GB shows 81559 MiB in
+ * nvidia-smi), so the sizes are taken in GiB; the profile's 4 GiB reserve covers the
+ * difference. Network: one NIC per GPU as in DGX/HGX nodes. */
+#define GIB ((int64_t)1 << 30)
+static const struct gpu_preset gpus[] = {
+	{{"H100", 989.4, 80 * GIB, 3350.0, 450.0, 50.0, 8},
+	 "NVIDIA H100 Tensor Core GPU datasheet (SXM5): BF16 1979 TFLOPS sparse, 80GB HBM3 at "
+	 "3.35 TB/s, NVLink 900 GB/s; DGX H100 user guide: 8x ConnectX-7 400 Gb/s"},
+	{{"H200", 989.4, 140 * GIB, 4800.0, 450.0, 50.0, 8},
+	 "NVIDIA H200 Tensor Core GPU datasheet (SXM): BF16 1979 TFLOPS sparse, 141GB HBM3e at "
+	 "4.8 TB/s, NVLink 900 GB/s; DistCA Sec. 6.1 (DGX H200, 140GB usable); DGX H200: 8x "
+	 "ConnectX-7 400 Gb/s"},
+	{{"A800", 312.0, 80 * GIB, 2039.0, 200.0, 25.0, 8},
+	 "NVIDIA A800 40GB/80GB datasheet (SXM): BF16 624 TFLOPS sparse, 80GB HBM2e at 2039 "
+	 "GB/s, NVLink 400 GB/s; Hydraulis Sec. 8.1: InfiniBand 200 GB/s per node (8 GPUs)"},
+	{{"H20", 148.0, 96 * GIB, 4000.0, 450.0, 50.0, 8},
+	 "NVIDIA HGX H20 product brief: BF16 296 TFLOPS sparse, 96GB HBM3 at 4.0 TB/s, NVLink "
+	 "900 GB/s; network assumed 400 Gb/s per GPU"},
+};
+
+static int lower(int c)
+{
+	return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
+}
+
+static int same_name(const char *a, const char *b)
+{
+	for (; *a && *b; a++, b++)
+		if (lower((unsigned char)*a) != lower((unsigned char)*b))
+			return 0;
+	return *a == *b;
+}
+
+int64_t bp_model_layer_params(const struct bp_model *m)
+{
+	int64_t h = m->hidden, hd = m->heads > 0 ? m->hidden / m->heads : 0;
+	int64_t attn = h * (h + 2 * (int64_t)m->kv_heads * hd) + h * h; /* QKV and O */
+	int64_t ffn = (m->gated ? 3 : 2) * h * (int64_t)m->ffn;
+	return attn + ffn + 2 * h; /* two RMSNorm weights */
+}
+
+int64_t bp_model_params(const struct bp_model *m)
+{
+	int64_t emb = (int64_t)m->vocab * m->hidden;
+	return 2 * emb + (int64_t)m->layers * bp_model_layer_params(m) + m->hidden;
+}
+
+size_t bp_model_preset_count(void)
+{
+	return BP_ARRAY_LEN(models);
+}
+
+const struct bp_model *bp_model_preset_at(size_t i)
+{
+	return i < BP_ARRAY_LEN(models) ? &models[i].m : NULL;
+}
+
+const struct bp_model *bp_model_preset(const char *name)
+{
+	for (size_t i = 0; name && i < BP_ARRAY_LEN(models); i++)
+		if (same_name(name, models[i].m.name))
+			return &models[i].m;
+	return NULL;
+}
+
+const char *bp_model_preset_source(size_t i)
+{
+	return i < BP_ARRAY_LEN(models) ? models[i].source : NULL;
+}
+
+size_t bp_gpu_preset_count(void)
+{
+	return BP_ARRAY_LEN(gpus);
+}
+
+const struct bp_gpu *bp_gpu_preset_at(size_t i)
+{
+	return i < BP_ARRAY_LEN(gpus) ? &gpus[i].g : NULL;
+}
+
+const struct bp_gpu *bp_gpu_preset(const char *name)
+{
+	for (size_t i = 0; name && i < BP_ARRAY_LEN(gpus); i++)
+		if (same_name(name, gpus[i].g.name))
+			return &gpus[i].g;
+	return NULL;
+}
+
+const char *bp_gpu_preset_source(size_t i)
+{
+	return i < BP_ARRAY_LEN(gpus) ? gpus[i].source : NULL;
+}

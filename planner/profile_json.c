@@ -1,0 +1,659 @@
+/* profile_json.c: the balplan.profile/v1 codec (profile.h; the format is documented field by
+ * field in profiler/README.md).
+ *
+ * Called by every front end that reads a profile (solve, simulate, check, propose) and by
+ * `balplan profile`, which writes one. Reading is strict and keeps the invariants the cost
+ * model's interpolation relies on (DistCA Sec. 4.2 "Profiler": bilinear lookups on a
+ * (q_len, kv_len) grid): axes strictly increasing, every table finite, non-negative and
+ * non-decreasing along each axis, one table per TP degree and per (op, inter, ranks), one fit
+ * per scheme (Hydraulis App. B.2). Writing is canonical: arrays sorted by their documented
+ * key (attention and linear by tp, collectives by (op, inter, ranks), schemes and fits by
+ * (tp, cp, pp)), table values rounded to 1e-3 (bp_json_real), fit coefficients to 9
+ * significant digits (they are as small as 1e-6 us per token^2). */
+#include "profile.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonutil.h"
+#include "model_json.h"
+
+#define MAX_DEGREE (1 << 20)
+
+/* ---- reading: scalar checks ------------------------------------------------------------ */
+
+/* A finite real at key that must be >= 0 (positive = 1: > 0). */
+static int get_nonneg(json_t *obj, const char *key, int positive, double *out,
+		      const char *where, struct bp_error *err)
+{
+	double x = 0.0;
+	if (bp_json_get_real(obj, key, 1, -DBL_MAX, DBL_MAX, &x, where, err) < 0)
+		return -1;
+	if (x < 0)
+		return bp_errorf(err, "%s.%s is negative", where, key);
+	if (positive && x == 0)
+		return bp_errorf(err, "%s.%s is zero", where, key);
+	*out = x;
+	return 0;
+}
+
+static int get_nonneg_int(json_t *obj, const char *key, int positive, int64_t *out,
+			  const char *where, struct bp_error *err)
+{
+	int64_t x = 0;
+	if (bp_json_get_int(obj, key, 1, INT64_MIN, INT64_MAX, &x, where, err) < 0)
+		return -1;
+	if (x < 0)
+		return bp_errorf(err, "%s.%s is negative", where, key);
+	if (positive && x == 0)
+		return bp_errorf(err, "%s.%s is zero", where, key);
+	*out = x;
+	return 0;
+}
+
+/* ---- reading: axes and tables ---------------------------------------------------------- */
+
+/* Reads a strictly increasing axis of values >= 0 (> 0 when positive). */
+static int read_axis(json_t *obj, const char *key, int positive, double **out, size_t *n,
+		     const char *where, struct bp_error *err)
+{
+	if (bp_json_get_real_array(obj, key, 1, out, n, where, err) < 0)
+		return -1;
+	const double *v = *out;
+	for (size_t i = 0; i < *n; i++) {
+		if (v[i] < 0)
+			return bp_errorf(err, "%s.%s[%zu] is negative", where, key, i);
+		if (positive && v[i] == 0)
+			return bp_errorf(err, "%s.%s[%zu] is zero", where, key, i);
+		if (i > 0 && !(v[i] > v[i - 1]))
+			return bp_errorf(err, "%s.%s is not strictly increasing at index %zu", where,
+					 key, i);
+	}
+	return 0;
+}
+
+/* Reads a curve of n values (one per axis point, axis named per): >= 0, non-decreasing. */
+static int read_curve(json_t *obj, const char *key, size_t want, const char *per,
+		      double **out, const char *where, struct bp_error *err)
+{
+	size_t n = 0;
+	if (bp_json_get_real_array(obj, key, 0, out, &n, where, err) < 0)
+		return -1;
+	if (n != want)
+		return bp_errorf(err, "%s.%s has %zu values, expected %zu (one per %s)", where, key,
+				 n, want, per);
+	const double *v = *out;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] < 0)
+			return bp_errorf(err, "%s.%s[%zu] is negative", where, key, i);
+		if (i > 0 && v[i] < v[i - 1])
+			return bp_errorf(err, "%s.%s is not monotonic: [%zu] < [%zu]", where, key, i,
+					 i - 1);
+	}
+	return 0;
+}
+
+/* Reads an nq x nkv matrix (an array of nq rows of nkv numbers) into a new row-major array:
+ * finite, >= 0, non-decreasing along kv (within a row) and along q (down a column). */
+static int read_matrix(json_t *obj, const char *key, size_t nq, size_t nkv, double **out,
+		       const char *where, struct bp_error *err)
+{
+	json_t *rows = bp_json_get_array(obj, key, where, err);
+	if (!rows)
+		return -1;
+	if (json_array_size(rows) != nq)
+		return bp_errorf(err, "%s.%s has %zu rows, expected %zu (one per q)", where, key,
+				 json_array_size(rows), nq);
+	double *v = bp_calloc(nq * nkv, sizeof(*v), err);
+	if (!v)
+		return -1;
+	free(*out);
+	*out = v; /* owned by the table from here on, freed with it */
+	for (size_t i = 0; i < nq; i++) {
+		json_t *row = json_array_get(rows, i);
+		if (!json_is_array(row))
+			return bp_errorf(err, "%s.%s[%zu] is not an array", where, key, i);
+		if (json_array_size(row) != nkv)
+			return bp_errorf(err, "%s.%s[%zu] has %zu values, expected %zu (one per kv)",
+					 where, key, i, json_array_size(row), nkv);
+		for (size_t j = 0; j < nkv; j++) {
+			json_t *x = json_array_get(row, j);
+			if (!json_is_number(x))
+				return bp_errorf(err, "%s.%s[%zu][%zu] is not a number", where, key, i,
+						 j);
+			double d = json_number_value(x);
+			if (!isfinite(d))
+				return bp_errorf(err, "%s.%s[%zu][%zu] is not finite", where, key, i, j);
+			if (d < 0)
+				return bp_errorf(err, "%s.%s[%zu][%zu] is negative", where, key, i, j);
+			v[i * nkv + j] = d;
+		}
+	}
+	for (size_t i = 0; i < nq; i++)
+		for (size_t j = 0; j < nkv; j++) {
+			if (j > 0 && v[i * nkv + j] < v[i * nkv + j - 1])
+				return bp_errorf(err, "%s.%s is not monotonic: [%zu][%zu] < [%zu][%zu]",
+						 where, key, i, j, i, j - 1);
+			if (i > 0 && v[i * nkv + j] < v[(i - 1) * nkv + j])
+				return bp_errorf(err, "%s.%s is not monotonic: [%zu][%zu] < [%zu][%zu]",
+						 where, key, i, j, i - 1, j);
+		}
+	return 0;
+}
+
+/* ---- reading: sections ----------------------------------------------------------------- */
+
+static int read_hardware(struct bp_hardware *hw, json_t *root, struct bp_error *err)
+{
+	static const char *const keys[] = {"gpu",	  "gpus_per_node", "hbm_bytes",
+					   "hbm_gbps",	  "nvlink_gbps",   "net_gbps",
+					   "bf16_tflops", NULL};
+	const char *w = "profile.hardware";
+	json_t *o = bp_json_get_object(root, "hardware", "profile", err);
+	if (!o || bp_json_check_keys(o, keys, w, err) < 0 ||
+	    bp_json_get_str(o, "gpu", 1, hw->gpu, sizeof(hw->gpu), w, err) < 0 ||
+	    bp_json_get_int32(o, "gpus_per_node", 1, 1, 1024, &hw->gpus_per_node, w, err) < 0 ||
+	    get_nonneg_int(o, "hbm_bytes", 1, &hw->hbm_bytes, w, err) < 0 ||
+	    get_nonneg(o, "hbm_gbps", 1, &hw->hbm_gbps, w, err) < 0 ||
+	    get_nonneg(o, "nvlink_gbps", 1, &hw->nvlink_gbps, w, err) < 0 ||
+	    get_nonneg(o, "net_gbps", 1, &hw->net_gbps, w, err) < 0 ||
+	    get_nonneg(o, "bf16_tflops", 1, &hw->bf16_tflops, w, err) < 0)
+		return -1;
+	return 0;
+}
+
+static int read_memory(struct bp_memory *mem, const struct bp_hardware *hw, json_t *root,
+		       struct bp_error *err)
+{
+	static const char *const keys[] = {"act_bytes_per_token_layer", "state_bytes_per_param",
+					   "reserved_bytes", NULL};
+	const char *w = "profile.memory";
+	json_t *o = bp_json_get_object(root, "memory", "profile", err);
+	if (!o || bp_json_check_keys(o, keys, w, err) < 0 ||
+	    get_nonneg(o, "act_bytes_per_token_layer", 1, &mem->act_bytes_per_token_layer, w,
+		       err) < 0 ||
+	    get_nonneg(o, "state_bytes_per_param", 1, &mem->state_bytes_per_param, w, err) < 0 ||
+	    get_nonneg_int(o, "reserved_bytes", 0, &mem->reserved_bytes, w, err) < 0)
+		return -1;
+	if (mem->reserved_bytes >= hw->hbm_bytes)
+		return bp_errorf(err,
+				 "profile.memory.reserved_bytes %lld is not below "
+				 "profile.hardware.hbm_bytes %lld",
+				 (long long)mem->reserved_bytes, (long long)hw->hbm_bytes);
+	return 0;
+}
+
+static int cmp_scheme(const void *a, const void *b)
+{
+	const struct bp_scheme *x = a, *y = b;
+	if (x->tp != y->tp)
+		return x->tp < y->tp ? -1 : 1;
+	if (x->cp != y->cp)
+		return x->cp < y->cp ? -1 : 1;
+	return x->pp < y->pp ? -1 : x->pp > y->pp;
+}
+
+static int cmp_fit(const void *a, const void *b)
+{
+	const struct bp_fit *x = a, *y = b;
+	struct bp_scheme sx = {x->tp, x->cp, x->pp}, sy = {y->tp, y->cp, y->pp};
+	return cmp_scheme(&sx, &sy);
+}
+
+static int cmp_attn(const void *a, const void *b)
+{
+	const struct bp_attn_table *x = a, *y = b;
+	return x->tp < y->tp ? -1 : x->tp > y->tp;
+}
+
+static int cmp_linear(const void *a, const void *b)
+{
+	const struct bp_linear_table *x = a, *y = b;
+	return x->tp < y->tp ? -1 : x->tp > y->tp;
+}
+
+static int cmp_coll(const void *a, const void *b)
+{
+	const struct bp_coll_table *x = a, *y = b;
+	if (x->op != y->op)
+		return x->op < y->op ? -1 : 1;
+	if (x->inter != y->inter)
+		return x->inter < y->inter ? -1 : 1;
+	return x->ranks < y->ranks ? -1 : x->ranks > y->ranks;
+}
+
+/* Reads {tp, cp, pp} at obj (keys: extra, NULL-terminated, also allowed). */
+static int read_degrees(json_t *o, const char *const *keys, int *tp, int *cp, int *pp,
+			const char *where, struct bp_error *err)
+{
+	if (bp_json_check_keys(o, keys, where, err) < 0 ||
+	    bp_json_get_int32(o, "tp", 1, 1, MAX_DEGREE, tp, where, err) < 0 ||
+	    bp_json_get_int32(o, "cp", 1, 1, MAX_DEGREE, cp, where, err) < 0 ||
+	    bp_json_get_int32(o, "pp", 1, 1, MAX_DEGREE, pp, where, err) < 0)
+		return -1;
+	return 0;
+}
+
+static int read_schemes(struct bp_profile *p, json_t *root, struct bp_error *err)
+{
+	static const char *const keys[] = {"tp", "cp", "pp", NULL};
+	json_t *a = bp_json_get_array(root, "schemes", "profile", err);
+	if (!a)
+		return -1;
+	size_t n = json_array_size(a);
+	p->schemes = bp_calloc(n, sizeof(*p->schemes), err);
+	if (!p->schemes)
+		return -1;
+	p->nschemes = n;
+	for (size_t i = 0; i < n; i++) {
+		char w[64];
+		struct bp_scheme *s = &p->schemes[i];
+		snprintf(w, sizeof(w), "profile.schemes[%zu]", i);
+		if (read_degrees(json_array_get(a, i), keys, &s->tp, &s->cp, &s->pp, w, err) < 0)
+			return -1;
+	}
+	qsort(p->schemes, n, sizeof(*p->schemes), cmp_scheme);
+	for (size_t i = 1; i < n; i++)
+		if (!cmp_scheme(&p->schemes[i], &p->schemes[i - 1]))
+			return bp_errorf(err, "profile.schemes has tp %d cp %d pp %d twice",
+					 p->schemes[i].tp, p->schemes[i].cp, p->schemes[i].pp);
+	return 0;
+}
+
+static int read_attention(struct bp_profile *p, json_t *root, struct bp_error *err)
+{
+	static const char *const keys[] = {"tp", "q", "kv", "fwd", "bwd", NULL};
+	json_t *a = bp_json_get_array(root, "attention", "profile", err);
+	if (!a)
+		return -1;
+	size_t n = json_array_size(a);
+	p->attn = bp_calloc(n, sizeof(*p->attn), err);
+	if (!p->attn)
+		return -1;
+	p->nattn = n;
+	for (size_t i = 0; i < n; i++) {
+		struct bp_attn_table *t = &p->attn[i];
+		json_t *o = json_array_get(a, i);
+		char w[64];
+		snprintf(w, sizeof(w), "profile.attention[%zu]", i);
+		if (bp_json_check_keys(o, keys, w, err) < 0 ||
+		    bp_json_get_int32(o, "tp", 1, 1, MAX_DEGREE, &t->tp, w, err) < 0)
+			return -1;
+		snprintf(w, sizeof(w), "profile.attention[tp=%d]", t->tp);
+		if (read_axis(o, "q", 1, &t->q, &t->nq, w, err) < 0 ||
+		    read_axis(o, "kv", 1, &t->kv, &t->nkv, w, err) < 0 ||
+		    read_matrix(o, "fwd", t->nq, t->nkv, &t->fwd, w, err) < 0 ||
+		    read_matrix(o, "bwd", t->nq, t->nkv, &t->bwd, w, err) < 0)
+			return -1;
+	}
+	qsort(p->attn, n, sizeof(*p->attn), cmp_attn);
+	for (size_t i = 1; i < n; i++)
+		if (p->attn[i].tp == p->attn[i - 1].tp)
+			return bp_errorf(err, "profile.attention has two tables for tp %d",
+					 p->attn[i].tp);
+	return 0;
+}
+
+static int read_linear(struct bp_profile *p, json_t *root, struct bp_error *err)
+{
+	static const char *const keys[] = {"tp", "tokens", "fwd", "bwd", NULL};
+	json_t *a = bp_json_get_array(root, "linear", "profile", err);
+	if (!a)
+		return -1;
+	size_t n = json_array_size(a);
+	p->linear = bp_calloc(n, sizeof(*p->linear), err);
+	if (!p->linear)
+		return -1;
+	p->nlinear = n;
+	for (size_t i = 0; i < n; i++) {
+		struct bp_linear_table *t = &p->linear[i];
+		json_t *o = json_array_get(a, i);
+		char w[64];
+		snprintf(w, sizeof(w), "profile.linear[%zu]", i);
+		if (bp_json_check_keys(o, keys, w, err) < 0 ||
+		    bp_json_get_int32(o, "tp", 1, 1, MAX_DEGREE, &t->tp, w, err) < 0)
+			return -1;
+		snprintf(w, sizeof(w), "profile.linear[tp=%d]", t->tp);
+		if (read_axis(o, "tokens", 1, &t->tokens, &t->n, w, err) < 0 ||
+		    read_curve(o, "fwd", t->n, "token count", &t->fwd, w, err) < 0 ||
+		    read_curve(o, "bwd", t->n, "token count", &t->bwd, w, err) < 0)
+			return -1;
+	}
+	qsort(p->linear, n, sizeof(*p->linear), cmp_linear);
+	for (size_t i = 1; i < n; i++)
+		if (p->linear[i].tp == p->linear[i - 1].tp)
+			return bp_errorf(err, "profile.linear has two tables for tp %d",
+					 p->linear[i].tp);
+	return 0;
+}
+
+static int read_collectives(struct bp_profile *p, json_t *root, struct bp_error *err)
+{
+	static const char *const keys[] = {"op", "inter", "ranks", "bytes", "us", NULL};
+	json_t *a = bp_json_get_array(root, "collectives", "profile", err);
+	if (!a)
+		return -1;
+	size_t n = json_array_size(a);
+	p->coll = bp_calloc(n, sizeof(*p->coll), err);
+	if (!p->coll)
+		return -1;
+	p->ncoll = n;
+	for (size_t i = 0; i < n; i++) {
+		struct bp_coll_table *t = &p->coll[i];
+		json_t *o = json_array_get(a, i);
+		char w[96], op[32];
+		snprintf(w, sizeof(w), "profile.collectives[%zu]", i);
+		if (bp_json_check_keys(o, keys, w, err) < 0 ||
+		    bp_json_get_str(o, "op", 1, op, sizeof(op), w, err) < 0)
+			return -1;
+		if (bp_coll_op_parse(op, &t->op) < 0)
+			return bp_errorf(err,
+					 "%s.op \"%s\" is not one of all_reduce, all_gather, "
+					 "reduce_scatter, all_to_all, send_recv",
+					 w, op);
+		json_t *inter = json_object_get(o, "inter");
+		if (!inter)
+			return bp_errorf(err, "missing key \"inter\" in %s", w);
+		if (!json_is_boolean(inter))
+			return bp_errorf(err, "%s.inter is not a boolean", w);
+		t->inter = json_is_true(inter);
+		if (bp_json_get_int32(o, "ranks", 1, 2, MAX_DEGREE, &t->ranks, w, err) < 0)
+			return -1;
+		snprintf(w, sizeof(w), "profile.collectives[%s,%s,%d]", op,
+			 t->inter ? "inter" : "intra", t->ranks);
+		if (read_axis(o, "bytes", 0, &t->bytes, &t->n, w, err) < 0 ||
+		    read_curve(o, "us", t->n, "message size", &t->us, w, err) < 0)
+			return -1;
+	}
+	qsort(p->coll, n, sizeof(*p->coll), cmp_coll);
+	for (size_t i = 1; i < n; i++)
+		if (!cmp_coll(&p->coll[i], &p->coll[i - 1]))
+			return bp_errorf(err, "profile.collectives has two tables for %s %s %d ranks",
+					 bp_coll_op_name(p->coll[i].op),
+					 p->coll[i].inter ? "inter" : "intra", p->coll[i].ranks);
+	return 0;
+}
+
+static int read_fits(struct bp_profile *p, json_t *root, struct bp_error *err)
+{
+	static const char *const keys[] = {"tp", "cp", "pp", "a", "b", "c", NULL};
+	json_t *a = bp_json_get_array(root, "fits", "profile", err);
+	if (!a)
+		return -1;
+	size_t n = json_array_size(a);
+	p->fits = bp_calloc(n, sizeof(*p->fits), err);
+	if (!p->fits)
+		return -1;
+	p->nfits = n;
+	for (size_t i = 0; i < n; i++) {
+		struct bp_fit *f = &p->fits[i];
+		json_t *o = json_array_get(a, i);
+		char w[64];
+		snprintf(w, sizeof(w), "profile.fits[%zu]", i);
+		/* a, b, c are least-squares coefficients: any finite sign is legitimate. */
+		if (read_degrees(o, keys, &f->tp, &f->cp, &f->pp, w, err) < 0 ||
+		    bp_json_get_real(o, "a", 1, -DBL_MAX, DBL_MAX, &f->a, w, err) < 0 ||
+		    bp_json_get_real(o, "b", 1, -DBL_MAX, DBL_MAX, &f->b, w, err) < 0 ||
+		    bp_json_get_real(o, "c", 1, -DBL_MAX, DBL_MAX, &f->c, w, err) < 0)
+			return -1;
+	}
+	qsort(p->fits, n, sizeof(*p->fits), cmp_fit);
+	for (size_t i = 1; i < n; i++)
+		if (!cmp_fit(&p->fits[i], &p->fits[i - 1]))
+			return bp_errorf(err, "profile.fits has tp %d cp %d pp %d twice",
+					 p->fits[i].tp, p->fits[i].cp, p->fits[i].pp);
+	return 0;
+}
+
+/* Every scheme the profile was made for must be answerable: tables for its TP degree. */
+static int check_schemes(const struct bp_profile *p, struct bp_error *err)
+{
+	for (size_t i = 0; i < p->nschemes; i++) {
+		const struct bp_scheme *s = &p->schemes[i];
+		const char *miss = !bp_profile_attn(p, s->tp)	? "attention"
+				   : !bp_profile_linear(p, s->tp) ? "linear"
+								  : NULL;
+		if (miss)
+			return bp_errorf(err, "profile.schemes: tp %d cp %d pp %d has no %s table "
+					 "for tp %d", s->tp, s->cp, s->pp, miss, s->tp);
+	}
+	return 0;
+}
+
+static int read_profile(struct bp_profile *p, json_t *root, struct bp_error *err)
+{
+	static const char *const keys[] = {"format", "kind",	 "name",	"hardware",
+					   "model",  "schemes", "attention", "linear",
+					   "collectives", "fits", "memory", NULL};
+	if (bp_json_check_format(root, BP_PROFILE_FORMAT, "profile", err) < 0 ||
+	    bp_json_check_keys(root, keys, "profile", err) < 0 ||
+	    bp_json_get_str(root, "kind", 1, p->kind, sizeof(p->kind), "profile", err) < 0)
+		return -1;
+	if (strcmp(p->kind, "measured") && strcmp(p->kind, "analytic"))
+		return bp_errorf(err, "profile.kind \"%s\" is not \"measured\" or \"analytic\"",
+				 p->kind);
+	json_t *model = bp_json_get_object(root, "model", "profile", err);
+	if (bp_json_get_str(root, "name", 1, p->name, sizeof(p->name), "profile", err) < 0 ||
+	    read_hardware(&p->hw, root, err) < 0 || !model ||
+	    bp_model_from_json(&p->model, model, "profile.model", err) < 0 ||
+	    read_schemes(p, root, err) < 0 || read_attention(p, root, err) < 0 ||
+	    read_linear(p, root, err) < 0 || read_collectives(p, root, err) < 0 ||
+	    read_fits(p, root, err) < 0 || read_memory(&p->mem, &p->hw, root, err) < 0 ||
+	    check_schemes(p, err) < 0)
+		return -1;
+	return 0;
+}
+
+int bp_profile_from_json(struct bp_profile *p, json_t *root, struct bp_error *err)
+{
+	struct bp_profile tmp;
+	bp_profile_init(&tmp);
+	if (read_profile(&tmp, root, err) < 0) {
+		bp_profile_release(&tmp);
+		return -1;
+	}
+	bp_profile_release(p);
+	*p = tmp;
+	return 0;
+}
+
+/* ---- writing --------------------------------------------------------------------------- */
+
+/* v rounded to 9 significant digits, so fit coefficients of any magnitude print stably. */
+static json_t *sig_real(double v)
+{
+	if (!isfinite(v))
+		return NULL;
+	if (v == 0.0)
+		return json_real(0.0);
+	int k = 8 - (int)floor(log10(fabs(v))); /* decimal places that keep 9 digits */
+	if (k > 22 || k < -22)
+		return json_real(v);
+	double p10 = 1.0;
+	for (int i = 0; i < abs(k); i++)
+		p10 *= 10.0; /* exact up to 1e22 */
+	double r = k >= 0 ? round(v * p10) / p10 : round(v / p10) * p10;
+	return json_real(r == 0.0 ? 0.0 : r);
+}
+
+static json_t *matrix_to_json(const double *v, size_t nq, size_t nkv)
+{
+	json_t *a = json_array();
+	int ok = a != NULL;
+	for (size_t i = 0; ok && i < nq; i++)
+		bp_json_append(a, bp_json_real_array(v + i * nkv, nkv), &ok);
+	if (!ok) {
+		json_decref(a);
+		return NULL;
+	}
+	return a;
+}
+
+static json_t *degrees_to_json(int tp, int cp, int pp)
+{
+	json_t *o = json_object();
+	int ok = o != NULL;
+	bp_json_set(o, "tp", json_integer(tp), &ok);
+	bp_json_set(o, "cp", json_integer(cp), &ok);
+	bp_json_set(o, "pp", json_integer(pp), &ok);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_t *hardware_to_json(const struct bp_hardware *hw)
+{
+	json_t *o = json_object();
+	int ok = o != NULL;
+	bp_json_set(o, "gpu", json_string(hw->gpu), &ok);
+	bp_json_set(o, "gpus_per_node", json_integer(hw->gpus_per_node), &ok);
+	bp_json_set(o, "hbm_bytes", json_integer(hw->hbm_bytes), &ok);
+	bp_json_set(o, "hbm_gbps", bp_json_real(hw->hbm_gbps), &ok);
+	bp_json_set(o, "nvlink_gbps", bp_json_real(hw->nvlink_gbps), &ok);
+	bp_json_set(o, "net_gbps", bp_json_real(hw->net_gbps), &ok);
+	bp_json_set(o, "bf16_tflops", bp_json_real(hw->bf16_tflops), &ok);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_t *memory_to_json(const struct bp_memory *m)
+{
+	json_t *o = json_object();
+	int ok = o != NULL;
+	bp_json_set(o, "act_bytes_per_token_layer", bp_json_real(m->act_bytes_per_token_layer),
+		    &ok);
+	bp_json_set(o, "state_bytes_per_param", bp_json_real(m->state_bytes_per_param), &ok);
+	bp_json_set(o, "reserved_bytes", json_integer(m->reserved_bytes), &ok);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_t *attn_to_json(const struct bp_attn_table *t)
+{
+	json_t *o = json_object();
+	int ok = o != NULL;
+	bp_json_set(o, "tp", json_integer(t->tp), &ok);
+	bp_json_set(o, "q", bp_json_real_array(t->q, t->nq), &ok);
+	bp_json_set(o, "kv", bp_json_real_array(t->kv, t->nkv), &ok);
+	bp_json_set(o, "fwd", matrix_to_json(t->fwd, t->nq, t->nkv), &ok);
+	bp_json_set(o, "bwd", matrix_to_json(t->bwd, t->nq, t->nkv), &ok);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_t *linear_to_json(const struct bp_linear_table *t)
+{
+	json_t *o = json_object();
+	int ok = o != NULL;
+	bp_json_set(o, "tp", json_integer(t->tp), &ok);
+	bp_json_set(o, "tokens", bp_json_real_array(t->tokens, t->n), &ok);
+	bp_json_set(o, "fwd", bp_json_real_array(t->fwd, t->n), &ok);
+	bp_json_set(o, "bwd", bp_json_real_array(t->bwd, t->n), &ok);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_t *coll_to_json(const struct bp_coll_table *t)
+{
+	json_t *o = json_object();
+	int ok = o != NULL;
+	bp_json_set(o, "op", json_string(bp_coll_op_name(t->op)), &ok);
+	bp_json_set(o, "inter", json_boolean(t->inter), &ok);
+	bp_json_set(o, "ranks", json_integer(t->ranks), &ok);
+	bp_json_set(o, "bytes", bp_json_real_array(t->bytes, t->n), &ok);
+	bp_json_set(o, "us", bp_json_real_array(t->us, t->n), &ok);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_t *fit_to_json(const struct bp_fit *f)
+{
+	json_t *o = degrees_to_json(f->tp, f->cp, f->pp);
+	int ok = o != NULL;
+	bp_json_set(o, "a", sig_real(f->a), &ok);
+	bp_json_set(o, "b", sig_real(f->b), &ok);
+	bp_json_set(o, "c", sig_real(f->c), &ok);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* Copies n elements of size sz and sorts the copy; the caller frees. */
+static void *sorted_copy(const void *v, size_t n, size_t sz,
+			 int (*cmp)(const void *, const void *))
+{
+	void *c = malloc(n ? n * sz : 1);
+	if (!c)
+		return NULL;
+	if (n) {
+		memcpy(c, v, n * sz);
+		qsort(c, n, sz, cmp);
+	}
+	return c;
+}
+
+json_t *bp_profile_to_json(const struct bp_profile *p)
+{
+	json_t *o = json_object(), *sch = json_array(), *att = json_array(), *lin = json_array();
+	json_t *col = json_array(), *fit = json_array();
+	struct bp_scheme *ss = sorted_copy(p->schemes, p->nschemes, sizeof(*ss), cmp_scheme);
+	struct bp_attn_table *sa = sorted_copy(p->attn, p->nattn, sizeof(*sa), cmp_attn);
+	struct bp_linear_table *sl = sorted_copy(p->linear, p->nlinear, sizeof(*sl), cmp_linear);
+	struct bp_coll_table *sc = sorted_copy(p->coll, p->ncoll, sizeof(*sc), cmp_coll);
+	struct bp_fit *sf = sorted_copy(p->fits, p->nfits, sizeof(*sf), cmp_fit);
+	int ok = o && sch && att && lin && col && fit && ss && sa && sl && sc && sf;
+	for (size_t i = 0; ok && i < p->nschemes; i++)
+		bp_json_append(sch, degrees_to_json(ss[i].tp, ss[i].cp, ss[i].pp), &ok);
+	for (size_t i = 0; ok && i < p->nattn; i++)
+		bp_json_append(att, attn_to_json(&sa[i]), &ok);
+	for (size_t i = 0; ok && i < p->nlinear; i++)
+		bp_json_append(lin, linear_to_json(&sl[i]), &ok);
+	for (size_t i = 0; ok && i < p->ncoll; i++)
+		bp_json_append(col, coll_to_json(&sc[i]), &ok);
+	for (size_t i = 0; ok && i < p->nfits; i++)
+		bp_json_append(fit, fit_to_json(&sf[i]), &ok);
+	/* bp_json_set steals each value, also on failure, so one decref of o frees them all. */
+	bp_json_set(o, "schemes", sch, &ok);
+	bp_json_set(o, "attention", att, &ok);
+	bp_json_set(o, "linear", lin, &ok);
+	bp_json_set(o, "collectives", col, &ok);
+	bp_json_set(o, "fits", fit, &ok);
+	bp_json_set(o, "format", json_string(BP_PROFILE_FORMAT), &ok);
+	bp_json_set(o, "kind", json_string(p->kind), &ok);
+	bp_json_set(o, "name", json_string(p->name), &ok);
+	bp_json_set(o, "hardware", hardware_to_json(&p->hw), &ok);
+	bp_json_set(o, "model", bp_model_to_json(&p->model), &ok);
+	bp_json_set(o, "memory", memory_to_json(&p->mem), &ok);
+	free(ss);
+	free(sa);
+	free(sl);
+	free(sc);
+	free(sf);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}

@@ -1,0 +1,193 @@
+/* test_plan.c: plan invariants on every plan the methods produce, codec round trips, and
+ * the validator catching each kind of breach. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "analytic.h"
+#include "check.h"
+#include "jsonutil.h"
+#include "method.h"
+#include "solve.h"
+
+static int solve(const char *dataset, const char *method, struct bp_scheme sc, int gpus,
+		 int64_t max_tokens, int64_t tps, uint64_t seed, enum bp_shard shard,
+		 struct bp_profile *prof, struct bp_plan *plan)
+{
+	struct bp_dataset ds;
+	struct bp_error err;
+	bp_dataset_init(&ds);
+	CHECK(bp_dataset_preset(&ds, dataset, &err) == 0);
+	struct bp_solve_opts o = {
+		.method = method,
+		.cluster = {.gpus = gpus, .tp = sc.tp, .cp = sc.cp, .pp = sc.pp,
+			    .dp = gpus / (sc.tp * sc.cp * sc.pp)},
+		.steps = 4, .max_tokens = max_tokens,
+		/* tps > 0: a token budget; tps < 0: -tps documents per step */
+		.tokens_per_step = tps > 0 ? tps : 0, .docs_per_step = tps < 0 ? -tps : 0,
+		.overlen = BP_OVERLEN_TRUNCATE, .seed = seed, .shard = shard,
+		.dataset_name = dataset,
+		.dataset_sha = "0000000000000000000000000000000000000000000000000000000000000000",
+		.profile_sha = "1111111111111111111111111111111111111111111111111111111111111111",
+	};
+	int rc = bp_solve(&ds, prof, &o, plan, &err);
+	if (rc)
+		fprintf(stderr, "solve %s: %s\n", method, err.text);
+	bp_dataset_release(&ds);
+	return rc;
+}
+
+static int plan_cb(void *out, json_t *root, struct bp_error *err)
+{
+	return bp_plan_from_json(out, root, err);
+}
+
+static char *encode(const struct bp_plan *p)
+{
+	json_t *j = bp_plan_to_json(p);
+	char *s = j ? bp_json_dump_canonical(j) : NULL;
+	json_decref(j);
+	return s;
+}
+
+/* Every method, several schemes, seeds and datasets: valid plans, exact round trips, the
+ * token budget respected, check passes. */
+static void test_all_methods(void)
+{
+	struct bp_scheme schemes[3] = {{2, 2, 2}, {2, 1, 4}, {2, 4, 1}};
+	const char *datasets[2] = {"synthetic-longtail", "tiny-uniform"};
+	for (size_t sidx = 0; sidx < 3; sidx++) {
+		struct bp_profile prof;
+		struct bp_error err;
+		bp_profile_init(&prof);
+		CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"), bp_model_preset("llama3-8b"),
+					  &schemes[sidx], 1, 32768, &err) == 0);
+		for (size_t m = 0; m < bp_method_count(); m++)
+			for (size_t d = 0; d < 2; d++)
+				for (uint64_t seed = 1; seed <= 3; seed++) {
+					struct bp_plan plan, back;
+					int gpus = 32;
+					int64_t L = d ? 4096 : 16384;
+					int64_t tps = 3 * L;
+					enum bp_shard sh = seed % 2 ? BP_SHARD_SEQUENCE : BP_SHARD_DOCUMENT;
+					if (solve(datasets[d], bp_method_at(m)->name, schemes[sidx], gpus, L,
+						  tps, seed, sh, &prof, &plan) != 0) {
+						CHECK(0);
+						continue;
+					}
+					for (size_t i = 0; i < plan.nsteps; i++)
+						CHECK(plan.steps[i].m.tokens <= tps);
+					CHECK(bp_plan_validate(&plan, NULL, &err) == 0);
+					char *a = encode(&plan);
+					CHECK(a != NULL);
+					bp_plan_init(&back);
+					CHECK(bp_json_parse_text(a, strlen(a), plan_cb, &back, &err) == 0);
+					char *b = encode(&back);
+					CHECK(b && !strcmp(a, b));
+					CHECK(bp_plan_check(&back, &prof, &err) == 0);
+					free(a);
+					free(b);
+					bp_plan_release(&back);
+					bp_plan_release(&plan);
+				}
+		bp_profile_release(&prof);
+	}
+}
+
+/* The validator names each breach. */
+static void test_breaches(void)
+{
+	struct bp_profile prof;
+	struct bp_plan plan;
+	struct bp_error err;
+	struct bp_scheme sc = {2, 2, 2};
+	struct bp_costmodel cm;
+	bp_profile_init(&prof);
+	CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"), bp_model_preset("llama3-8b"), &sc,
+				  1, 16384, &err) == 0);
+	CHECK(solve("synthetic-longtail", "fixed", sc, 16, 16384, 3 * 16384, 7,
+		    BP_SHARD_SEQUENCE, &prof, &plan) == 0);
+	CHECK(bp_costmodel_init(&cm, &prof, sc, 2, &err) == 0);
+	CHECK(bp_plan_validate(&plan, &cm, &err) == 0);
+	struct bp_mb *mb = &plan.steps[0].pipes[0].mbs[0];
+	/* a token lost */
+	mb->spans[0].len--;
+	CHECK(bp_plan_validate(&plan, &cm, &err) == -1 && strstr(err.text, "is trained for"));
+	/* a span past the end of its document */
+	mb->spans[0].len += 2;
+	CHECK(bp_plan_validate(&plan, &cm, &err) == -1 && strstr(err.text, "lies outside"));
+	mb->spans[0].len--;
+	/* overlapping spans: split the first span in two that overlap by one token */
+	struct bp_span s0 = mb->spans[0];
+	if (s0.len >= 4) {
+		struct bp_span two[2] = {{s0.doc, 0, s0.len / 2 + 1}, {s0.doc, s0.len / 2, s0.len - s0.len / 2}};
+		struct bp_span *ns = realloc(mb->spans, (mb->nspans + 1) * sizeof(*ns));
+		CHECK(ns != NULL);
+		mb->spans = ns;
+		memmove(&ns[2], &ns[1], (mb->nspans - 1) * sizeof(*ns));
+		ns[0] = two[0];
+		ns[1] = two[1];
+		mb->nspans++;
+		CHECK(bp_plan_validate(&plan, &cm, &err) == -1 &&
+		      (strstr(err.text, "overlapping") || strstr(err.text, "more than max_tokens")));
+		memmove(&ns[1], &ns[2], (mb->nspans - 2) * sizeof(*ns));
+		ns[0] = s0;
+		mb->nspans--;
+	}
+	CHECK(bp_plan_validate(&plan, &cm, &err) == 0);
+	/* token cap */
+	int64_t keep = plan.max_tokens;
+	plan.max_tokens = 1;
+	CHECK(bp_plan_validate(&plan, &cm, &err) == -1 && strstr(err.text, "max_tokens"));
+	plan.max_tokens = keep;
+	/* memory cap */
+	int64_t mem = plan.steps[0].pipes[0].peak_mem[0];
+	plan.steps[0].pipes[0].peak_mem[0] = (int64_t)1 << 50;
+	CHECK(bp_plan_validate(&plan, &cm, &err) == -1 && strstr(err.text, "GiB cap"));
+	plan.steps[0].pipes[0].peak_mem[0] = mem;
+	/* ranks that do not match the cluster */
+	plan.cluster.dp = 3;
+	CHECK(bp_plan_validate(&plan, &cm, &err) == -1 && strstr(err.text, "does not match"));
+	plan.cluster.dp = 2;
+	/* a delay to a step that does not exist */
+	plan.steps[0].delayed = calloc(1, sizeof(struct bp_delayed));
+	plan.steps[0].delayed[0] = (struct bp_delayed){plan.steps[0].docs[0].id, 1, 99};
+	plan.steps[0].ndelayed = 1;
+	CHECK(bp_plan_validate(&plan, &cm, &err) == -1 && strstr(err.text, "to step 99"));
+	bp_costmodel_release(&cm);
+	bp_plan_release(&plan);
+	bp_profile_release(&prof);
+}
+
+/* Balancing by the cost model lowers the micro-batch imbalance of dataloader order on a
+ * long-tailed dataset (step time need not drop: plain splits long documents at window
+ * boundaries, which cuts their attention cost, and a full token budget leaves fixed-length
+ * packing no room to isolate an outlier; WLB-LLM Sec. 4.1). */
+static void test_fixed_beats_plain(void)
+{
+	struct bp_profile prof;
+	struct bp_error err;
+	struct bp_scheme sc = {8, 2, 4};
+	bp_profile_init(&prof);
+	CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"), bp_model_preset("llama3-8b"), &sc,
+				  1, 131072, &err) == 0);
+	for (uint64_t seed = 1; seed <= 3; seed++) {
+		struct bp_plan a, b;
+		CHECK(solve("synthetic-longtail", "plain", sc, 64, 131072, -100, seed,
+			    BP_SHARD_SEQUENCE, &prof, &a) == 0);
+		CHECK(solve("synthetic-longtail", "fixed", sc, 64, 131072, -100, seed,
+			    BP_SHARD_SEQUENCE, &prof, &b) == 0);
+		CHECK(b.summary.imb_wlb_mean < a.summary.imb_wlb_mean);
+		CHECK(a.summary.tokens == b.summary.tokens);
+		bp_plan_release(&a);
+		bp_plan_release(&b);
+	}
+	bp_profile_release(&prof);
+}
+
+int main(void)
+{
+	test_all_methods();
+	test_breaches();
+	test_fixed_beats_plain();
+	return CHECK_DONE();
+}
