@@ -41,7 +41,9 @@ static void solve_usage(FILE *f)
 		"                           [truncate]\n"
 		"planning:\n"
 		"  -m, --method LIST        method, comma-separated methods, or 'all' [all]\n"
-		"      --shard MODE         CP sharding: sequence|document [sequence]\n"
+		"      --shard MODE         CP sharding: sequence|document|adaptive [sequence]\n"
+		"      --param KEY=VALUE    a method parameter (repeatable); each method takes\n"
+		"                           the ones it knows ('balplan presets' lists them)\n"
 		"output:\n"
 		"  -o, --out FILE           write the plan (one method only; '-' for stdout)\n"
 		"      --out-dir DIR        write DIR/<method>.json for every method\n"
@@ -127,6 +129,7 @@ int cmd_solve(int argc, char **argv)
 		{"out", required_argument, NULL, 'o'},
 		{"out-dir", required_argument, NULL, 'R'},
 		{"timing", no_argument, NULL, 't'},
+		{"param", required_argument, NULL, 'Q'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -134,6 +137,8 @@ int cmd_solve(int argc, char **argv)
 	const char *dataset = "synthetic-longtail", *jsonl_field = NULL, *profile = NULL;
 	const char *gpu = "H100", *model = "llama3-8b", *methods = "all", *out = NULL;
 	const char *out_dir = NULL;
+	struct bp_param params[32];
+	size_t nparams = 0;
 	int64_t gpus = 64, tp = 8, cp = 2, pp = 4, max_tokens = 131072, tps = -1, dps = 0;
 	int64_t steps = 20, seed = 1;
 	int timing = 0, quiet = 0, gpu_set = 0, model_set = 0;
@@ -178,6 +183,21 @@ int cmd_solve(int argc, char **argv)
 				return cmd_usage("solve", "--shard '%s' is not sequence or document",
 						 optarg);
 			break;
+		case 'Q': {
+			const char *eq = strchr(optarg, '=');
+			if (!eq || eq == optarg || !eq[1])
+				return cmd_usage("solve", "--param '%s' is not KEY=VALUE", optarg);
+			if (nparams == 32)
+				return cmd_usage("solve", "at most 32 --param options");
+			size_t kl = (size_t)(eq - optarg);
+			if (kl >= sizeof(params[0].key) || strlen(eq + 1) >= sizeof(params[0].value))
+				return cmd_usage("solve", "--param '%s' is too long", optarg);
+			memset(&params[nparams], 0, sizeof(params[0]));
+			memcpy(params[nparams].key, optarg, kl);
+			strcpy(params[nparams].value, eq + 1);
+			nparams++;
+			break;
+		}
 		case 'o': out = optarg; break;
 		case 'R': out_dir = optarg; break;
 		case 't': timing = 1; break;
@@ -233,6 +253,15 @@ int cmd_solve(int argc, char **argv)
 	}
 	if (out && nm != 1)
 		return cmd_usage("solve", "--out takes one method; use --out-dir for %zu", nm);
+	for (size_t i = 0; i < nparams; i++) {
+		int used = 0;
+		for (size_t k = 0; k < nm; k++)
+			for (size_t q = 0; list[k]->params && list[k]->params[q]; q++)
+				used |= !strcmp(list[k]->params[q], params[i].key);
+		if (!used)
+			return cmd_usage("solve", "no method chosen takes parameter '%s'",
+					 params[i].key);
+	}
 
 	struct bp_error err;
 	struct bp_dataset ds;
@@ -273,6 +302,14 @@ int cmd_solve(int argc, char **argv)
 			.shard = shard, .dataset_name = ds.name, .dataset_sha = ds_sha,
 			.profile_sha = prof_sha,
 		};
+		struct bp_param mine[32];
+		size_t nmine = 0;
+		for (size_t k = 0; k < nparams; k++)
+			for (size_t q = 0; list[i]->params && list[i]->params[q]; q++)
+				if (!strcmp(list[i]->params[q], params[k].key))
+					mine[nmine++] = params[k];
+		o.params = mine;
+		o.nparams = nmine;
 		double t0 = now_ms();
 		int r = bp_solve(&ds, &prof, &o, &plan, &err);
 		double t1 = now_ms();

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const shard_names[BP_SHARD_NMODES] = {"sequence", "document"};
+static const char *const shard_names[BP_SHARD_NMODES] = {"sequence", "document", "adaptive"};
 
 const char *bp_shard_name(enum bp_shard s)
 {
@@ -243,7 +243,7 @@ size_t bp_shard_segments(const struct bp_span *spans, size_t n, enum bp_shard mo
 		*tokens = tok;
 		return k;
 	}
-	if (mode == BP_SHARD_SEQUENCE) {
+	if (mode != BP_SHARD_DOCUMENT) { /* SEQUENCE (ADAPTIVE is resolved before this) */
 		int64_t total = 0;
 		for (size_t i = 0; i < n; i++)
 			total += spans[i].len;
@@ -364,6 +364,35 @@ int bp_cost_microbatch(const struct bp_costmodel *cm, const struct bp_span *span
 		}
 	}
 	return 0;
+}
+
+int bp_shard_resolve(const struct bp_costmodel *cm, const struct bp_span *spans, size_t n,
+		     enum bp_shard mode, enum bp_shard *out, struct bp_error *err)
+{
+	if (mode != BP_SHARD_ADAPTIVE) {
+		*out = mode;
+		return 0;
+	}
+	*out = BP_SHARD_SEQUENCE;
+	if (cm->sc.cp == 1)
+		return 0;
+	int pp = cm->sc.pp, rc = -1;
+	double *t = bp_calloc(4 * (size_t)pp, sizeof(double), err);
+	if (!t)
+		return -1;
+	double cost[2] = {0, 0};
+	for (int m = 0; m < 2; m++) {
+		if (bp_cost_microbatch(cm, spans, n, (enum bp_shard)m, t, t + pp, NULL, err) < 0)
+			goto out;
+		for (int s = 0; s < 2 * pp; s++)
+			cost[m] += t[s];
+	}
+	if (cost[BP_SHARD_DOCUMENT] < cost[BP_SHARD_SEQUENCE])
+		*out = BP_SHARD_DOCUMENT;
+	rc = 0;
+out:
+	free(t);
+	return rc;
 }
 
 double bp_cost_doc(const struct bp_costmodel *cm, int64_t len)

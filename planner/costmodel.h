@@ -22,8 +22,9 @@ struct bp_span {
 /* How a micro-batch is split over the cp ranks of a context-parallel group (WLB-LLM Sec. 5).
  * SEQUENCE: the packed micro-batch cut into 2*cp chunks, rank i gets chunks i and 2cp-1-i
  * (Megatron's load-balanced ring). DOCUMENT: each document cut that way, remainder tokens
- * round-robin (WLB-LLM Sec. 5.1). */
-enum bp_shard { BP_SHARD_SEQUENCE, BP_SHARD_DOCUMENT, BP_SHARD_NMODES };
+ * round-robin (WLB-LLM Sec. 5.1). ADAPTIVE is a request, never stored in a plan: per
+ * micro-batch, whichever of the two the cost model predicts faster (WLB-LLM Sec. 5.2-5.3). */
+enum bp_shard { BP_SHARD_SEQUENCE, BP_SHARD_DOCUMENT, BP_SHARD_ADAPTIVE, BP_SHARD_NMODES };
 const char *bp_shard_name(enum bp_shard s);
 int bp_shard_parse(const char *s, enum bp_shard *out);
 
@@ -58,6 +59,12 @@ double bp_cost_coll(const struct bp_profile *p, enum bp_coll_op op, int ranks, i
  * tokens gets the rank's token count. */
 size_t bp_shard_segments(const struct bp_span *spans, size_t n, enum bp_shard mode, int cp,
 			 int rank, int64_t (*seg)[2], size_t cap, int64_t *tokens);
+
+/* Resolves ADAPTIVE for a micro-batch (WLB-LLM Sec. 5.3): the mode with the lower predicted
+ * fwd+bwd time summed over stages, SEQUENCE on a tie or when cp = 1. Other modes are returned
+ * as they are. -1 on error. */
+int bp_shard_resolve(const struct bp_costmodel *cm, const struct bp_span *spans, size_t n,
+		     enum bp_shard mode, enum bp_shard *out, struct bp_error *err);
 
 /* Forward and backward time of one micro-batch on every stage of the pipeline: the slowest
  * CP rank's attention + linear layers + TP/CP collectives (WLB-LLM Sec. 3.1: a TP/CP group

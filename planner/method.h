@@ -29,6 +29,10 @@ struct bp_method {
 	bp_method_fn solve;
 	const char *summary; /* one line */
 	const char *paper;   /* where it comes from */
+	/* Parameter names the method accepts (NULL-terminated; NULL: none). The user's values
+	 * are in the plan's params when solve runs; the method reads them with bp_plan_param
+	 * and records every default it uses with bp_plan_set_param, so the plan names them all. */
+	const char *const *params;
 };
 
 size_t bp_method_count(void);
@@ -40,6 +44,27 @@ int bp_method_plain(const struct bp_method_ctx *ctx, const struct bp_batches *in
 		    struct bp_plan *out, struct bp_error *err);
 int bp_method_fixed(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		    struct bp_plan *out, struct bp_error *err);
+int bp_method_wlb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		  struct bp_plan *out, struct bp_error *err);
+int bp_method_fixed_ilp(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+			struct bp_plan *out, struct bp_error *err);
+int bp_method_wlb_ilp(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		      struct bp_plan *out, struct bp_error *err);
+int bp_method_ffd(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		  struct bp_plan *out, struct bp_error *err);
+int bp_method_bfd(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		  struct bp_plan *out, struct bp_error *err);
+int bp_method_multipack(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+			struct bp_plan *out, struct bp_error *err);
+int bp_method_kk(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		 struct bp_plan *out, struct bp_error *err);
+
+/* Reads an integer / real method parameter from the plan, or records the default there.
+ * Fails naming the parameter when the value is not a number in [lo, hi]. */
+int bp_method_param_int(struct bp_plan *p, const char *key, int64_t def, int64_t lo,
+			int64_t hi, int64_t *out, struct bp_error *err);
+int bp_method_param_real(struct bp_plan *p, const char *key, double def, double lo,
+			 double hi, double *out, struct bp_error *err);
 
 /* Shared by methods: allocates out->steps for n steps with dp empty pipelines each and copies
  * each batch's documents. */

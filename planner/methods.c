@@ -1,16 +1,44 @@
 /* methods.c: the method table (method.h). Adding a method: one file and one line here. */
 #include "method.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const char *const wlb_params[] = {"queues", "thresholds", "max_len_factor", NULL};
+static const char *const ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp_node_limit",
+					 NULL};
+static const char *const wlb_ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp_node_limit",
+					     "max_len_factor", NULL};
 
 static const struct bp_method methods[] = {
 	{"plain", bp_method_plain,
 	 "documents in loader order cut into fixed context windows, dealt round-robin",
-	 "Megatron-LM baseline (WLB-LLM Sec. 3, 'Plain-4D')"},
+	 "Megatron-LM baseline (WLB-LLM Sec. 3, 'Plain-4D')", NULL},
 	{"fixed", bp_method_fixed,
 	 "fixed-length packing: costliest document first into the least-loaded window that fits",
-	 "WLB-LLM Sec. 3.2 'Fixed-Len Greedy' (Table 2)"},
+	 "WLB-LLM Sec. 3.2 'Fixed-Len Greedy' (Table 2)", NULL},
+	{"wlb", bp_method_wlb,
+	 "variable-length packing with outlier delay queues (Alg. 1)",
+	 "WLB-LLM Sec. 4.1-4.2, Eq. 2, Alg. 1", wlb_params},
+	{"fixed-ilp", bp_method_fixed_ilp,
+	 "fixed-length packing solved exactly by GLPK, warm-started from fixed",
+	 "WLB-LLM Sec. 3.2, Eq. 1", ilp_params},
+	{"wlb-ilp", bp_method_wlb_ilp,
+	 "variable-length packing solved by GLPK, warm-started from the greedy",
+	 "WLB-LLM Sec. 4.1, Eq. 2", wlb_ilp_params},
+	{"ffd", bp_method_ffd,
+	 "first-fit-decreasing to the context length, bins dealt round-robin",
+	 "NeMo's sequence packing (first-fit-decreasing)", NULL},
+	{"bfd", bp_method_bfd,
+	 "best-fit-decreasing with a segment tree, O(n log n)",
+	 "TRL's packing (best-fit-decreasing)", NULL},
+	{"multipack", bp_method_multipack,
+	 "LPT packing that balances tokens across DP ranks",
+	 "multipack sampler (longest-processing-time over ranks)", NULL},
+	{"kk", bp_method_kk,
+	 "Karmarkar-Karp balanced partition on a workload proxy, with a token cap",
+	 "verl's seqlen balancing (Karmarkar-Karp)", NULL},
 };
 
 size_t bp_method_count(void)
@@ -53,5 +81,40 @@ int bp_method_alloc_steps(struct bp_plan *out, const struct bp_batches *in, size
 			st->ndocs = in->b[i].ndocs;
 		}
 	}
+	return 0;
+}
+
+int bp_method_param_int(struct bp_plan *p, const char *key, int64_t def, int64_t lo,
+			int64_t hi, int64_t *out, struct bp_error *err)
+{
+	const char *v = bp_plan_param(p, key);
+	char buf[32];
+	if (!v) {
+		snprintf(buf, sizeof(buf), "%lld", (long long)def);
+		*out = def;
+		return bp_plan_set_param(p, key, buf, err);
+	}
+	if (bp_parse_int64(v, out, key, err) < 0)
+		return bp_error_prefix(err, "parameter");
+	if (*out < lo || *out > hi)
+		return bp_errorf(err, "parameter %s is %lld, outside [%lld, %lld]", key,
+				 (long long)*out, (long long)lo, (long long)hi);
+	return 0;
+}
+
+int bp_method_param_real(struct bp_plan *p, const char *key, double def, double lo,
+			 double hi, double *out, struct bp_error *err)
+{
+	const char *v = bp_plan_param(p, key);
+	char buf[32];
+	if (!v) {
+		snprintf(buf, sizeof(buf), "%.17g", def);
+		*out = def;
+		return bp_plan_set_param(p, key, buf, err);
+	}
+	if (bp_parse_double(v, out, key, err) < 0)
+		return bp_error_prefix(err, "parameter");
+	if (*out < lo || *out > hi)
+		return bp_errorf(err, "parameter %s is %g, outside [%g, %g]", key, *out, lo, hi);
 	return 0;
 }

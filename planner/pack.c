@@ -4,6 +4,7 @@
 #include "pack.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 struct ord {
 	double cost;
@@ -108,4 +109,36 @@ out:
 	free(sum);
 	free(count);
 	return rc;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x < y) - (x > y);
+}
+
+double bp_pack_bound(const double *cost, size_t n, size_t m)
+{
+	if (!n || !m)
+		return 0.0;
+	double sum = 0.0, mx = 0.0;
+	for (size_t i = 0; i < n; i++) {
+		sum += cost[i];
+		if (cost[i] > mx)
+			mx = cost[i];
+	}
+	double lb = sum / (double)m;
+	if (mx > lb)
+		lb = mx;
+	if (n > m) {
+		double *c = malloc(n * sizeof(double));
+		if (c) {
+			memcpy(c, cost, n * sizeof(double));
+			qsort(c, n, sizeof(double), cmp_desc);
+			if (c[m - 1] + c[m] > lb)
+				lb = c[m - 1] + c[m];
+			free(c);
+		}
+	}
+	return lb;
 }

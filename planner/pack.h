@@ -25,4 +25,10 @@ int bp_pack_lpt(const double *cost, const int64_t *len, size_t n, size_t nbins, 
 int bp_deal_bins(const double *load, size_t nbins, size_t groups, size_t per, int *group_of,
 		 struct bp_error *err);
 
+/* A certified lower bound on min over packings of the largest bin cost, for n items with
+ * additive costs into m bins (P||Cmax): the largest of max_i c_i, sum_i c_i / m and, when
+ * n > m, c_(m) + c_(m+1) (two of the m+1 largest items share a bin). Caps only make the
+ * optimum larger, so the bound holds with token caps too. 0 when n = 0. */
+double bp_pack_bound(const double *cost, size_t n, size_t m);
+
 #endif

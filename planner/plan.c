@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pack.h"
 #include "sim.h"
 
 void bp_plan_init(struct bp_plan *p)
@@ -172,6 +173,8 @@ static int predict_pipe(struct bp_pipe *pi, const struct bp_costmodel *cm,
 		mb->tokens = 0;
 		for (size_t k = 0; k < mb->nspans; k++)
 			mb->tokens += mb->spans[k].len;
+		if (bp_shard_resolve(cm, mb->spans, mb->nspans, mb->shard, &mb->shard, err) < 0)
+			goto out;
 		if (bp_cost_microbatch(cm, mb->spans, mb->nspans, mb->shard, mb->fwd, mb->bwd,
 				       NULL, err) < 0)
 			goto out;
@@ -200,6 +203,36 @@ out:
 	free(finish);
 	free(peak);
 	return rc;
+}
+
+/* The packing objective of a step and its certified bound (plan.h, bp_pack_bound). */
+static int pack_metrics(struct bp_step *st, const struct bp_costmodel *cm,
+			struct bp_error *err)
+{
+	size_t nspans = 0, k = 0;
+	for (size_t i = 0; i < st->npipes; i++)
+		for (size_t j = 0; j < st->pipes[i].nmbs; j++)
+			nspans += st->pipes[i].mbs[j].nspans;
+	double *w = bp_calloc(nspans, sizeof(double), err);
+	if (!w)
+		return -1;
+	double wmax = 0.0;
+	for (size_t i = 0; i < st->npipes; i++)
+		for (size_t j = 0; j < st->pipes[i].nmbs; j++) {
+			const struct bp_mb *mb = &st->pipes[i].mbs[j];
+			double sum = 0.0;
+			for (size_t q = 0; q < mb->nspans; q++) {
+				w[k] = bp_cost_doc(cm, mb->spans[q].len);
+				sum += w[k++];
+			}
+			if (sum > wmax)
+				wmax = sum;
+		}
+	st->m.pack_max_us = wmax;
+	st->m.pack_bound_us = bp_pack_bound(w, nspans, (size_t)st->m.nmbs);
+	st->m.pack_gap = st->m.pack_bound_us > 0 ? wmax / st->m.pack_bound_us - 1.0 : 0.0;
+	free(w);
+	return 0;
 }
 
 static int predict_step(struct bp_step *st, const struct bp_costmodel *cm,
@@ -247,6 +280,8 @@ static int predict_step(struct bp_step *st, const struct bp_costmodel *cm,
 	}
 	if (!st->npipes)
 		mt->pipe_min_us = 0.0;
+	if (pack_metrics(st, cm, err) < 0)
+		return -1;
 	double sync = 0.0;
 	for (int s = 0; s < pp; s++) {
 		double g = bp_cost_grad_sync(cm, s);
@@ -285,6 +320,9 @@ static void summarize(struct bp_plan *p)
 		s->imb_sb_mean += st->m.imb_sb;
 		s->gap_hyd_mean += st->m.gap_hyd;
 		s->bubble_mean += st->m.bubble;
+		s->pack_gap_mean += st->m.pack_gap;
+		if (st->m.pack_gap > s->pack_gap_max)
+			s->pack_gap_max = st->m.pack_gap;
 		if (st->m.peak_mem > s->peak_mem)
 			s->peak_mem = st->m.peak_mem;
 		if (v)
@@ -298,6 +336,7 @@ static void summarize(struct bp_plan *p)
 		s->imb_sb_mean /= n;
 		s->gap_hyd_mean /= n;
 		s->bubble_mean /= n;
+		s->pack_gap_mean /= n;
 	}
 	if (v && w) {
 		qsort(v, n, sizeof(double), cmp_double);
@@ -436,6 +475,11 @@ int bp_plan_validate(const struct bp_plan *p, const struct bp_costmodel *cm,
 				}
 				memcpy(all + nall, mb->spans, mb->nspans * sizeof(*all));
 				nall += mb->nspans;
+				if (mb->shard != BP_SHARD_SEQUENCE && mb->shard != BP_SHARD_DOCUMENT) {
+					bp_errorf(err, "step %zu pipeline %zu micro-batch %zu has no "
+						  "resolved sharding", i, q, j);
+					goto out;
+				}
 				if (!mb->nspans) {
 					bp_errorf(err, "step %zu pipeline %zu micro-batch %zu is empty",
 						  i, q, j);

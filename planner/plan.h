@@ -58,6 +58,19 @@ struct bp_metrics {
 	int64_t peak_mem;      /* max over ranks, bytes */
 	int64_t tokens;        /* trained in this step */
 	int64_t nmbs;          /* micro-batches in this step */
+	/* The packing objective: the largest micro-batch cost W = sum of its spans' costs
+	 * w = bp_cost_doc(len), and a certified lower bound on it for this step's spans and
+	 * micro-batch count (bp_pack_bound); gap = max / bound - 1. */
+	double pack_max_us, pack_bound_us, pack_gap;
+};
+
+/* What an exact solver said about one step (ILP methods); absent for heuristics. */
+struct bp_solver {
+	int present;
+	char status[24];  /* "optimal", "feasible" (time limit hit), "warm-start" */
+	double objective; /* best packing objective found, us */
+	double bound;     /* best proven lower bound, us */
+	double gap;       /* (objective - bound) / objective */
 };
 
 struct bp_step {
@@ -68,6 +81,7 @@ struct bp_step {
 	size_t ndelayed;
 	struct bp_pipe *pipes;   /* dp entries; owned */
 	size_t npipes;
+	struct bp_solver solver;
 	struct bp_metrics m;
 };
 
@@ -84,6 +98,7 @@ struct bp_summary {
 	double imb_wlb_mean, imb_wlb_p95, imb_sb_mean, gap_hyd_mean, bubble_mean;
 	double delay_steps_mean; /* tokens-weighted steps a delayed token waited, over all */
 	int64_t peak_mem;
+	double pack_gap_mean, pack_gap_max; /* of the steps' packing objective to its bound */
 };
 
 struct bp_plan {

@@ -62,6 +62,9 @@ static json_t *metrics_to_json(const struct bp_metrics *m)
 	bp_json_set(o, "peak_mem_bytes", json_integer(m->peak_mem), &ok);
 	bp_json_set(o, "tokens", json_integer(m->tokens), &ok);
 	bp_json_set(o, "microbatches", json_integer(m->nmbs), &ok);
+	bp_json_set(o, "pack_max_us", bp_json_real(m->pack_max_us), &ok);
+	bp_json_set(o, "pack_bound_us", bp_json_real(m->pack_bound_us), &ok);
+	bp_json_set(o, "pack_gap", bp_json_real(m->pack_gap), &ok);
 	if (!ok) {
 		json_decref(o);
 		return NULL;
@@ -107,6 +110,19 @@ static json_t *step_to_json(const struct bp_step *st, int pp)
 	bp_json_set(o, "delayed", del, &ok);
 	bp_json_set(o, "pipelines", pipes, &ok);
 	bp_json_set(o, "metrics", metrics_to_json(&st->m), &ok);
+	if (st->solver.present) {
+		json_t *so = json_object();
+		int sok = so != NULL;
+		bp_json_set(so, "status", json_string(st->solver.status), &sok);
+		bp_json_set(so, "objective_us", bp_json_real(st->solver.objective), &sok);
+		bp_json_set(so, "bound_us", bp_json_real(st->solver.bound), &sok);
+		bp_json_set(so, "gap", bp_json_real(st->solver.gap), &sok);
+		if (!sok) {
+			json_decref(so);
+			so = NULL;
+		}
+		bp_json_set(o, "solver", so, &ok);
+	}
 	if (!ok) {
 		json_decref(o);
 		return NULL;
@@ -137,6 +153,8 @@ static json_t *summary_to_json(const struct bp_summary *s)
 	bp_json_set(o, "bubble_mean", bp_json_real(s->bubble_mean), &ok);
 	bp_json_set(o, "delay_steps_mean", bp_json_real(s->delay_steps_mean), &ok);
 	bp_json_set(o, "peak_mem_bytes", json_integer(s->peak_mem), &ok);
+	bp_json_set(o, "pack_gap_mean", bp_json_real(s->pack_gap_mean), &ok);
+	bp_json_set(o, "pack_gap_max", bp_json_real(s->pack_gap_max), &ok);
 	if (!ok) {
 		json_decref(o);
 		return NULL;
@@ -245,7 +263,7 @@ static int mb_from_json(struct bp_mb *mb, json_t *o, int pp, const char *where,
 	}
 	if (bp_json_get_str(o, "shard", 1, shard, sizeof(shard), where, err) < 0)
 		return -1;
-	if (bp_shard_parse(shard, &mb->shard) < 0)
+	if (bp_shard_parse(shard, &mb->shard) < 0 || mb->shard == BP_SHARD_ADAPTIVE)
 		return bp_errorf(err, "%s.shard \"%s\" is not a sharding mode", where, shard);
 	if (bp_json_get_int(o, "tokens", 1, 0, INT64_MAX, &mb->tokens, where, err) < 0 ||
 	    read_real_vec(o, "fwd_us", pp, &mb->fwd, where, err) < 0 ||
@@ -310,7 +328,8 @@ static int metrics_from_json(struct bp_metrics *m, json_t *o, const char *where,
 		"step_us",	 "pipeline_max_us",	 "pipeline_min_us",
 		"grad_sync_us",	 "bubble",		 "imbalance_wlb",
 		"imbalance_sparsebalance", "rank_gap_hydraulis", "peak_mem_bytes",
-		"tokens",	 "microbatches",	 NULL};
+		"tokens",	 "microbatches",	 "pack_max_us", "pack_bound_us", "pack_gap",
+		NULL};
 	const double big = 1e300;
 	if (!o)
 		return -1;
@@ -326,8 +345,26 @@ static int metrics_from_json(struct bp_metrics *m, json_t *o, const char *where,
 	    bp_json_get_real(o, "rank_gap_hydraulis", 1, 0, 1, &m->gap_hyd, where, err) < 0 ||
 	    bp_json_get_int(o, "peak_mem_bytes", 1, 0, INT64_MAX, &m->peak_mem, where, err) < 0 ||
 	    bp_json_get_int(o, "tokens", 1, 0, INT64_MAX, &m->tokens, where, err) < 0 ||
-	    bp_json_get_int(o, "microbatches", 1, 0, INT64_MAX, &m->nmbs, where, err) < 0)
+	    bp_json_get_int(o, "microbatches", 1, 0, INT64_MAX, &m->nmbs, where, err) < 0 ||
+	    bp_json_get_real(o, "pack_max_us", 1, 0, big, &m->pack_max_us, where, err) < 0 ||
+	    bp_json_get_real(o, "pack_bound_us", 1, 0, big, &m->pack_bound_us, where, err) < 0 ||
+	    bp_json_get_real(o, "pack_gap", 1, -1, big, &m->pack_gap, where, err) < 0)
 		return -1;
+	return 0;
+}
+
+static int solver_from_json(struct bp_solver *s, json_t *o, const char *where,
+			    struct bp_error *err)
+{
+	static const char *const keys[] = {"status", "objective_us", "bound_us", "gap", NULL};
+	const double big = 1e300;
+	if (bp_json_check_keys(o, keys, where, err) < 0 ||
+	    bp_json_get_str(o, "status", 1, s->status, sizeof(s->status), where, err) < 0 ||
+	    bp_json_get_real(o, "objective_us", 1, 0, big, &s->objective, where, err) < 0 ||
+	    bp_json_get_real(o, "bound_us", 1, 0, big, &s->bound, where, err) < 0 ||
+	    bp_json_get_real(o, "gap", 1, -big, big, &s->gap, where, err) < 0)
+		return -1;
+	s->present = 1;
 	return 0;
 }
 
@@ -335,7 +372,7 @@ static int step_from_json(struct bp_step *st, json_t *o, int pp, const char *whe
 			  struct bp_error *err)
 {
 	static const char *const keys[] = {"index", "docs", "delayed", "pipelines", "metrics",
-					   NULL};
+					   "solver", NULL};
 	char w[256];
 	if (bp_json_check_keys(o, keys, where, err) < 0 ||
 	    bp_json_get_int(o, "index", 1, 0, INT64_MAX, &st->index, where, err) < 0)
@@ -372,6 +409,12 @@ static int step_from_json(struct bp_step *st, json_t *o, int pp, const char *whe
 		if (pipe_from_json(&st->pipes[i], json_array_get(pipes, i), pp, w, err) < 0)
 			return -1;
 	}
+	json_t *so = json_object_get(o, "solver");
+	if (so) {
+		snprintf(w, sizeof(w), "%.200s.solver", where);
+		if (solver_from_json(&st->solver, so, w, err) < 0)
+			return -1;
+	}
 	snprintf(w, sizeof(w), "%.200s.metrics", where);
 	return metrics_from_json(&st->m, bp_json_get_object(o, "metrics", where, err), w, err);
 }
@@ -383,7 +426,7 @@ static int summary_from_json(struct bp_summary *s, json_t *o, struct bp_error *e
 		"step_mean_us", "step_p50_us", "step_p95_us", "step_max_us", "total_us",
 		"tokens_per_s", "imbalance_wlb_mean", "imbalance_wlb_p95",
 		"imbalance_sparsebalance_mean", "rank_gap_hydraulis_mean", "bubble_mean",
-		"delay_steps_mean", "peak_mem_bytes", NULL};
+		"delay_steps_mean", "peak_mem_bytes", "pack_gap_mean", "pack_gap_max", NULL};
 	const char *w = "plan.summary";
 	const double big = 1e300;
 	if (!o)
@@ -410,7 +453,9 @@ static int summary_from_json(struct bp_summary *s, json_t *o, struct bp_error *e
 	    bp_json_get_real(o, "bubble_mean", 1, -1, 1, &s->bubble_mean, w, err) < 0 ||
 	    bp_json_get_real(o, "delay_steps_mean", 1, 0, big, &s->delay_steps_mean, w, err) <
 		    0 ||
-	    bp_json_get_int(o, "peak_mem_bytes", 1, 0, INT64_MAX, &s->peak_mem, w, err) < 0)
+	    bp_json_get_int(o, "peak_mem_bytes", 1, 0, INT64_MAX, &s->peak_mem, w, err) < 0 ||
+	    bp_json_get_real(o, "pack_gap_mean", 1, -1, big, &s->pack_gap_mean, w, err) < 0 ||
+	    bp_json_get_real(o, "pack_gap_max", 1, -1, big, &s->pack_gap_max, w, err) < 0)
 		return -1;
 	return 0;
 }

@@ -74,6 +74,18 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 	out->overlen = o->overlen;
 	if (bp_plan_set_param(out, "cp_shard", bp_shard_name(o->shard), err) < 0)
 		goto out;
+	for (size_t i = 0; i < o->nparams; i++) {
+		const char *key = o->params[i].key;
+		int known = 0;
+		for (size_t k = 0; m->params && m->params[k]; k++)
+			known |= !strcmp(m->params[k], key);
+		if (!known) {
+			bp_errorf(err, "method '%s' has no parameter '%s'", m->name, key);
+			goto out;
+		}
+		if (bp_plan_set_param(out, key, o->params[i].value, err) < 0)
+			goto out;
+	}
 	if (o->max_tokens < 1) {
 		bp_errorf(err, "max_tokens must be >= 1");
 		goto out;

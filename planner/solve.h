@@ -18,6 +18,9 @@ struct bp_solve_opts {
 	enum bp_shard shard;
 	const char *dataset_name, *dataset_sha; /* recorded in the plan */
 	const char *profile_sha;
+	const struct bp_param *params; /* method parameters as given (checked against the
+					* method's list); borrowed */
+	size_t nparams;
 };
 
 /* Solves into an initialised plan. Returns 0, -1 (error) or BP_INFEASIBLE, with err. The
