@@ -45,7 +45,13 @@ int cmd_presets(int argc, char **argv)
 	printf("methods:\n");
 	for (size_t i = 0; i < bp_method_count(); i++) {
 		const struct bp_method *m = bp_method_at(i);
-		printf("  %-8s %s\n  %-8s (%s)\n", m->name, m->summary, "", m->paper);
+		printf("  %-10s %s\n  %-10s (%s)\n", m->name, m->summary, "", m->paper);
+		if (m->params) {
+			printf("  %-10s params:", "");
+			for (size_t k = 0; m->params[k]; k++)
+				printf(" %s", m->params[k]);
+			printf("\n");
+		}
 	}
 	return EXIT_OK;
 }

@@ -237,6 +237,7 @@ int bp_plan_diff(const struct bp_plan *a, const struct bp_plan *b, size_t max_li
 	}
 	if (a->nsteps_drawn != b->nsteps_drawn || a->tokens_per_step != b->tokens_per_step ||
 	    a->docs_per_step != b->docs_per_step || a->max_tokens != b->max_tokens ||
+	    a->mb_max_tokens != b->mb_max_tokens ||
 	    a->overlen != b->overlen)
 		add(&c, "sampling: %lld steps, %lld tokens/step, %lld docs/step, max %lld -> "
 			"%lld steps, %lld tokens/step, %lld docs/step, max %lld",

@@ -19,7 +19,8 @@ struct bp_method_ctx {
 	enum bp_shard shard;           /* CP sharding the user asked for */
 };
 
-/* Fills out->steps (out's cluster, max_tokens and params are set). Returns 0, -1 (error) or
+/* Fills out->steps (out's cluster, max_tokens, mb_max_tokens = max_tokens and params are set;
+ * a variable-length method raises mb_max_tokens). Returns 0, -1 (error) or
  * BP_INFEASIBLE. */
 typedef int (*bp_method_fn)(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 			    struct bp_plan *out, struct bp_error *err);

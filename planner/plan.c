@@ -402,8 +402,10 @@ int bp_plan_validate(const struct bp_plan *p, const struct bp_costmodel *cm,
 	size_t nall = 0, capall = 0;
 	if (bp_cluster_check(&p->cluster, err) < 0)
 		return -1;
-	if (p->max_tokens < 1)
-		return bp_errorf(err, "max_tokens must be >= 1");
+	if (p->max_tokens < 1 || p->mb_max_tokens < p->max_tokens)
+		return bp_errorf(err, "max_tokens %lld and max_microbatch_tokens %lld are not "
+				 "1 <= max_tokens <= max_microbatch_tokens",
+				 (long long)p->max_tokens, (long long)p->mb_max_tokens);
 	size_t ndocs = 0;
 	for (size_t i = 0; i < p->nsteps; i++)
 		ndocs += p->steps[i].ndocs;
@@ -511,10 +513,10 @@ int bp_plan_validate(const struct bp_plan *p, const struct bp_costmodel *cm,
 					sl->covered += sp->len;
 					tok += sp->len;
 				}
-				if (tok > p->max_tokens) {
+				if (tok > p->mb_max_tokens) {
 					bp_errorf(err, "step %zu pipeline %zu micro-batch %zu holds %lld "
-						  "tokens, more than max_tokens %lld", i, q, j,
-						  (long long)tok, (long long)p->max_tokens);
+						  "tokens, more than max_microbatch_tokens %lld", i, q,
+						  j, (long long)tok, (long long)p->mb_max_tokens);
 					goto out;
 				}
 			}

@@ -110,7 +110,10 @@ struct bp_plan {
 	char method[32];
 	struct bp_param *params; /* sorted by key; owned */
 	size_t nparams;
-	int64_t nsteps_drawn, tokens_per_step, docs_per_step, max_tokens;
+	int64_t nsteps_drawn, tokens_per_step, docs_per_step;
+	int64_t max_tokens;    /* the context cap: no drawn document is longer */
+	int64_t mb_max_tokens; /* no micro-batch holds more (>= max_tokens; variable-length
+				* packing raises it, WLB-LLM Eq. 2's L_max) */
 	enum bp_overlen overlen;
 	struct bp_step *steps; /* owned */
 	size_t nsteps;

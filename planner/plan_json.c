@@ -186,6 +186,7 @@ json_t *bp_plan_to_json(const struct bp_plan *p)
 	for (size_t i = 0; i < p->nparams; i++)
 		bp_json_set(params, p->params[i].key, json_string(p->params[i].value), &ok);
 	bp_json_set(me, "name", json_string(p->method), &ok);
+	bp_json_set(me, "max_microbatch_tokens", json_integer(p->mb_max_tokens), &ok);
 	bp_json_set(me, "params", params, &ok);
 	bp_json_set(sa, "steps", json_integer(p->nsteps_drawn), &ok);
 	bp_json_set(sa, "tokens_per_step", json_integer(p->tokens_per_step), &ok);
@@ -493,7 +494,7 @@ int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 	static const char *const ikeys[] = {"dataset", "profile", "seed", NULL};
 	static const char *const ckeys[] = {"gpu", "gpus", "gpus_per_node", "tp", "cp", "pp",
 					    "dp", NULL};
-	static const char *const mkeys[] = {"name", "params", NULL};
+	static const char *const mkeys[] = {"name", "params", "max_microbatch_tokens", NULL};
 	static const char *const skeys[] = {"steps", "tokens_per_step", "docs_per_step",
 					    "max_tokens", "over_length", NULL};
 	char w[64], ol[16];
@@ -527,7 +528,9 @@ int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 		return -1;
 	json_t *me = bp_json_get_object(root, "method", "plan", err);
 	if (!me || bp_json_check_keys(me, mkeys, "plan.method", err) < 0 ||
-	    bp_json_get_str(me, "name", 1, p->method, sizeof(p->method), "plan.method", err) < 0)
+	    bp_json_get_str(me, "name", 1, p->method, sizeof(p->method), "plan.method", err) < 0 ||
+	    bp_json_get_int(me, "max_microbatch_tokens", 1, 1, INT64_MAX, &p->mb_max_tokens,
+			    "plan.method", err) < 0)
 		return -1;
 	json_t *params = bp_json_get_object(me, "params", "plan.method", err);
 	if (!params)

@@ -71,6 +71,7 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 	out->tokens_per_step = o->tokens_per_step;
 	out->docs_per_step = o->docs_per_step;
 	out->max_tokens = o->max_tokens;
+	out->mb_max_tokens = o->max_tokens;
 	out->overlen = o->overlen;
 	if (bp_plan_set_param(out, "cp_shard", bp_shard_name(o->shard), err) < 0)
 		goto out;
@@ -149,6 +150,7 @@ int bp_plan_check(const struct bp_plan *p, const struct bp_profile *prof,
 	q.cluster = p->cluster;
 	q.model = p->model;
 	q.max_tokens = p->max_tokens;
+	q.mb_max_tokens = p->mb_max_tokens;
 	q.steps = bp_calloc(p->nsteps, sizeof(*q.steps), err);
 	if (!q.steps)
 		goto out;

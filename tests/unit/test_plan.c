@@ -128,17 +128,17 @@ static void test_breaches(void)
 		ns[1] = two[1];
 		mb->nspans++;
 		CHECK(bp_plan_validate(&plan, &cm, &err) == -1 &&
-		      (strstr(err.text, "overlapping") || strstr(err.text, "more than max_tokens")));
+		      (strstr(err.text, "overlapping") || strstr(err.text, "more than max_microbatch_tokens")));
 		memmove(&ns[1], &ns[2], (mb->nspans - 2) * sizeof(*ns));
 		ns[0] = s0;
 		mb->nspans--;
 	}
 	CHECK(bp_plan_validate(&plan, &cm, &err) == 0);
 	/* token cap */
-	int64_t keep = plan.max_tokens;
-	plan.max_tokens = 1;
-	CHECK(bp_plan_validate(&plan, &cm, &err) == -1 && strstr(err.text, "max_tokens"));
-	plan.max_tokens = keep;
+	int64_t keep = plan.mb_max_tokens;
+	plan.mb_max_tokens = plan.max_tokens = 1;
+	CHECK(bp_plan_validate(&plan, &cm, &err) == -1 && strstr(err.text, "max_microbatch_tokens"));
+	plan.mb_max_tokens = plan.max_tokens = keep;
 	/* memory cap */
 	int64_t mem = plan.steps[0].pipes[0].peak_mem[0];
 	plan.steps[0].pipes[0].peak_mem[0] = (int64_t)1 << 50;
