@@ -1,7 +1,12 @@
-/* cmd_dataset.c: `balplan dataset show NAME|FILE` and `balplan dataset list`: statistics and
- * a text histogram of a length distribution. */
+/* cmd_dataset.c: `balplan dataset show NAME|FILE [--svg FILE]` and `balplan dataset list`:
+ * statistics and a histogram of a length distribution, as text and optionally as a
+ * self-contained SVG drawing (no scripts, no external fonts or styles), so a reviewer can see
+ * a dataset's shape in a pull request. Both views use the same log2 buckets; the SVG is
+ * written with fixed precision, so the same dataset always gives the same bytes. */
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmdutil.h"
@@ -9,11 +14,13 @@
 
 static void dataset_usage(FILE *f)
 {
-	fprintf(f, "usage: balplan dataset show [--jsonl-field KEY] NAME|FILE\n"
+	fprintf(f, "usage: balplan dataset show [--jsonl-field KEY] [--svg FILE] NAME|FILE\n"
 		   "       balplan dataset list\n\n"
 		   "Shows a dataset's provenance, statistics (count, tokens, mean, p50, p90, p99,\n"
 		   "max) and a histogram of document counts and token shares over log2 length bins.\n"
-		   "NAME is a built-in preset; FILE is v1 JSON, text (one length per line) or JSONL.\n\n"
+		   "NAME is a built-in preset; FILE is v1 JSON, text (one length per line) or JSONL.\n"
+		   "--svg FILE also draws the histogram as an SVG image; with FILE '-' the image is\n"
+		   "written to standard output instead of the text.\n\n"
 		   "exit status: 0 ok, 1 data error, 2 usage error\n");
 }
 
@@ -34,68 +41,274 @@ static void bucket_add(double *cnt, double *tok, int64_t lo, int64_t hi, double 
 	}
 }
 
-static int show(const char *spec, const char *field)
+#define NBUCKETS 48
+
+/* A dataset's documents and tokens per log2 bucket [2^b, 2^(b+1) - 1]. */
+struct buckets {
+	double cnt[NBUCKETS], tok[NBUCKETS];
+	double cmax;       /* largest document count of a bucket */
+	int first, last;   /* non-empty range; first > last when empty */
+};
+
+static void fill_buckets(const struct bp_dataset *ds, struct buckets *bk)
 {
-	struct bp_dataset ds;
-	struct bp_error err;
-	char sha[65];
-	bp_dataset_init(&ds);
-	if (cmd_load_dataset(spec, field, &ds, sha, &err) < 0) {
-		bp_dataset_release(&ds);
-		return cmd_error("%s", err.text);
-	}
-	const struct bp_dataset_stats *s = &ds.stats;
-	printf("dataset %s (%s)\n", ds.name, bp_dataset_kind_name(ds.kind));
+	memset(bk, 0, sizeof(*bk));
+	if (ds->bins)
+		for (size_t i = 0; i < ds->nbins; i++)
+			bucket_add(bk->cnt, bk->tok, ds->bins[i].lo, ds->bins[i].hi,
+				   (double)ds->bins[i].count, (double)ds->bins[i].tokens);
+	else
+		for (size_t i = 0; i < ds->nlengths; i++)
+			bucket_add(bk->cnt, bk->tok, ds->lengths[i], ds->lengths[i], 1.0,
+				   (double)ds->lengths[i]);
+	bk->first = NBUCKETS;
+	bk->last = -1;
+	for (int b = 0; b < NBUCKETS; b++)
+		if (bk->cnt[b] > 0) {
+			bk->cmax = fmax(bk->cmax, bk->cnt[b]);
+			if (b < bk->first)
+				bk->first = b;
+			bk->last = b;
+		}
+}
+
+static void print_text(const struct bp_dataset *ds, const struct buckets *bk, const char *sha)
+{
+	const struct bp_dataset_stats *s = &ds->stats;
+	printf("dataset %s (%s)\n", ds->name, bp_dataset_kind_name(ds->kind));
 	printf("  source:    %s\n  tokenizer: %s\n  license:   %s\n  sha256:    %s\n",
-	       ds.source ? ds.source : "-", ds.tokenizer ? ds.tokenizer : "-",
-	       ds.license ? ds.license : "-", sha);
+	       ds->source ? ds->source : "-", ds->tokenizer ? ds->tokenizer : "-",
+	       ds->license ? ds->license : "-", sha);
 	printf("  documents %lld, tokens %lld, mean %.1f, p50 %lld, p90 %lld, p99 %lld, max %lld\n",
 	       (long long)s->count, (long long)s->tokens, s->mean, (long long)s->p50,
 	       (long long)s->p90, (long long)s->p99, (long long)s->max);
-	double cnt[48] = {0}, tok[48] = {0};
-	if (ds.bins)
-		for (size_t i = 0; i < ds.nbins; i++)
-			bucket_add(cnt, tok, ds.bins[i].lo, ds.bins[i].hi, (double)ds.bins[i].count,
-				   (double)ds.bins[i].tokens);
-	else
-		for (size_t i = 0; i < ds.nlengths; i++)
-			bucket_add(cnt, tok, ds.lengths[i], ds.lengths[i], 1.0,
-				   (double)ds.lengths[i]);
-	double cmax = 0;
-	int first = 48, last = -1;
-	for (int b = 0; b < 48; b++)
-		if (cnt[b] > 0) {
-			cmax = fmax(cmax, cnt[b]);
-			if (b < first)
-				first = b;
-			last = b;
-		}
 	printf("\n  %-17s %9s %7s  %s\n", "length", "docs", "tokens", "documents");
-	for (int b = first; b <= last; b++) {
+	for (int b = bk->first; b <= bk->last; b++) {
 		char range[32], bar[41];
 		snprintf(range, sizeof(range), "%.0f-%.0f", ldexp(1.0, b), ldexp(1.0, b + 1) - 1);
-		int w = cmax > 0 ? (int)lround(40.0 * cnt[b] / cmax) : 0;
+		int w = bk->cmax > 0 ? (int)lround(40.0 * bk->cnt[b] / bk->cmax) : 0;
 		memset(bar, '#', (size_t)w);
 		bar[w] = 0;
-		printf("  %-17s %9.0f %6.1f%%  %s\n", range, cnt[b],
-		       s->tokens ? 100.0 * tok[b] / (double)s->tokens : 0.0, bar);
+		printf("  %-17s %9.0f %6.1f%%  %s\n", range, bk->cnt[b],
+		       s->tokens ? 100.0 * bk->tok[b] / (double)s->tokens : 0.0, bar);
 	}
+}
+
+/* ---- SVG ---- */
+
+/* A growing text buffer; a failed allocation is remembered and reported once at the end. */
+struct sbuf {
+	char *p;
+	size_t len, cap;
+	int oom;
+};
+
+static void sb_printf(struct sbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(struct sbuf *sb, const char *fmt, ...)
+{
+	va_list ap;
+	if (sb->oom)
+		return;
+	for (;;) {
+		size_t room = sb->cap - sb->len;
+		va_start(ap, fmt);
+		int n = vsnprintf(sb->p ? sb->p + sb->len : NULL, room, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			sb->oom = 1;
+			return;
+		}
+		if ((size_t)n < room) {
+			sb->len += (size_t)n;
+			return;
+		}
+		size_t cap = sb->cap ? sb->cap : 4096;
+		while (cap - sb->len <= (size_t)n)
+			cap *= 2;
+		char *q = realloc(sb->p, cap);
+		if (!q) {
+			sb->oom = 1;
+			return;
+		}
+		sb->p = q;
+		sb->cap = cap;
+	}
+}
+
+/* Appends s with the five XML special characters escaped; control characters become '?'. */
+static void sb_xml(struct sbuf *sb, const char *s)
+{
+	for (; s && *s; s++) {
+		switch (*s) {
+		case '&': sb_printf(sb, "&amp;"); break;
+		case '<': sb_printf(sb, "&lt;"); break;
+		case '>': sb_printf(sb, "&gt;"); break;
+		case '"': sb_printf(sb, "&quot;"); break;
+		case '\'': sb_printf(sb, "&apos;"); break;
+		default:
+			sb_printf(sb, "%c", (unsigned char)*s < 0x20 ? '?' : *s);
+		}
+	}
+}
+
+/* A power of two as a short label: 512, 4K, 128K, 1M. */
+static void pow2_label(int b, char *buf, size_t n)
+{
+	if (b >= 30)
+		snprintf(buf, n, "%dG", 1 << (b - 30));
+	else if (b >= 20)
+		snprintf(buf, n, "%dM", 1 << (b - 20));
+	else if (b >= 10)
+		snprintf(buf, n, "%dK", 1 << (b - 10));
+	else
+		snprintf(buf, n, "%d", 1 << b);
+}
+
+/* The smallest "nice" axis top (1, 2, 2.5 or 5 times a power of ten) at or above v. */
+static double nice_top(double v)
+{
+	static const double m[] = {1.0, 2.0, 2.5, 5.0, 10.0};
+	if (v <= 0)
+		return 1.0;
+	double p = pow(10.0, floor(log10(v)));
+	for (int i = 0; i < 5; i++)
+		if (m[i] * p >= v * (1.0 - 1e-12))
+			return m[i] * p;
+	return 10.0 * p;
+}
+
+/* Draws the histogram: per log2 bucket, the share of documents and the share of tokens, side
+ * by side on one percentage axis; title with name, kind and statistics. */
+static void svg_histogram(struct sbuf *sb, const struct bp_dataset *ds, const struct buckets *bk)
+{
+	const struct bp_dataset_stats *s = &ds->stats;
+	const double W = 800, H = 440, L = 70, R = 20, T = 78, B = 70;
+	const double pw = W - L - R, ph = H - T - B;
+	int nb = bk->last - bk->first + 1;
+	double top = 0;
+	for (int b = bk->first; b <= bk->last; b++) {
+		top = fmax(top, s->count ? 100.0 * bk->cnt[b] / (double)s->count : 0.0);
+		top = fmax(top, s->tokens ? 100.0 * bk->tok[b] / (double)s->tokens : 0.0);
+	}
+	top = nice_top(top);
+
+	sb_printf(sb, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+		      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+		      "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
+		  W, H, W, H);
+	sb_printf(sb, "<title>");
+	sb_xml(sb, ds->name);
+	sb_printf(sb, " (%s): document length histogram</title>\n", bp_dataset_kind_name(ds->kind));
+	sb_printf(sb, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#ffffff\"/>\n",
+		  W, H);
+	sb_printf(sb, "<text x=\"%.0f\" y=\"24\" font-size=\"16\" font-weight=\"bold\">", L);
+	sb_xml(sb, ds->name);
+	sb_printf(sb, " (%s)</text>\n", bp_dataset_kind_name(ds->kind));
+	sb_printf(sb, "<text x=\"%.0f\" y=\"44\">documents %lld, tokens %lld, mean %.1f, "
+		      "p50 %lld, p90 %lld, p99 %lld, max %lld</text>\n", L, (long long)s->count,
+		  (long long)s->tokens, s->mean, (long long)s->p50, (long long)s->p90,
+		  (long long)s->p99, (long long)s->max);
+	/* legend */
+	sb_printf(sb, "<rect x=\"%.0f\" y=\"54\" width=\"12\" height=\"12\" fill=\"#4477aa\"/>"
+		      "<text x=\"%.0f\" y=\"65\">documents (%% of count)</text>\n", L, L + 18);
+	sb_printf(sb, "<rect x=\"%.0f\" y=\"54\" width=\"12\" height=\"12\" fill=\"#ee7733\"/>"
+		      "<text x=\"%.0f\" y=\"65\">tokens (%% of total)</text>\n", L + 190, L + 208);
+	/* grid and y axis: five steps */
+	for (int i = 0; i <= 5; i++) {
+		double y = T + ph - ph * i / 5.0;
+		sb_printf(sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+			      "stroke=\"#dddddd\"/>\n", L, y, L + pw, y);
+		sb_printf(sb, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
+			  L - 6, y + 4, top * i / 5.0);
+	}
+	/* bars */
+	double slot = nb > 0 ? pw / nb : pw, bw = slot * 0.38;
+	for (int b = bk->first; b <= bk->last; b++) {
+		double x = L + slot * (b - bk->first) + slot * 0.1;
+		double dc = s->count ? 100.0 * bk->cnt[b] / (double)s->count : 0.0;
+		double dt = s->tokens ? 100.0 * bk->tok[b] / (double)s->tokens : 0.0;
+		double hc = ph * dc / top, ht = ph * dt / top;
+		sb_printf(sb, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
+			      "fill=\"#4477aa\"><title>%.0f-%.0f tokens: %.2f%% of documents"
+			      "</title></rect>\n", x, T + ph - hc, bw, hc, ldexp(1.0, b),
+			  ldexp(1.0, b + 1) - 1, dc);
+		sb_printf(sb, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
+			      "fill=\"#ee7733\"><title>%.0f-%.0f tokens: %.2f%% of tokens"
+			      "</title></rect>\n", x + bw, T + ph - ht, bw, ht, ldexp(1.0, b),
+			  ldexp(1.0, b + 1) - 1, dt);
+	}
+	/* x axis: a tick at each bucket's lower edge, labelled every k-th so labels never touch */
+	int every = nb > 24 ? 4 : nb > 12 ? 2 : 1;
+	sb_printf(sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000000\"/>\n",
+		  L, T + ph, L + pw, T + ph);
+	sb_printf(sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000000\"/>\n",
+		  L, T, L, T + ph);
+	for (int b = bk->first; b <= bk->last + 1; b++) {
+		double x = L + slot * (b - bk->first);
+		char lab[16];
+		sb_printf(sb, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" "
+			      "stroke=\"#000000\"/>\n", x, T + ph, x, T + ph + 5);
+		if ((b - bk->first) % every)
+			continue;
+		pow2_label(b, lab, sizeof(lab));
+		sb_printf(sb, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", x,
+			  T + ph + 19, lab);
+	}
+	sb_printf(sb, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">document length "
+		      "(tokens; log2 bins, each from the label to the next)</text>\n",
+		  L + pw / 2, H - 22);
+	sb_printf(sb, "<text x=\"18\" y=\"%.1f\" text-anchor=\"middle\" "
+		      "transform=\"rotate(-90 18 %.1f)\">share (%%)</text>\n", T + ph / 2,
+		  T + ph / 2);
+	sb_printf(sb, "</svg>\n");
+}
+
+static int show(const char *spec, const char *field, const char *svg)
+{
+	struct bp_dataset ds;
+	struct bp_error err;
+	struct buckets bk;
+	struct sbuf sb = {NULL, 0, 0, 0};
+	char sha[65];
+	int rc = EXIT_OK;
+
+	bp_dataset_init(&ds);
+	if (cmd_load_dataset(spec, field, &ds, sha, &err) < 0) {
+		rc = cmd_error("%s", err.text);
+		goto out;
+	}
+	fill_buckets(&ds, &bk);
+	if (!svg || strcmp(svg, "-"))
+		print_text(&ds, &bk, sha);
+	if (svg) {
+		svg_histogram(&sb, &ds, &bk);
+		if (sb.oom) {
+			rc = cmd_error("cannot draw '%s': out of memory", svg);
+			goto out;
+		}
+		if (cmd_write_file(svg, sb.p, sb.len, &err) < 0)
+			rc = cmd_error("cannot write '%s': %s", svg, err.text);
+	}
+out:
+	free(sb.p);
 	bp_dataset_release(&ds);
-	return EXIT_OK;
+	return rc;
 }
 
 int cmd_dataset(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"jsonl-field", required_argument, NULL, 'J'},
+		{"svg", required_argument, NULL, 'S'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *field = NULL;
+	const char *field = NULL, *svg = NULL;
 	int c;
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'J': field = optarg; break;
+		case 'S': svg = optarg; break;
 		case 'h': dataset_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("dataset", "unknown or incomplete option '%s'",
@@ -109,6 +322,7 @@ int cmd_dataset(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'J': field = optarg; break;
+		case 'S': svg = optarg; break;
 		case 'h': dataset_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("dataset", "unknown or incomplete option '%s'",
@@ -116,6 +330,8 @@ int cmd_dataset(int argc, char **argv)
 		}
 	}
 	if (!strcmp(verb, "list")) {
+		if (svg)
+			return cmd_usage("dataset", "'--svg' applies to 'show' only");
 		if (optind < argc)
 			return cmd_usage("dataset", "unexpected argument '%s'", argv[optind]);
 		for (size_t i = 0; i < bp_dataset_preset_count(); i++)
@@ -125,7 +341,7 @@ int cmd_dataset(int argc, char **argv)
 	if (!strcmp(verb, "show")) {
 		if (argc - optind != 1)
 			return cmd_usage("dataset", "'show' takes one dataset name or file");
-		return show(argv[optind], field);
+		return show(argv[optind], field, svg);
 	}
 	return cmd_usage("dataset", "unknown verb '%s' (show or list)", verb);
 }

@@ -1,5 +1,6 @@
 /* cmd_presets.c: `balplan presets`: the built-in models, GPUs, datasets and methods. */
 #include <getopt.h>
+#include <string.h>
 
 #include "cmdutil.h"
 #include "commands.h"
@@ -9,20 +10,46 @@
 int cmd_presets(int argc, char **argv)
 {
 	static const struct option opts[] = {
+		{"names", required_argument, NULL, 'n'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
+	const char *names = NULL;
 	int c;
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		if (c == 'h') {
-			printf("usage: balplan presets\n\nLists the built-in models, GPUs, datasets "
-			       "and methods.\n\nexit status: 0 ok, 2 usage error\n");
+			printf("usage: balplan presets [--names models|gpus|datasets|methods]\n\n"
+			       "Lists the built-in models, GPUs, datasets and methods; with --names,\n"
+			       "only the names of one kind, one per line (for scripts).\n\n"
+			       "exit status: 0 ok, 2 usage error\n");
 			return EXIT_OK;
 		}
-		return cmd_usage("presets", "unknown option '%s'", argv[optind - 1]);
+		if (c == 'n') {
+			names = optarg;
+			continue;
+		}
+		return cmd_usage("presets", "unknown or incomplete option '%s'", argv[optind - 1]);
 	}
 	if (optind < argc)
 		return cmd_usage("presets", "unexpected argument '%s'", argv[optind]);
+	if (names) {
+		if (!strcmp(names, "models"))
+			for (size_t i = 0; i < bp_model_preset_count(); i++)
+				printf("%s\n", bp_model_preset_at(i)->name);
+		else if (!strcmp(names, "gpus"))
+			for (size_t i = 0; i < bp_gpu_preset_count(); i++)
+				printf("%s\n", bp_gpu_preset_at(i)->name);
+		else if (!strcmp(names, "datasets"))
+			for (size_t i = 0; i < bp_dataset_preset_count(); i++)
+				printf("%s\n", bp_dataset_preset_name(i));
+		else if (!strcmp(names, "methods"))
+			for (size_t i = 0; i < bp_method_count(); i++)
+				printf("%s\n", bp_method_at(i)->name);
+		else
+			return cmd_usage("presets", "--names '%s' is not models, gpus, datasets or "
+					 "methods", names);
+		return EXIT_OK;
+	}
 	printf("models:\n  %-14s %7s %7s %6s %4s %4s %7s %7s\n", "name", "params", "layers",
 	       "hidden", "q", "kv", "ffn", "vocab");
 	for (size_t i = 0; i < bp_model_preset_count(); i++) {

@@ -9,12 +9,114 @@
 
 static void simulate_usage(FILE *f)
 {
-	fprintf(f, "usage: balplan simulate [--profile FILE] [--step N] PLAN\n\n"
+	fprintf(f, "usage: balplan simulate [--profile FILE] [--step N] [--svg FILE] PLAN\n\n"
 		   "Re-predicts a plan with the shared cost model and 1F1B simulator: on the profile\n"
 		   "it was made with (regenerated when analytic), or on another --profile to see\n"
 		   "what the same plan costs elsewhere. Prints a table per step, or with --step the\n"
-		   "busy and idle time of every (pipeline, stage) rank and each micro-batch's times.\n\n"
+		   "busy and idle time of every (pipeline, stage) rank and each micro-batch's times.\n"
+		   "--svg FILE draws the 1F1B timeline of that step (step 0 by default).\n\n"
 		   "exit status: 0 ok, 1 data or runtime error, 2 usage error\n");
+}
+
+/* Writes one step's 1F1B timeline as SVG: a row per (pipeline, stage), forward (blue) and
+ * backward (green) boxes labelled with the micro-batch index, the gradient synchronisation
+ * at the end, a time axis in ms. */
+static int write_svg(const struct bp_plan *p, const struct bp_step *st,
+		     const struct bp_costmodel *cm, const char *path)
+{
+	struct bp_error err;
+	int pp = p->cluster.pp, rc = EXIT_DATA;
+	size_t rows = st->npipes * (size_t)pp, cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+	double *fs = NULL, *bs = NULL;
+	const double W = 1000.0, left = 90.0, top = 50.0, rowh = 22.0;
+	double total = st->m.step_us > 0 ? st->m.step_us : 1.0, sx = W / total;
+	if (!buf)
+		return cmd_error("cannot draw '%s': out of memory", path);
+#define OUT(...)                                                                            \
+	do {                                                                                \
+		int n_ = snprintf(NULL, 0, __VA_ARGS__);                                    \
+		if (len + (size_t)n_ + 1 > cap) {                                           \
+			char *nb_ = realloc(buf, (cap = 2 * (len + (size_t)n_ + 1)));       \
+			if (!nb_)                                                           \
+				goto oom;                                                   \
+			buf = nb_;                                                          \
+		}                                                                           \
+		len += (size_t)snprintf(buf + len, cap - len, __VA_ARGS__);                 \
+	} while (0)
+	double height = top + rows * rowh + 50;
+	OUT("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+	    "font-family=\"sans-serif\" font-size=\"11\">\n", left + W + 20, height);
+	OUT("<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+	OUT("<text x=\"%.0f\" y=\"20\" font-size=\"14\">%s, step %lld: %.2f ms "
+	    "(tp %d cp %d pp %d dp %d, %s)</text>\n", left, p->method, (long long)st->index,
+	    st->m.step_us / 1e3, p->cluster.tp, p->cluster.cp, pp, p->cluster.dp, p->model.name);
+	OUT("<text x=\"%.0f\" y=\"36\" fill=\"#555\">forward blue, backward green, gradient "
+	    "sync grey; bubble %.1f%%, imbalance (WLB-LLM) %.3f</text>\n", left,
+	    100.0 * st->m.bubble, st->m.imb_wlb);
+	for (size_t k = 0; k < st->npipes; k++) {
+		const struct bp_pipe *pi = &st->pipes[k];
+		size_t m = pi->nmbs;
+		free(fs);
+		free(bs);
+		fs = calloc(m * pp + 1, sizeof(double));
+		bs = calloc(m * pp + 1, sizeof(double));
+		if (!fs || !bs)
+			goto oom;
+		if (bp_pipe_schedule(pi, cm, fs, bs, &err) < 0) {
+			cmd_error("cannot draw '%s': %s", path, err.text);
+			goto out;
+		}
+		for (int s = 0; s < pp; s++) {
+			double y = top + (k * pp + s) * rowh;
+			OUT("<text x=\"4\" y=\"%.1f\">pipe %zu st %d</text>\n", y + 15, k, s);
+			for (size_t j = 0; j < m; j++) {
+				const struct bp_mb *mb = &pi->mbs[j];
+				double f0 = fs[j * pp + s], b0 = bs[j * pp + s];
+				OUT("<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
+				    "fill=\"#6b9bd1\" stroke=\"white\"/>\n", left + f0 * sx, y + 2,
+				    mb->fwd[s] * sx, rowh - 4);
+				OUT("<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
+				    "fill=\"#74b96f\" stroke=\"white\"/>\n", left + b0 * sx, y + 2,
+				    mb->bwd[s] * sx, rowh - 4);
+				if (mb->fwd[s] * sx > 14)
+					OUT("<text x=\"%.2f\" y=\"%.1f\" fill=\"white\">%zu</text>\n",
+					    left + f0 * sx + 3, y + 15, j);
+				if (mb->bwd[s] * sx > 14)
+					OUT("<text x=\"%.2f\" y=\"%.1f\" fill=\"white\">%zu</text>\n",
+					    left + b0 * sx + 3, y + 15, j);
+			}
+			OUT("<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
+			    "fill=\"#aaaaaa\"/>\n", left + st->m.pipe_max_us * sx, y + 2,
+			    st->m.grad_sync_us * sx, rowh - 4);
+		}
+	}
+	double ybase = top + rows * rowh + 8;
+	OUT("<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"black\"/>\n",
+	    left, ybase, left + W, ybase);
+	for (int t = 0; t <= 10; t++) {
+		double x = left + W * t / 10.0;
+		OUT("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n",
+		    x, ybase, x, ybase + 4);
+		OUT("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>\n", x,
+		    ybase + 16, total * t / 10.0 / 1e3);
+	}
+	OUT("<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"middle\">time (ms)</text>\n",
+	    left + W / 2, ybase + 32);
+	OUT("</svg>\n");
+#undef OUT
+	if (cmd_write_file(path, buf, len, &err) < 0)
+		cmd_error("cannot write '%s': %s", path, err.text);
+	else
+		rc = EXIT_OK;
+	goto out;
+oom:
+	rc = cmd_error("cannot draw '%s': out of memory", path);
+out:
+	free(buf);
+	free(fs);
+	free(bs);
+	return rc;
 }
 
 static void print_step_detail(const struct bp_plan *p, const struct bp_step *st)
@@ -54,10 +156,11 @@ int cmd_simulate(int argc, char **argv)
 	static const struct option opts[] = {
 		{"profile", required_argument, NULL, 'p'},
 		{"step", required_argument, NULL, 's'},
+		{"svg", required_argument, NULL, 'g'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *profile = NULL;
+	const char *profile = NULL, *svg = NULL;
 	int64_t step = -1;
 	int c;
 	while ((c = getopt_long(argc, argv, "+p:h", opts, NULL)) != -1) {
@@ -67,6 +170,7 @@ int cmd_simulate(int argc, char **argv)
 			if (cmd_opt_int("simulate", "--step", optarg, 0, INT64_MAX, &step) < 0)
 				return EXIT_USAGE;
 			break;
+		case 'g': svg = optarg; break;
 		case 'h': simulate_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("simulate", "unknown or incomplete option '%s'",
@@ -101,6 +205,15 @@ int cmd_simulate(int argc, char **argv)
 	printf("plan %s: method %s on profile %s, %d x %s (tp %d cp %d pp %d dp %d)\n", path,
 	       plan.method, prof.name, plan.cluster.gpus, plan.cluster.gpu, plan.cluster.tp,
 	       plan.cluster.cp, plan.cluster.pp, plan.cluster.dp);
+	if (svg && !plan.nsteps) {
+		rc = cmd_error("plan '%s' has no steps to draw", path);
+		goto out;
+	}
+	if (svg) {
+		rc = write_svg(&plan, &plan.steps[step >= 0 ? step : 0], &cm, svg);
+		if (rc != EXIT_OK)
+			goto out;
+	}
 	if (step >= 0) {
 		print_step_detail(&plan, &plan.steps[step]);
 		rc = EXIT_OK;

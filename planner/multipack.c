@@ -1,11 +1,170 @@
-/* multipack.c: placeholder while the method is being written (replaced in this change). */
+/* multipack.c: the "multipack" method, the multipack sampler's idea (a multifit/LPT packer
+ * that balances tokens across data-parallel ranks, so that every rank gets the same number of
+ * micro-batches and about the same number of tokens). Called through the method table
+ * (methods.c) by bp_solve. The balancing target is tokens, as in the sampler, not the cost
+ * model: this baseline shows what token balance alone buys.
+ *
+ * Per step: m = ceil(tokens / (dp * max_tokens)) micro-batches per pipeline. Documents
+ * longest first (ties: draw order) go by Graham's LPT (1969) to the one of the dp*m bins with
+ * the fewest tokens; with a token cap that is also the bin with the most room, so when a
+ * document does not fit there it fits nowhere and m grows by one. When every document fits,
+ * the run was plain LPT, so the bins' tokens are within the longest document of each other.
+ * The bins, most tokens first, are dealt to pipelines in a snake (0..dp-1, then dp-1..0, ...):
+ * each pipeline gets m bins and, the rounds' spreads tiling the bins' range, the pipelines'
+ * tokens too stay within the longest document of each other. A pipeline runs its bins in
+ * decreasing tokens. Written from the description, not from the sampler's code. */
 #include "method.h"
 
-int bp_method_multipack(const struct bp_method_ctx *ctx, const struct bp_batches *in, struct bp_plan *out,
-	struct bp_error *err)
+#include <stdlib.h>
+
+#include "pack.h"
+
+/* Heap order on bins: fewer tokens first, then lower index. */
+static int bin_less(const int64_t *fill, int a, int b)
 {
-	(void)ctx;
-	(void)in;
-	(void)out;
-	return bp_errorf(err, "method not written yet");
+	return fill[a] != fill[b] ? fill[a] < fill[b] : a < b;
+}
+
+static void sift_down(int *h, size_t k, const int64_t *fill, size_t v)
+{
+	for (;;) {
+		size_t c = 2 * v + 1, best = v;
+		if (c < k && bin_less(fill, h[c], h[best]))
+			best = c;
+		if (c + 1 < k && bin_less(fill, h[c + 1], h[best]))
+			best = c + 1;
+		if (best == v)
+			return;
+		int t = h[v];
+		h[v] = h[best];
+		h[best] = t;
+		v = best;
+	}
+}
+
+int bp_pack_lpt_tokens(const int64_t *len, size_t n, size_t k, int64_t cap, int *bin_of,
+		       int64_t *fill, struct bp_error *err)
+{
+	if (!k || k > (size_t)INT32_MAX)
+		return bp_errorf(err, "internal: %zu bins", k);
+	size_t *order = bp_calloc(n ? n : 1, sizeof(size_t), err);
+	int *heap = bp_calloc(k, sizeof(int), err); /* min-heap on (fill, index) */
+	int rc = -1;
+	if (!order || !heap || bp_order_by_len(len, n, order, err) < 0)
+		goto out;
+	for (size_t b = 0; b < k; b++) {
+		fill[b] = 0;
+		heap[b] = (int)b; /* all zero: index order is a valid heap */
+	}
+	rc = 0;
+	for (size_t q = 0; q < n; q++) {
+		size_t i = order[q];
+		int b = heap[0];
+		if (fill[b] + len[i] > cap) {
+			rc = 1;
+			break;
+		}
+		bin_of[i] = b;
+		fill[b] += len[i];
+		sift_down(heap, k, fill, 0);
+	}
+out:
+	free(order);
+	free(heap);
+	return rc;
+}
+
+struct fbin {
+	int64_t fill;
+	size_t b;
+};
+
+/* Bins with more tokens first, ties by index. */
+static int cmp_fill_desc(const void *a, const void *c)
+{
+	const struct fbin *x = a, *y = c;
+	if (x->fill != y->fill)
+		return x->fill < y->fill ? 1 : -1;
+	return (x->b > y->b) - (x->b < y->b);
+}
+
+static int multipack_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
+			  struct bp_step *st, int dp, int64_t cap, struct bp_error *err)
+{
+	size_t n = b->ndocs;
+	int64_t *len = bp_calloc(n ? n : 1, sizeof(int64_t), err);
+	int *bin_of = bp_calloc(n ? n : 1, sizeof(int), err);
+	size_t *order = bp_calloc(n ? n : 1, sizeof(size_t), err);
+	int64_t *fill = NULL;
+	size_t *border = NULL;
+	int *group_of = NULL;
+	struct fbin *fb = NULL;
+	int rc = -1;
+	if (!len || !bin_of || !order)
+		goto out;
+	rc = bp_batch_lens(b, cap, len, err);
+	if (rc < 0 || !n)
+		goto out;
+	rc = -1;
+	int64_t tokens = 0;
+	for (size_t i = 0; i < n; i++)
+		tokens += len[i];
+	size_t m = (size_t)((tokens + (int64_t)dp * cap - 1) / ((int64_t)dp * cap));
+	if (m < 1)
+		m = 1;
+	for (;;) { /* ends by m = n at the latest: every document alone in a bin */
+		size_t k = m * (size_t)dp;
+		free(fill);
+		fill = bp_calloc(k, sizeof(int64_t), err);
+		if (!fill)
+			goto out;
+		int r = bp_pack_lpt_tokens(len, n, k, cap, bin_of, fill, err);
+		if (r < 0)
+			goto out;
+		if (r == 0)
+			break;
+		m++;
+	}
+	size_t k = m * (size_t)dp;
+	border = bp_calloc(k, sizeof(size_t), err);
+	group_of = bp_calloc(k, sizeof(int), err);
+	fb = bp_calloc(k, sizeof(*fb), err);
+	if (!border || !group_of || !fb || bp_order_by_len(len, n, order, err) < 0)
+		goto out;
+	for (size_t j = 0; j < k; j++)
+		fb[j] = (struct fbin){fill[j], j};
+	qsort(fb, k, sizeof(*fb), cmp_fill_desc);
+	for (size_t j = 0; j < k; j++)
+		border[j] = fb[j].b;
+	for (size_t j = 0; j < k; j++) {
+		size_t round = j / (size_t)dp, pos = j % (size_t)dp;
+		group_of[border[j]] = (int)(round % 2 ? (size_t)dp - 1 - pos : pos);
+	}
+	if (bp_emit_bins(b->docs, n, order, bin_of, k, border, group_of, st->pipes, st->npipes,
+			 ctx->shard, err) < 0)
+		goto out;
+	rc = 0;
+out:
+	free(len);
+	free(bin_of);
+	free(order);
+	free(fill);
+	free(border);
+	free(group_of);
+	free(fb);
+	return rc;
+}
+
+int bp_method_multipack(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+			struct bp_plan *out, struct bp_error *err)
+{
+	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
+		return -1;
+	for (size_t s = 0; s < in->n; s++) {
+		int rc = multipack_step(ctx, &in->b[s], &out->steps[s], out->cluster.dp,
+					out->max_tokens, err);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }

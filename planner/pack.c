@@ -142,3 +142,131 @@ double bp_pack_bound(const double *cost, size_t n, size_t m)
 	}
 	return lb;
 }
+
+/* ---- Practical baselines (issue 3): shared pieces of ffd, bfd, multipack and kk. ---- */
+
+static int cmp_len_desc(const void *a, const void *b)
+{
+	const struct ord *x = a, *y = b;
+	if (x->len != y->len)
+		return x->len < y->len ? 1 : -1;
+	return (x->i > y->i) - (x->i < y->i);
+}
+
+int bp_order_by_len(const int64_t *len, size_t n, size_t *order, struct bp_error *err)
+{
+	int64_t mx = 0;
+	for (size_t i = 0; i < n; i++)
+		if (len[i] > mx)
+			mx = len[i];
+	if (mx <= (int64_t)(4 * n) + ((int64_t)1 << 20)) {
+		/* Counting sort on len, longest first; a stable pass keeps index order in ties. */
+		size_t *start = bp_calloc((size_t)mx + 2, sizeof(size_t), err);
+		if (!start)
+			return -1;
+		for (size_t i = 0; i < n; i++)
+			start[mx - (len[i] > 0 ? len[i] : 0) + 1]++;
+		for (int64_t v = 1; v <= mx + 1; v++)
+			start[v] += start[v - 1];
+		for (size_t i = 0; i < n; i++)
+			order[start[mx - (len[i] > 0 ? len[i] : 0)]++] = i;
+		free(start);
+		return 0;
+	}
+	struct ord *o = bp_calloc(n ? n : 1, sizeof(*o), err);
+	if (!o)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		o[i] = (struct ord){0.0, len[i], i};
+	qsort(o, n, sizeof(*o), cmp_len_desc);
+	for (size_t i = 0; i < n; i++)
+		order[i] = o[i].i;
+	free(o);
+	return 0;
+}
+
+int bp_batch_lens(const struct bp_batch *b, int64_t cap, int64_t *len, struct bp_error *err)
+{
+	for (size_t i = 0; i < b->ndocs; i++) {
+		len[i] = b->docs[i].len;
+		if (len[i] < 1 || len[i] > cap)
+			return bp_infeasiblef(err, "document %lld has %lld tokens, outside [1, "
+					      "max_tokens %lld]", (long long)b->docs[i].id,
+					      (long long)len[i], (long long)cap);
+	}
+	return 0;
+}
+
+int bp_emit_bins(const struct bp_doc *docs, size_t n, const size_t *order, const int *bin_of,
+		 size_t nbins, const size_t *border, const int *group_of, struct bp_pipe *pipes,
+		 size_t npipes, enum bp_shard shard, struct bp_error *err)
+{
+	size_t *start = bp_calloc(nbins + 1, sizeof(size_t), err);
+	struct bp_span *spans = bp_calloc(n ? n : 1, sizeof(*spans), err);
+	int rc = -1;
+	if (!start || !spans)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		if (bin_of[i] < 0 || (size_t)bin_of[i] >= nbins) {
+			bp_errorf(err, "internal: document %lld in bin %d of %zu",
+				  (long long)docs[i].id, bin_of[i], nbins);
+			goto out;
+		}
+		start[bin_of[i] + 1]++;
+	}
+	for (size_t b = 0; b < nbins; b++)
+		start[b + 1] += start[b];
+	/* Bucket the spans by bin; start[b] ends up at the end of bin b, i.e. the start of
+	 * bin b+1, so bin b spans [b ? start[b-1] : 0, start[b]). */
+	for (size_t q = 0; q < n; q++) {
+		size_t i = order ? order[q] : q;
+		spans[start[bin_of[i]]++] = (struct bp_span){docs[i].id, 0, docs[i].len};
+	}
+	size_t emitted = 0;
+	for (size_t k = 0; k < nbins; k++) {
+		size_t b = border ? border[k] : k;
+		size_t lo = b ? start[b - 1] : 0, hi = start[b];
+		if (hi == lo)
+			continue;
+		size_t g = group_of ? (size_t)group_of[b] : emitted % npipes;
+		if (g >= npipes) {
+			bp_errorf(err, "internal: bin %zu dealt to pipeline %zu of %zu", b, g, npipes);
+			goto out;
+		}
+		if (bp_pipe_add_mb(&pipes[g], spans + lo, hi - lo, shard, err) < 0)
+			goto out;
+		emitted++;
+	}
+	rc = 0;
+out:
+	free(start);
+	free(spans);
+	return rc;
+}
+
+int bp_pack_step_rr(bp_packer_fn packer, const struct bp_batch *b, struct bp_step *st,
+		    int64_t cap, enum bp_shard shard, struct bp_error *err)
+{
+	size_t n = b->ndocs, nbins = 0;
+	int64_t *len = bp_calloc(n ? n : 1, sizeof(int64_t), err);
+	int *bin_of = bp_calloc(n ? n : 1, sizeof(int), err);
+	size_t *order = bp_calloc(n ? n : 1, sizeof(size_t), err);
+	int rc = -1;
+	if (!len || !bin_of || !order)
+		goto out;
+	rc = bp_batch_lens(b, cap, len, err);
+	if (rc < 0)
+		goto out;
+	rc = -1;
+	if (packer(len, n, cap, bin_of, &nbins, err) < 0 ||
+	    bp_order_by_len(len, n, order, err) < 0 ||
+	    bp_emit_bins(b->docs, n, order, bin_of, nbins, NULL, NULL, st->pipes, st->npipes,
+			 shard, err) < 0)
+		goto out;
+	rc = 0;
+out:
+	free(len);
+	free(bin_of);
+	free(order);
+	return rc;
+}

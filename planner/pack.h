@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "bp.h"
+#include "plan.h"
 
 /* Orders item indices by cost descending, then length descending, then index: the
  * deterministic "largest first" order of LPT-style heuristics. order gets n indices. */
@@ -30,5 +31,79 @@ int bp_deal_bins(const double *load, size_t nbins, size_t groups, size_t per, in
  * n > m, c_(m) + c_(m+1) (two of the m+1 largest items share a bin). Caps only make the
  * optimum larger, so the bound holds with token caps too. 0 when n = 0. */
 double bp_pack_bound(const double *cost, size_t n, size_t m);
+
+/* ---- Practical baselines (issue 3): length-only packers. Items are documents given by
+ * their token lengths, in draw order, so the item index breaks ties as the doc id would. ---- */
+
+/* Orders item indices by length descending, ties by index ascending (a stable sort): the
+ * "decreasing" order of FFD/BFD/LPT. O(n + max len) by counting sort when the longest item is
+ * at most 4n + 2^20 tokens, otherwise O(n log n). Returns 0 or -1 (allocation). */
+int bp_order_by_len(const int64_t *len, size_t n, size_t *order, struct bp_error *err);
+
+/* First-fit-decreasing to capacity cap (NeMo's sequence packing; Johnson 1973): items in
+ * bp_order_by_len order, each into the lowest-numbered bin with room, a new bin when none has.
+ * A max segment tree over the bins' free room finds that bin in O(log n). Every len must be in
+ * [1, cap] (checked: -1). bin_of gets each item's bin; *nbins the bins used, numbered in the
+ * order they were opened. O(n log n). Returns 0 or -1. ffd.c. */
+int bp_pack_ffd(const int64_t *len, size_t n, int64_t cap, int *bin_of, size_t *nbins,
+		struct bp_error *err);
+
+/* Best-fit-decreasing to capacity cap (TRL's packing): items in bp_order_by_len order, each
+ * into the open bin with the least room that still fits it, a new bin when none fits. Bins of
+ * equal room are taken first-come (the one that reached that room first, TRL's queue per
+ * room). A segment tree over room values 0..cap-1 finds the room in O(log cap); memory is
+ * O(n + min(cap, sum of len)). Same contract as bp_pack_ffd. bfd.c. */
+int bp_pack_bfd(const int64_t *len, size_t n, int64_t cap, int *bin_of, size_t *nbins,
+		struct bp_error *err);
+
+/* Token-balanced LPT over k bins with a capacity (multipack sampler; Graham 1969): items in
+ * bp_order_by_len order, each into the bin with the fewest tokens (ties: lowest bin), which
+ * is also the bin with the most room. Returns 0 when all fit (then the bins' token loads are
+ * within the longest item of each other, Graham's invariant), 1 when an item did not fit
+ * (the caller adds bins), -1 on error. fill gets k token loads. multipack.c. */
+int bp_pack_lpt_tokens(const int64_t *len, size_t n, size_t k, int64_t cap, int *bin_of,
+		       int64_t *fill, struct bp_error *err);
+
+/* The length-only workload proxy kk balances (verl's calculate_workload, with the constant
+ * derived from the model instead of fixed for a 7B model): a document of s tokens costs
+ * 2*P*s linear-layer FLOPs per layer (P = bp_model_layer_params) and 2*h*s^2 causal
+ * attention FLOPs (QK^T and PV, half the square); divided by 2h that is s^2 + coef*s with
+ * coef = P / h. bp_kk_coef returns coef (>= 1); the proxy is exact in int64 for s <= 2^24. */
+int64_t bp_kk_coef(const struct bp_model *m);
+int64_t bp_kk_proxy(int64_t len, int64_t coef);
+
+/* Karmarkar-Karp largest differencing method for k-way balanced partition (Karmarkar & Karp
+ * 1982; the k-way form of verl's seqlen balancing): every item starts as a k-tuple with
+ * itself in one subset; the two tuples of largest spread (max - min subset sum; ties: the
+ * older tuple) are merged, the heaviest subset of one with the lightest of the other, until
+ * one tuple remains. Then the token cap verl lacks: while a bin holds more than cap tokens,
+ * one of its items moves (the shortest that ends the overflow, else the longest that fits)
+ * to the bin of least workload that has room. Returns 0, 1 when the cap cannot be met with k
+ * bins (the caller adds bins), -1 on error. bin_of gets each item's bin (0..k-1), load and
+ * fill (k each) the bins' workload and tokens. Items must be within cap. kk.c. */
+int bp_pack_kk(const int64_t *w, const int64_t *len, size_t n, size_t k, int64_t cap,
+	       int *bin_of, int64_t *load, int64_t *fill, struct bp_error *err);
+
+/* Copies the batch's document lengths into len (ndocs entries). BP_INFEASIBLE naming the
+ * document when one is longer than cap (the sampler's cap rule should have prevented it). */
+int bp_batch_lens(const struct bp_batch *b, int64_t cap, int64_t *len, struct bp_error *err);
+
+/* A length-only packer with bp_pack_ffd's contract. */
+typedef int (*bp_packer_fn)(const int64_t *len, size_t n, int64_t cap, int *bin_of,
+			    size_t *nbins, struct bp_error *err);
+
+/* One step of a pack-to-length method (ffd, bfd): packs the batch with packer under cap and
+ * deals the bins round-robin to st's pipelines in the order they were opened, each bin's
+ * documents longest first. Returns 0, -1 or BP_INFEASIBLE (a document over cap). */
+int bp_pack_step_rr(bp_packer_fn packer, const struct bp_batch *b, struct bp_step *st,
+		    int64_t cap, enum bp_shard shard, struct bp_error *err);
+
+/* Emits a step's bins as micro-batches: bins[0..nbins) go, in the order border gives (NULL:
+ * bin order), to pipeline group_of[bin] (NULL: the k-th bin emitted goes to pipeline k mod
+ * npipes, round-robin). A bin's spans are its items, whole documents, in the order order
+ * lists them (NULL: index order). Empty bins are skipped. Returns 0 or -1. */
+int bp_emit_bins(const struct bp_doc *docs, size_t n, const size_t *order, const int *bin_of,
+		 size_t nbins, const size_t *border, const int *group_of, struct bp_pipe *pipes,
+		 size_t npipes, enum bp_shard shard, struct bp_error *err);
 
 #endif

@@ -352,6 +352,44 @@ static void summarize(struct bp_plan *p)
 	free(w);
 }
 
+int bp_pipe_schedule(const struct bp_pipe *pi, const struct bp_costmodel *cm, double *f_start,
+		     double *b_start, struct bp_error *err)
+{
+	int pp = cm->sc.pp, rc = -1;
+	size_t m = pi->nmbs;
+	double *fwd = bp_calloc(m * pp, sizeof(double), err);
+	double *bwd = bp_calloc(m * pp, sizeof(double), err);
+	double *p2p = bp_calloc(m, sizeof(double), err);
+	double *busy = bp_calloc((size_t)pp, sizeof(double), err);
+	double *finish = bp_calloc((size_t)pp, sizeof(double), err);
+	int64_t *peak = bp_calloc((size_t)pp, sizeof(int64_t), err);
+	if (!fwd || !bwd || !p2p || !busy || !finish || !peak)
+		goto out;
+	for (size_t j = 0; j < m; j++) {
+		const struct bp_mb *mb = &pi->mbs[j];
+		if (!mb->fwd || !mb->bwd) {
+			bp_errorf(err, "micro-batch %zu has no predicted times", j);
+			goto out;
+		}
+		for (int s = 0; s < pp; s++) {
+			fwd[j * pp + s] = mb->fwd[s];
+			bwd[j * pp + s] = mb->bwd[s];
+		}
+		p2p[j] = bp_cost_p2p(cm, mb->tokens);
+	}
+	struct bp_sim_pipe in = {pp, m, fwd, bwd, p2p, NULL};
+	struct bp_sim_result res = {0, busy, finish, peak, f_start, b_start};
+	rc = bp_sim_1f1b(&in, &res, err);
+out:
+	free(fwd);
+	free(bwd);
+	free(p2p);
+	free(busy);
+	free(finish);
+	free(peak);
+	return rc;
+}
+
 int bp_plan_predict(struct bp_plan *p, const struct bp_costmodel *cm, struct bp_error *err)
 {
 	for (size_t i = 0; i < p->nsteps; i++)

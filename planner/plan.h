@@ -133,6 +133,11 @@ const char *bp_plan_param(const struct bp_plan *p, const char *key); /* NULL whe
 int bp_pipe_add_mb(struct bp_pipe *pipe, const struct bp_span *spans, size_t n,
 		   enum bp_shard shard, struct bp_error *err);
 
+/* Re-runs the 1F1B simulation of one predicted pipeline and fills each operation's start time:
+ * f_start and b_start get nmbs * pp entries, [j * pp + s] (caller-owned). For timelines. */
+int bp_pipe_schedule(const struct bp_pipe *pi, const struct bp_costmodel *cm, double *f_start,
+		     double *b_start, struct bp_error *err);
+
 /* Checks the cluster: all degrees >= 1, gpus = tp*cp*pp*dp, gpus_per_node divides gpus or
  * gpus < gpus_per_node. */
 int bp_cluster_check(const struct bp_cluster *c, struct bp_error *err);

@@ -256,7 +256,7 @@ static int mb_from_json(struct bp_mb *mb, json_t *o, int pp, const char *where,
 	if (!mb->spans)
 		return -1;
 	for (size_t i = 0; i < mb->nspans; i++) {
-		int64_t t[3];
+		int64_t t[3] = {0, 0, 0};
 		snprintf(w, sizeof(w), "%.200s.spans[%zu]", where, i);
 		if (read_int_tuple(json_array_get(spans, i), 3, t, w, err) < 0)
 			return -1;
@@ -389,7 +389,7 @@ static int step_from_json(struct bp_step *st, json_t *o, int pp, const char *whe
 	if (!st->docs || !st->delayed || !st->pipes)
 		return -1;
 	for (size_t i = 0; i < json_array_size(docs); i++) {
-		int64_t t[2];
+		int64_t t[2] = {0, 0};
 		snprintf(w, sizeof(w), "%.200s.docs[%zu]", where, i);
 		if (read_int_tuple(json_array_get(docs, i), 2, t, w, err) < 0)
 			return -1;
@@ -397,7 +397,7 @@ static int step_from_json(struct bp_step *st, json_t *o, int pp, const char *whe
 		st->ndocs = i + 1;
 	}
 	for (size_t i = 0; i < json_array_size(del); i++) {
-		int64_t t[3];
+		int64_t t[3] = {0, 0, 0};
 		snprintf(w, sizeof(w), "%.200s.delayed[%zu]", where, i);
 		if (read_int_tuple(json_array_get(del, i), 3, t, w, err) < 0)
 			return -1;

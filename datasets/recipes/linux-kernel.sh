@@ -1,0 +1,85 @@
+#!/bin/sh
+# linux-kernel.sh: the recipe behind the measured datasets linux-kernel-code and
+# linux-kernel-docs (datasets/README.md). Run by hand, not in CI: tokenizing the tree takes
+# about ten minutes on one core.
+#
+#   datasets/recipes/linux-kernel.sh [WORKDIR]     (default: /tmp/balplan-linux-kernel)
+#
+# Steps, each reproducible bit for bit:
+#   1. fetch Debian's linux-source-6.1 package at the pinned version (apt-get download, or the
+#      snapshot.debian.org URL when the archive has moved on) and check its sha256;
+#   2. unpack the kernel tarball inside it;
+#   3. select files with a C-locale sort:
+#        code: regular files named *.c or *.h anywhere in the tree, 1 to 1,000,000 bytes (The
+#              Stack drops files over 1 MB; empty files hold no document);
+#        docs: regular files under Documentation/, at least 1 byte;
+#      both: symbolic links skipped, files holding a NUL byte (binary) skipped;
+#   4. count tokens per file with datasets/recipes/tokenize-lengths.mjs (gpt-tokenizer,
+#      cl100k_base, offline; `npm ci` in datasets/recipes/ installs it from the lock file);
+#   5. bin the counts into the dataset files with datasets/recipes/lengths-to-dataset.
+# Only numbers leave WORKDIR: no path or text of the kernel goes into datasets/.
+set -eu
+
+VERSION=6.1.192-2
+DEB=linux-source-6.1_${VERSION}_all.deb
+SHA256=ae95fe63d4c553f8d0e6c86cb1ab566f3894a43743eb19ab585cd97d82f26514
+SNAPSHOT=https://snapshot.debian.org/file/68f40866ca310be49762f0b2552e656eae72a14f  # the same file, addressed by its sha1
+ENCODING=cl100k_base
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+work=${1:-/tmp/balplan-linux-kernel}
+export LC_ALL=C TZ=UTC
+
+die() { echo "linux-kernel.sh: error: $*" >&2; exit 1; }
+
+[ -d "$here/node_modules/gpt-tokenizer" ] ||
+	die "'gpt-tokenizer' is not installed: run 'npm ci' in '$here'"
+mkdir -p "$work"
+cd "$work"
+
+# 1. the pinned package
+if [ ! -f "$DEB" ]; then
+	apt-get download "linux-source-6.1=$VERSION" ||
+		curl -fsSLo "$DEB" "$SNAPSHOT" ||
+		die "cannot fetch '$DEB' (apt-get download and snapshot.debian.org both failed)"
+fi
+echo "$SHA256  $DEB" | sha256sum -c - >/dev/null || die "'$DEB' does not match its sha256"
+
+# 2. the tree
+if [ ! -d linux-source-6.1 ]; then
+	dpkg-deb --fsys-tarfile "$DEB" | tar -xO ./usr/src/linux-source-6.1.tar.xz |
+		tar -xJf - || die "cannot unpack '$DEB'"
+fi
+cd linux-source-6.1
+
+# 3. file lists (NUL-separated, sorted bytewise); binary files dropped with grep -z
+has_no_nul() {
+	# reads NUL-separated paths, writes those whose content holds no NUL byte
+	python3 -c '
+import sys
+paths = sys.stdin.buffer.read().split(b"\0")
+out = sys.stdout.buffer
+for p in paths:
+    if p and b"\0" not in open(p, "rb").read():
+        out.write(p + b"\0")
+'
+}
+find . -type f \( -name '*.c' -o -name '*.h' \) -size -1000001c ! -size 0 -print0 |
+	sort -z | has_no_nul > "$work/code.list"
+find ./Documentation -type f ! -size 0 -print0 | sort -z | has_no_nul > "$work/docs.list"
+echo "linux-kernel.sh: $(tr -cd '\0' < "$work/code.list" | wc -c) code files," \
+     "$(tr -cd '\0' < "$work/docs.list" | wc -c) documentation files" >&2
+
+# 4. token counts, one per line in list order
+for set in code docs; do
+	node "$here/tokenize-lengths.mjs" "$ENCODING" < "$work/$set.list" > "$work/$set.lengths.tmp"
+	mv "$work/$set.lengths.tmp" "$work/$set.lengths"
+done
+
+# 5. the dataset files
+python3 "$here/lengths-to-dataset" --name linux-kernel-code --what code \
+	--lengths "$work/code.lengths" -o "$repo/datasets/linux-kernel-code.json"
+python3 "$here/lengths-to-dataset" --name linux-kernel-docs --what docs --raw \
+	--lengths "$work/docs.lengths" -o "$repo/datasets/linux-kernel-docs.json"
+sha256sum "$work/code.lengths" "$work/docs.lengths" | sed "s|$work/||" >&2

@@ -1,0 +1,93 @@
+/* ilp.h: a small mixed-integer programming interface over GLPK. planner/ilp.c is the only
+ * file that includes glpk.h (DESIGN.md "Module boundaries"); the packing formulations of
+ * WLB-LLM Eq. 1 and Eq. 2 (ilp_pack.c) are built on it.
+ *
+ * A problem is a list of columns (kind, bounds, objective coefficient) and sparse rows
+ * (lo <= sum a_j x_j <= hi), always minimised. Solving never aborts the process and never
+ * writes to stdout: GLPK's error hook longjmps back and its terminal output is captured.
+ * The budget is deterministic first: a node limit counted in the branch-and-bound callback;
+ * the wall-clock time limit is a safety net, and a solve it ends may differ run to run (the
+ * result says so). A warm start (a full integer-feasible column vector) is injected once as
+ * the first incumbent, and the result is never worse than it. */
+#ifndef BP_ILP_H
+#define BP_ILP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bp.h"
+
+enum bp_ilp_kind { BP_ILP_CONTINUOUS, BP_ILP_INTEGER, BP_ILP_BINARY };
+
+enum bp_ilp_status {
+	BP_ILP_OPTIMAL,    /* proven optimal within the relative gap */
+	BP_ILP_FEASIBLE,   /* a limit ended the search; the incumbent beats the warm start */
+	BP_ILP_WARM_START, /* a limit ended the search; nothing beat the warm start */
+	BP_ILP_NO_SOLUTION, /* a limit ended the search before any solution, no warm start */
+	BP_ILP_INFEASIBLE, /* proven infeasible */
+	BP_ILP_ERROR,
+};
+
+/* What ended the search before it proved optimality. */
+enum bp_ilp_limit { BP_ILP_LIMIT_NONE, BP_ILP_LIMIT_NODES, BP_ILP_LIMIT_TIME };
+
+/* "optimal", "feasible", "warm-start", "no-solution", "infeasible", "error"; static. */
+const char *bp_ilp_status_name(enum bp_ilp_status s);
+
+struct bp_ilp_opts {
+	double time_limit_s; /* wall-clock safety net; <= 0: none */
+	double rel_gap;      /* stop when (incumbent - bound) / |incumbent| <= rel_gap */
+	int64_t node_limit;  /* branch-and-bound nodes; <= 0: none. Deterministic */
+	int presolve;        /* GLPK's MIP presolver; a warm start is then not injected */
+	int cuts;            /* GLPK's MIR, cover and clique cuts */
+	/* A warm start: one value per column, integer-feasible for every row (checked), or
+	 * NULL. Borrowed for the call. */
+	const double *warm;
+};
+
+/* The defaults the methods use (ilp_time_limit_s 10, ilp_gap 1e-4, node limit 2000, no
+ * presolve, no cuts, no warm start). */
+void bp_ilp_opts_default(struct bp_ilp_opts *o);
+
+struct bp_ilp_result {
+	enum bp_ilp_status status;
+	enum bp_ilp_limit limit;
+	double objective; /* of x; +inf without a solution */
+	double bound;     /* proven lower bound on the optimum; -inf when none */
+	double gap;       /* (objective - bound) / |objective|, 0 when optimal, inf if unknown */
+	int64_t nodes;    /* branch-and-bound nodes created */
+	int warm_injected; /* the warm start reached GLPK's tree and was accepted */
+	double *x;        /* ncols values (integers rounded with lround); owned, NULL without a
+			   * solution; freed by bp_ilp_result_release */
+	size_t ncols;
+	/* Non-empty when the caller should warn (a limit was hit). No trailing period. */
+	char warning[256];
+};
+
+void bp_ilp_result_release(struct bp_ilp_result *r);
+
+/* A problem under construction. bp_ilp_new returns one the caller frees with bp_ilp_free
+ * (NULL is a no-op); NULL on allocation failure. */
+struct bp_ilp;
+struct bp_ilp *bp_ilp_new(struct bp_error *err);
+void bp_ilp_free(struct bp_ilp *p);
+
+/* Adds a column; returns its index (0, 1, ...) or -1. lo/hi may be -INFINITY/INFINITY. A
+ * binary column ignores lo/hi (0 and 1). */
+int64_t bp_ilp_add_col(struct bp_ilp *p, enum bp_ilp_kind kind, double lo, double hi,
+		       double obj, struct bp_error *err);
+/* Adds a row lo <= sum vals[k] x[cols[k]] <= hi (copied); returns its index or -1. Column
+ * indices are not checked here: GLPK rejects bad ones when solving (an error, not an
+ * abort). */
+int64_t bp_ilp_add_row(struct bp_ilp *p, size_t n, const int64_t *cols, const double *vals,
+		       double lo, double hi, struct bp_error *err);
+size_t bp_ilp_ncols(const struct bp_ilp *p);
+
+/* Solves p. Returns 0 with r filled (any status but BP_ILP_ERROR), or -1 with err naming
+ * what GLPK said (r->status is then BP_ILP_ERROR); either way release r afterwards. GLPK's
+ * environment is freed before returning, so no GLPK state outlives the call. Not
+ * reentrant across threads sharing one GLPK environment. */
+int bp_ilp_solve(const struct bp_ilp *p, const struct bp_ilp_opts *o, struct bp_ilp_result *r,
+		 struct bp_error *err);
+
+#endif

@@ -1,0 +1,345 @@
+/* ilp_pack.c: the min-max packing ILP (ilp_pack.h) behind fixed-ilp (WLB-LLM Sec. 3.2,
+ * Eq. 1) and wlb-ilp (Sec. 4.1, Eq. 2), and the step driver both methods share.
+ *
+ * Formulation (items i sorted by cost descending, bins j < M):
+ *   min z
+ *   sum_j x_ij = 1                    each document exactly once
+ *   sum_i len_i x_ij <= cap           Eq. 1's L or Eq. 2's L_max
+ *   z - sum_i w_i x_ij >= 0           z is the largest micro-batch cost
+ *   z >= bp_pack_bound(w, M)          a certified bound: largest item, mean, and two of the
+ *                                     M+1 largest sharing a bin
+ *   x_ij = 0 for j > i                symmetry breaking: bins are labelled by their costliest
+ *                                     item, so item i can only open bin i or join an earlier
+ *   x_ij binary
+ * w_i = bp_cost_doc(len_i), the document's fwd+bwd time alone: attention (quadratic) plus
+ * linear layers and collectives, i.e. Eq. 2's W_a + W_l; Eq. 1's d_i^2 becomes the same cost
+ * here so both ILPs balance the time the simulator predicts. Costs are scaled by the largest
+ * one before they reach GLPK; objective and bound are reported in us.
+ *
+ * What this buys (measured, README "ILP methods"): from scratch GLPK proves nothing beyond a
+ * few dozen documents; with presolve off, the greedy injected as the first incumbent, the
+ * lower bound on z and the symmetry breaking, long-tail steps are mostly proven optimal at
+ * the root. Invariant: the packing returned is never worse than the greedy it starts from. */
+#include "ilp_pack.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pack.h"
+
+int bp_ilp_pack_solve(const struct bp_ilp_pack *in, const struct bp_ilp_opts *o, int *bin_of,
+		      struct bp_ilp_pack_result *res, struct bp_error *err)
+{
+	size_t n = in->n, M = in->nbins;
+	int rc = -1;
+	struct bp_ilp *ilp = NULL;
+	struct bp_ilp_result r;
+	size_t *order = bp_calloc(n ? n : 1, sizeof(size_t), err);
+	size_t *first = bp_calloc(n + 1, sizeof(size_t), err); /* item k's columns start */
+	int *label = bp_calloc(M ? M : 1, sizeof(int), err);
+	int64_t *cols = bp_calloc(n + 1, sizeof(int64_t), err);
+	double *vals = bp_calloc(n + 1, sizeof(double), err);
+	double *load = bp_calloc(M ? M : 1, sizeof(double), err);
+	int64_t *fill = bp_calloc(M ? M : 1, sizeof(int64_t), err);
+	double *warm = NULL;
+	memset(&r, 0, sizeof(r));
+	memset(res, 0, sizeof(*res));
+	res->solver_objective = INFINITY;
+	if (!order || !first || !label || !cols || !vals || !load || !fill)
+		goto out;
+	if (!M) {
+		bp_errorf(err, "internal: packing into no bins");
+		goto out;
+	}
+	/* The warm start's objective, in us. */
+	double warm_max = 0.0, wmax = 0.0;
+	for (size_t i = 0; i < n; i++) {
+		if (in->warm_bin[i] < 0 || (size_t)in->warm_bin[i] >= M) {
+			bp_errorf(err, "internal: warm start puts item %zu in bin %d of %zu", i,
+				  in->warm_bin[i], M);
+			goto out;
+		}
+		load[in->warm_bin[i]] += in->w[i];
+		fill[in->warm_bin[i]] += in->len[i];
+		if (in->w[i] > wmax)
+			wmax = in->w[i];
+	}
+	for (size_t j = 0; j < M; j++) {
+		if (fill[j] > in->cap) {
+			bp_errorf(err, "internal: warm start bin %zu holds %lld tokens over %lld", j,
+				  (long long)fill[j], (long long)in->cap);
+			goto out;
+		}
+		if (load[j] > warm_max)
+			warm_max = load[j];
+	}
+	double lb = in->lower_bound ? bp_pack_bound(in->w, n, M) : 0.0;
+	if (!n || wmax <= 0.0 || warm_max <= lb * (1.0 + 1e-12)) {
+		/* Nothing to search: the greedy meets the certified bound (or there is no cost). */
+		memcpy(bin_of, in->warm_bin, n * sizeof(int));
+		res->status = BP_ILP_OPTIMAL;
+		res->objective = res->solver_objective = warm_max;
+		res->bound = warm_max;
+		res->gap = 0.0;
+		rc = 0;
+		goto out;
+	}
+
+	/* Columns: z, then item k's x_kj for j <= jmax(k). */
+	bp_order_by_cost(in->w, in->len, n, order);
+	ilp = bp_ilp_new(err);
+	if (!ilp || bp_ilp_add_col(ilp, BP_ILP_CONTINUOUS, lb / wmax, INFINITY, 1.0, err) < 0)
+		goto out;
+	for (size_t k = 0; k < n; k++) {
+		size_t jmax = in->symmetry && k < M - 1 ? k : M - 1;
+		first[k] = bp_ilp_ncols(ilp);
+		for (size_t j = 0; j <= jmax; j++)
+			if (bp_ilp_add_col(ilp, BP_ILP_BINARY, 0, 1, 0.0, err) < 0)
+				goto out;
+	}
+	first[n] = bp_ilp_ncols(ilp);
+	for (size_t k = 0; k < n; k++) { /* each document once */
+		size_t nc = first[k + 1] - first[k];
+		for (size_t q = 0; q < nc; q++) {
+			cols[q] = (int64_t)(first[k] + q);
+			vals[q] = 1.0;
+		}
+		if (bp_ilp_add_row(ilp, nc, cols, vals, 1.0, 1.0, err) < 0)
+			goto out;
+	}
+	for (size_t j = 0; j < M; j++) { /* capacity, then z >= the bin's cost */
+		size_t nc = 0;
+		int64_t tokens = 0;
+		for (size_t k = 0; k < n; k++)
+			if (first[k] + j < first[k + 1]) {
+				cols[nc] = (int64_t)(first[k] + j);
+				vals[nc++] = (double)in->len[order[k]];
+				tokens += in->len[order[k]];
+			}
+		if (tokens > in->cap &&
+		    bp_ilp_add_row(ilp, nc, cols, vals, -INFINITY, (double)in->cap, err) < 0)
+			goto out;
+		nc = 0;
+		for (size_t k = 0; k < n; k++)
+			if (first[k] + j < first[k + 1]) {
+				cols[nc] = (int64_t)(first[k] + j);
+				vals[nc++] = -in->w[order[k]] / wmax;
+			}
+		cols[nc] = 0;
+		vals[nc++] = 1.0;
+		if (bp_ilp_add_row(ilp, nc, cols, vals, 0.0, INFINITY, err) < 0)
+			goto out;
+	}
+
+	/* The warm start with bins relabelled by their costliest item (symmetry breaking). */
+	warm = bp_calloc(bp_ilp_ncols(ilp), sizeof(double), err);
+	if (!warm)
+		goto out;
+	for (size_t j = 0; j < M; j++)
+		label[j] = -1;
+	int next = 0;
+	double zwarm = 0.0;
+	for (size_t k = 0; k < n; k++) {
+		int b = in->warm_bin[order[k]];
+		if (label[b] < 0)
+			label[b] = next++;
+		warm[first[k] + (size_t)label[b]] = 1.0;
+	}
+	for (size_t j = 0; j < M; j++) {
+		double s = 0.0;
+		for (size_t k = 0; k < n; k++)
+			if (first[k] + j < first[k + 1] && warm[first[k] + j] == 1.0)
+				s += in->w[order[k]] / wmax;
+		if (s > zwarm)
+			zwarm = s;
+	}
+	warm[0] = zwarm > lb / wmax ? zwarm : lb / wmax;
+	struct bp_ilp_opts oo = *o;
+	oo.warm = in->warm ? warm : NULL;
+	if (bp_ilp_solve(ilp, &oo, &r, err) < 0)
+		goto out;
+	res->nodes = r.nodes;
+	res->limit = r.limit;
+	snprintf(res->warning, sizeof(res->warning), "%s", r.warning);
+	res->bound = isinf(r.bound) ? lb : r.bound * wmax;
+	if (res->bound < lb)
+		res->bound = lb;
+
+	/* Decode (binaries come back rounded) and recompute the objective in us. */
+	int from_solver = r.x && r.status != BP_ILP_WARM_START;
+	double best = warm_max;
+	if (r.x) {
+		for (size_t j = 0; j < M; j++) {
+			load[j] = 0.0;
+			fill[j] = 0;
+		}
+		int ok = 1;
+		for (size_t k = 0; k < n && ok; k++) {
+			int bj = -1;
+			for (size_t q = first[k]; q < first[k + 1]; q++)
+				if (r.x[q] == 1.0)
+					bj = bj < 0 ? (int)(q - first[k]) : -2;
+			if (bj < 0) {
+				ok = 0;
+				break;
+			}
+			bin_of[order[k]] = bj;
+			load[bj] += in->w[order[k]];
+			fill[bj] += in->len[order[k]];
+		}
+		double mx = 0.0;
+		for (size_t j = 0; j < M && ok; j++) {
+			if (fill[j] > in->cap)
+				ok = 0;
+			if (load[j] > mx)
+				mx = load[j];
+		}
+		if (!ok)
+			from_solver = 0;
+		else if (from_solver)
+			res->solver_objective = mx;
+		if (from_solver && mx < warm_max)
+			best = mx;
+		else
+			from_solver = 0;
+	}
+	if (!from_solver)
+		memcpy(bin_of, in->warm_bin, n * sizeof(int));
+	res->objective = best;
+	if (r.status == BP_ILP_OPTIMAL)
+		res->status = BP_ILP_OPTIMAL;
+	else
+		res->status = from_solver ? BP_ILP_FEASIBLE : BP_ILP_WARM_START;
+	if (res->status == BP_ILP_OPTIMAL && res->bound > best)
+		res->bound = best;
+	if (res->bound > best)
+		res->bound = best;
+	res->gap = best > 0 ? (best - res->bound) / best : 0.0;
+	rc = 0;
+out:
+	bp_ilp_result_release(&r);
+	bp_ilp_free(ilp);
+	free(order);
+	free(first);
+	free(label);
+	free(cols);
+	free(vals);
+	free(load);
+	free(fill);
+	free(warm);
+	return rc;
+}
+
+int bp_ilp_read_params(struct bp_plan *out, struct bp_ilp_opts *o, struct bp_error *err)
+{
+	bp_ilp_opts_default(o);
+	return bp_method_param_real(out, "ilp_time_limit_s", o->time_limit_s, 0.001, 86400.0,
+				    &o->time_limit_s, err) < 0 ||
+			       bp_method_param_real(out, "ilp_gap", o->rel_gap, 0.0, 1.0, &o->rel_gap,
+						    err) < 0 ||
+			       bp_method_param_int(out, "ilp_node_limit", o->node_limit, 1,
+						   INT32_MAX, &o->node_limit, err) < 0
+		       ? -1
+		       : 0;
+}
+
+int bp_ilp_pack_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
+		     struct bp_step *st, int dp, int64_t window, int64_t cap,
+		     const struct bp_ilp_opts *o, struct bp_error *err)
+{
+	size_t n = b->ndocs, nbins = 0, m = 0;
+	int rc = -1;
+	double *cost = bp_calloc(n ? n : 1, sizeof(double), err);
+	int64_t *len = bp_calloc(n ? n : 1, sizeof(int64_t), err);
+	int *warm = bp_calloc(n ? n : 1, sizeof(int), err);
+	int *bin_of = bp_calloc(n ? n : 1, sizeof(int), err);
+	struct bp_span *spans = bp_calloc(n ? n : 1, sizeof(struct bp_span), err);
+	size_t *order = bp_calloc(n ? n : 1, sizeof(size_t), err);
+	double *load = NULL;
+	int64_t *fill = NULL;
+	int *group_of = NULL;
+	size_t *border = NULL;
+	struct bp_ilp_pack_result res;
+	if (!cost || !len || !warm || !bin_of || !spans || !order)
+		goto out;
+	if (!n) {
+		rc = 0;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		len[i] = b->docs[i].len;
+		if (len[i] > cap) {
+			rc = bp_infeasiblef(err, "document %lld has %lld tokens, more than the "
+					    "micro-batch cap %lld", (long long)b->docs[i].id,
+					    (long long)len[i], (long long)cap);
+			goto out;
+		}
+		cost[i] = bp_cost_doc(ctx->cm, len[i]);
+	}
+	m = (size_t)((b->tokens + (int64_t)dp * window - 1) / ((int64_t)dp * window));
+	if (m < 1)
+		m = 1;
+	for (;;) { /* the greedy warm start fixes the micro-batch count (as fixed.c) */
+		nbins = m * (size_t)dp;
+		free(load);
+		free(fill);
+		load = bp_calloc(nbins, sizeof(double), err);
+		fill = bp_calloc(nbins, sizeof(int64_t), err);
+		if (!load || !fill)
+			goto out;
+		int r = bp_pack_lpt(cost, len, n, nbins, cap, warm, load, fill, err);
+		if (r < 0)
+			goto out;
+		if (r == 0)
+			break;
+		m++; /* with n bins every document fits alone */
+	}
+	struct bp_ilp_pack in = {cost, len, n, nbins, cap, warm, 1, 1, 1};
+	if (bp_ilp_pack_solve(&in, o, bin_of, &res, err) < 0)
+		goto out;
+	st->solver.present = 1;
+	snprintf(st->solver.status, sizeof(st->solver.status), "%s",
+		 bp_ilp_status_name(res.status));
+	st->solver.objective = res.objective;
+	st->solver.bound = res.bound;
+	st->solver.gap = res.gap;
+
+	/* Deal and emit as fixed.c: bins in decreasing cost, spans in packing order. */
+	for (size_t k = 0; k < nbins; k++) {
+		load[k] = 0.0;
+		fill[k] = 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		load[bin_of[i]] += cost[i];
+	group_of = bp_calloc(nbins, sizeof(int), err);
+	border = bp_calloc(nbins, sizeof(size_t), err);
+	if (!group_of || !border || bp_deal_bins(load, nbins, (size_t)dp, m, group_of, err) < 0)
+		goto out;
+	bp_order_by_cost(load, fill, nbins, border); /* fill is all zeros: ties by index */
+	bp_order_by_cost(cost, len, n, order);
+	for (size_t k = 0; k < nbins; k++) {
+		size_t bin = border[k], ns = 0;
+		for (size_t q = 0; q < n; q++) {
+			size_t i = order[q];
+			if ((size_t)bin_of[i] == bin)
+				spans[ns++] = (struct bp_span){b->docs[i].id, 0, len[i]};
+		}
+		if (ns &&
+		    bp_pipe_add_mb(&st->pipes[group_of[bin]], spans, ns, ctx->shard, err) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	free(cost);
+	free(len);
+	free(warm);
+	free(bin_of);
+	free(spans);
+	free(order);
+	free(load);
+	free(fill);
+	free(group_of);
+	free(border);
+	return rc;
+}

@@ -1,0 +1,52 @@
+/* ilp_pack.h: the min-max packing ILP of WLB-LLM Eq. 1 (fixed length, cap L) and Eq. 2
+ * (variable length, cap L_max), and the step driver the fixed-ilp and wlb-ilp methods share.
+ * Built on the GLPK wrapper of ilp.h. */
+#ifndef BP_ILP_PACK_H
+#define BP_ILP_PACK_H
+
+#include "ilp.h"
+#include "method.h"
+
+/* One packing instance: n items of cost w (us) and len tokens into nbins bins of at most cap
+ * tokens, minimising the largest bin cost. All pointers are borrowed for the call. */
+struct bp_ilp_pack {
+	const double *w;
+	const int64_t *len;
+	size_t n, nbins;
+	int64_t cap;
+	const int *warm_bin; /* a feasible assignment (the greedy's); required */
+	/* Formulation switches (all on in the methods; off only to measure them): */
+	int warm;        /* inject warm_bin into GLPK's tree */
+	int symmetry;    /* items sorted by cost descending, x_ij = 0 for bin j > item i */
+	int lower_bound; /* z >= bp_pack_bound (max item, mean, two of the nbins+1 largest) */
+};
+
+struct bp_ilp_pack_result {
+	enum bp_ilp_status status; /* OPTIMAL, FEASIBLE or WARM_START */
+	enum bp_ilp_limit limit;
+	double objective, bound, gap; /* largest bin cost (us), its proven lower bound, gap */
+	double solver_objective;      /* what GLPK found itself (us); inf when nothing */
+	int64_t nodes;
+	char warning[256]; /* non-empty when a limit was hit */
+};
+
+/* Solves the instance; bin_of (n entries) gets each item's bin. Never worse than warm_bin:
+ * when GLPK finds nothing better, bin_of is warm_bin and the status WARM_START (OPTIMAL if
+ * the search proved it). Returns 0, or -1 when GLPK failed (err says why). */
+int bp_ilp_pack_solve(const struct bp_ilp_pack *in, const struct bp_ilp_opts *o, int *bin_of,
+		      struct bp_ilp_pack_result *res, struct bp_error *err);
+
+/* Reads ilp_time_limit_s, ilp_gap and ilp_node_limit from the plan's parameters (recording
+ * the defaults of bp_ilp_opts_default) into o. */
+int bp_ilp_read_params(struct bp_plan *out, struct bp_ilp_opts *o, struct bp_error *err);
+
+/* One step of fixed-ilp / wlb-ilp: the step's documents, costs w = bp_cost_doc, go into
+ * dp * m micro-batches of at most cap tokens; m starts at ceil(tokens / (dp * window)) and
+ * grows while the LPT greedy (bp_pack_lpt with cap) cannot place every document. The ILP
+ * starts from the greedy, the micro-batches are dealt to pipelines (bp_deal_bins) in
+ * decreasing cost and st->solver is filled. A document longer than cap is infeasible. */
+int bp_ilp_pack_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
+		     struct bp_step *st, int dp, int64_t window, int64_t cap,
+		     const struct bp_ilp_opts *o, struct bp_error *err);
+
+#endif
