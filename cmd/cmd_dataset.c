@@ -164,14 +164,15 @@ static void pow2_label(int b, char *buf, size_t n)
 		snprintf(buf, n, "%d", 1 << b);
 }
 
-/* The smallest "nice" axis top (1, 2, 2.5 or 5 times a power of ten) at or above v. */
+/* The smallest "nice" axis top (1, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten) at or above
+ * v; each divides into five grid steps that print short. */
 static double nice_top(double v)
 {
-	static const double m[] = {1.0, 2.0, 2.5, 5.0, 10.0};
+	static const double m[] = {1.0, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0};
 	if (v <= 0)
 		return 1.0;
 	double p = pow(10.0, floor(log10(v)));
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < 9; i++)
 		if (m[i] * p >= v * (1.0 - 1e-12))
 			return m[i] * p;
 	return 10.0 * p;

@@ -157,9 +157,9 @@ int bp_pack_kk(const int64_t *w, const int64_t *len, size_t n, size_t k, int64_t
 	tmp = bp_calloc(k, sizeof(*tmp), err);
 	if (!heap || !freed || !next || !tmp)
 		goto out;
-	/* Every item a partial solution of its own: itself in one subset, k-1 empty ones. Its
-	 * k subsets are written when it is first merged (lazily: slot = SIZE_MAX + 0 means the
-	 * singleton of item seq). */
+	/* Every item a partial solution of its own: itself in one subset, k-1 empty ones, of
+	 * spread w. Its k subsets are written out only when it is merged (slot SIZE_MAX: the
+	 * singleton of item seq), so memory is k subsets per merged partial, not per item. */
 	for (size_t i = 0; i < n; i++) {
 		next[i] = -1;
 		heap_push(heap, &nh, (struct tup){k > 1 ? w[i] : 0, (int64_t)i, SIZE_MAX});
