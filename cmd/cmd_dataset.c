@@ -19,8 +19,8 @@ static void dataset_usage(FILE *f)
 		   "Shows a dataset's provenance, statistics (count, tokens, mean, p50, p90, p99,\n"
 		   "max) and a histogram of document counts and token shares over log2 length bins.\n"
 		   "NAME is a built-in preset; FILE is v1 JSON, text (one length per line) or JSONL.\n"
-		   "--svg FILE also draws the histogram as an SVG image; with FILE '-' the image is\n"
-		   "written to standard output instead of the text.\n\n"
+		   "--svg FILE also draws the histogram as an SVG image; with FILE '-' the\n"
+		   "image is written to standard output instead of the text.\n\n"
 		   "exit status: 0 ok, 1 data error, 2 usage error\n");
 }
 
@@ -240,10 +240,10 @@ static void svg_histogram(struct sbuf *sb, const struct bp_dataset *ds, const st
 	}
 	/* x axis: a tick at each bucket's lower edge, labelled every k-th so labels never touch */
 	int every = nb > 24 ? 4 : nb > 12 ? 2 : 1;
-	sb_printf(sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000000\"/>\n",
-		  L, T + ph, L + pw, T + ph);
-	sb_printf(sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000000\"/>\n",
-		  L, T, L, T + ph);
+	sb_printf(sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+		      "stroke=\"#000000\"/>\n", L, T + ph, L + pw, T + ph);
+	sb_printf(sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+		      "stroke=\"#000000\"/>\n", L, T, L, T + ph);
 	for (int b = bk->first; b <= bk->last + 1; b++) {
 		double x = L + slot * (b - bk->first);
 		char lab[16];

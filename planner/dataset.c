@@ -478,14 +478,9 @@ const char *bp_dataset_preset_text(const char *name, size_t *len)
 int bp_dataset_preset(struct bp_dataset *ds, const char *name, struct bp_error *err)
 {
 	const struct bp_embedded_file *f = find_preset(name);
-	if (!f) {
-		char list[160] = "";
-		size_t used = 0;
-		for (size_t i = 0; i < bp_embedded_datasets_count && used < sizeof(list); i++)
-			used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s",
-						 i ? ", " : "", bp_embedded_datasets[i].name);
-		return bp_errorf(err, "unknown dataset preset '%s' (presets: %s)", name, list);
-	}
+	if (!f)
+		return bp_errorf(err, "unknown dataset preset '%s' (see 'balplan dataset list')",
+				 name);
 	if (bp_dataset_parse(ds, (const char *)f->data, f->len, f->name, NULL, err) < 0)
 		return bp_error_prefix(err, "dataset preset '%s'", name);
 	return 0;

@@ -448,9 +448,9 @@ int bp_ilp_solve(const struct bp_ilp *p, const struct bp_ilp_opts *o, struct bp_
 		iocp.msg_lev = GLP_MSG_OFF;
 		iocp.presolve = o->presolve ? GLP_ON : GLP_OFF;
 		iocp.mip_gap = o->rel_gap;
-		iocp.br_tech = getenv("XBR") ? atoi(getenv("XBR")) : GLP_BR_DTH;
-		iocp.bt_tech = getenv("XBT") ? atoi(getenv("XBT")) : GLP_BT_BLB;
-		iocp.mir_cuts = iocp.cov_cuts = iocp.clq_cuts = (o->cuts || getenv("XCUT")) ? GLP_ON : GLP_OFF;
+		iocp.br_tech = GLP_BR_DTH;
+		iocp.bt_tech = GLP_BT_BLB;
+		iocp.mir_cuts = iocp.cov_cuts = iocp.clq_cuts = o->cuts ? GLP_ON : GLP_OFF;
 		iocp.gmi_cuts = GLP_OFF;
 		iocp.fp_heur = iocp.ps_heur = GLP_OFF;
 		iocp.sr_heur = GLP_ON;

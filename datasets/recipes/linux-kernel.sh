@@ -23,7 +23,8 @@ set -eu
 VERSION=6.1.192-2
 DEB=linux-source-6.1_${VERSION}_all.deb
 SHA256=ae95fe63d4c553f8d0e6c86cb1ab566f3894a43743eb19ab585cd97d82f26514
-SNAPSHOT=https://snapshot.debian.org/file/68f40866ca310be49762f0b2552e656eae72a14f  # the same file, addressed by its sha1
+# the same file on snapshot.debian.org, addressed by its sha1
+SNAPSHOT=https://snapshot.debian.org/file/68f40866ca310be49762f0b2552e656eae72a14f
 ENCODING=cl100k_base
 
 here=$(cd "$(dirname "$0")" && pwd)

@@ -1,6 +1,7 @@
-/* test_dataset_presets.c: every dataset compiled into the binary (the JSON files of datasets/) loads,
- * says what it is (kind, provenance, tokenizer, license), has statistics consistent with its
- * bins or lengths, and samples true: 1,000,000 seeded draws reproduce its mean and percentiles.
+/* test_dataset_presets.c: every dataset compiled into the binary (the JSON files of
+ * datasets/) loads, says what it is (kind, provenance, tokenizer, license), has statistics
+ * consistent with its bins or lengths, and samples true: 1,000,000 seeded draws reproduce its
+ * mean and percentiles.
  *
  * The sampling criterion (also in datasets/README.md, "Sampling inside a bin"):
  * - mean: the sampled mean is within 2% of the file's stats.mean (which is the true mean of
@@ -178,8 +179,8 @@ static void check_sampling(const struct bp_dataset *ds, uint64_t seed)
 		int near = fabs((double)v - m) <= 0.02 * m;
 		int rank = model_cdf(ds, v - 1) <= q + 0.002 && model_cdf(ds, v) >= q - 0.002;
 		if (!(near || rank))
-			fprintf(stderr, "%s: sampled p%d %lld, model %.1f (P(X<v) %.5f, P(X<=v) %.5f)\n",
-				ds->name, qs[k], (long long)v, m, model_cdf(ds, v - 1),
+			fprintf(stderr, "%s: sampled p%d %lld, model %.1f "
+				"(P(X<v) %.5f, P(X<=v) %.5f)\n", ds->name, qs[k], (long long)v, m, model_cdf(ds, v - 1),
 				model_cdf(ds, v));
 		CHECK(near || rank);
 	}
