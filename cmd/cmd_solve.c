@@ -326,6 +326,26 @@ int cmd_solve(int argc, char **argv)
 			}
 			goto out;
 		}
+		/* ILP methods: say when steps were not proven optimal (the plan records each). */
+		int64_t nonopt = 0, ilp_steps = 0;
+		double gap_max = 0.0;
+		for (size_t s = 0; s < plan.nsteps; s++) {
+			const struct bp_solver *sv = &plan.steps[s].solver;
+			if (!sv->present)
+				continue;
+			ilp_steps++;
+			if (strcmp(sv->status, "optimal")) {
+				nonopt++;
+				if (sv->gap > gap_max)
+					gap_max = sv->gap;
+			}
+		}
+		if (nonopt)
+			cmd_warn("method '%s': %lld of %lld steps not proven optimal (ilp_node_limit "
+				 "or ilp_time_limit_s reached, largest gap %.2f%%); each keeps its best "
+				 "packing, never worse than the greedy; a step ended by the time limit "
+				 "may differ between runs", list[i]->name, (long long)nonopt,
+				 (long long)ilp_steps, 100.0 * gap_max);
 		res[i].method = list[i]->name;
 		res[i].s = plan.summary;
 		res[i].plan_ms_per_step = (t1 - t0) / (double)steps;
