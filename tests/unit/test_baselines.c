@@ -214,7 +214,7 @@ static void test_bad_items(void)
 static void test_kk_repair(void)
 {
 	struct bp_error err;
-	int64_t len[12] = {90, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10}, w[12], load[2], fill[2];
+	int64_t len[12] = {90, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10}, w[12], load[3], fill[3];
 	int bin[12];
 	for (size_t i = 0; i < 12; i++)
 		w[i] = bp_kk_proxy(len[i], 1);
