@@ -45,7 +45,8 @@ static void solve_usage(FILE *f)
 		"      --param KEY=VALUE    a method parameter (repeatable); each method takes\n"
 		"                           the ones it knows ('balplan presets' lists them)\n"
 		"output:\n"
-		"  -o, --out FILE           write the plan (one method only; '-' for stdout)\n"
+		"  -o, --out FILE           write the plan (one method only; '-': standard\n"
+		"                           output, and no table)\n"
 		"      --out-dir DIR        write DIR/<method>.json for every method\n"
 		"      --timing             add planning time per step to the table\n"
 		"  -q, --quiet              print no table\n\n"
@@ -221,6 +222,8 @@ int cmd_solve(int argc, char **argv)
 		return cmd_usage("solve", "--tokens-per-step and --docs-per-step exclude each other");
 	if (out && out_dir)
 		return cmd_usage("solve", "--out and --out-dir exclude each other");
+	if (out && !strcmp(out, "-"))
+		quiet = 1; /* the plan is standard output: no table mixed into it */
 	if (gpus % (tp * cp * pp))
 		return cmd_usage("solve", "%lld GPUs are not divisible by tp*cp*pp = %lld",
 				 (long long)gpus, (long long)(tp * cp * pp));

@@ -124,16 +124,14 @@ out:
 	return rc;
 }
 
+static int bfd_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
+		    struct bp_step *st, const struct bp_plan *out, struct bp_error *err)
+{
+	return bp_pack_step_rr(bp_pack_bfd, b, st, out->max_tokens, ctx->shard, err);
+}
+
 int bp_method_bfd(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		  struct bp_plan *out, struct bp_error *err)
 {
-	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
-		return -1;
-	for (size_t s = 0; s < in->n; s++) {
-		int rc = bp_pack_step_rr(bp_pack_bfd, &in->b[s], &out->steps[s], out->max_tokens,
-					 ctx->shard, err);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	return bp_method_each_step(ctx, in, out, bfd_step, err);
 }

@@ -13,8 +13,10 @@
 
 /* Packs one step; st's pipelines receive the micro-batches. */
 static int fixed_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
-		      struct bp_step *st, int dp, int64_t cap, struct bp_error *err)
+		      struct bp_step *st, const struct bp_plan *out, struct bp_error *err)
 {
+	int dp = out->cluster.dp;
+	int64_t cap = out->max_tokens;
 	size_t n = b->ndocs;
 	int rc = -1;
 	double *cost = bp_calloc(n, sizeof(double), err);
@@ -23,9 +25,8 @@ static int fixed_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
 	double *load = NULL;
 	int64_t *fill = NULL;
 	int *group_of = NULL;
-	struct bp_span *spans = bp_calloc(n, sizeof(struct bp_span), err);
-	size_t *order = bp_calloc(n, sizeof(size_t), err);
-	if (!cost || !len || !bin_of || !spans || !order)
+	size_t *order = bp_calloc(n, sizeof(size_t), err), *border = NULL;
+	if (!cost || !len || !bin_of || !order)
 		goto out;
 	if (!n) {
 		rc = 0;
@@ -64,28 +65,16 @@ static int fixed_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
 	if (!group_of || bp_deal_bins(load, nbins, (size_t)dp, m, group_of, err) < 0)
 		goto out;
 	/* Emit bins in decreasing load; spans of a bin in the packing order. */
-	int64_t *zero = (int64_t *)fill; /* reuse as a tie-break key of zeros */
 	for (size_t k = 0; k < nbins; k++)
-		zero[k] = 0;
-	size_t *border = bp_calloc(nbins, sizeof(size_t), err);
+		fill[k] = 0; /* a tie-break key of zeros: bins by load alone */
+	border = bp_calloc(nbins, sizeof(size_t), err);
 	if (!border)
 		goto out;
-	bp_order_by_cost(load, zero, nbins, border);
+	bp_order_by_cost(load, fill, nbins, border);
 	bp_order_by_cost(cost, len, n, order);
-	for (size_t k = 0; k < nbins; k++) {
-		size_t bin = border[k], ns = 0;
-		for (size_t q = 0; q < n; q++) {
-			size_t i = order[q];
-			if ((size_t)bin_of[i] == bin)
-				spans[ns++] = (struct bp_span){b->docs[i].id, 0, len[i]};
-		}
-		if (ns && bp_pipe_add_mb(&st->pipes[group_of[bin]], spans, ns, ctx->shard, err) <
-				  0) {
-			free(border);
-			goto out;
-		}
-	}
-	free(border);
+	if (bp_emit_bins(b->docs, n, order, bin_of, nbins, border, group_of, st->pipes,
+			 st->npipes, ctx->shard, err) < 0)
+		goto out;
 	rc = 0;
 out:
 	free(cost);
@@ -94,21 +83,13 @@ out:
 	free(load);
 	free(fill);
 	free(group_of);
-	free(spans);
+	free(border);
 	free(order);
 	return rc;
 }
 
 int bp_method_fixed(const struct bp_method_ctx *ctx, const struct bp_batches *in,
-		    struct bp_plan *out, struct bp_error *err)
+		   struct bp_plan *out, struct bp_error *err)
 {
-	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
-		return -1;
-	for (size_t s = 0; s < in->n; s++) {
-		int rc = fixed_step(ctx, &in->b[s], &out->steps[s], out->cluster.dp,
-				    out->max_tokens, err);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	return bp_method_each_step(ctx, in, out, fixed_step, err);
 }

@@ -245,8 +245,10 @@ out:
 }
 
 static int kk_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
-		   struct bp_step *st, int dp, int64_t cap, struct bp_error *err)
+		      struct bp_step *st, const struct bp_plan *out, struct bp_error *err)
 {
+	int dp = out->cluster.dp;
+	int64_t cap = out->max_tokens;
 	size_t n = b->ndocs;
 	int64_t coef = bp_kk_coef(&ctx->cm->prof->model);
 	int64_t *len = bp_calloc(n ? n : 1, sizeof(int64_t), err);
@@ -317,15 +319,7 @@ out:
 }
 
 int bp_method_kk(const struct bp_method_ctx *ctx, const struct bp_batches *in,
-		 struct bp_plan *out, struct bp_error *err)
+		   struct bp_plan *out, struct bp_error *err)
 {
-	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
-		return -1;
-	for (size_t s = 0; s < in->n; s++) {
-		int rc = kk_step(ctx, &in->b[s], &out->steps[s], out->cluster.dp,
-				 out->max_tokens, err);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	return bp_method_each_step(ctx, in, out, kk_step, err);
 }

@@ -67,6 +67,15 @@ int bp_method_param_int(struct bp_plan *p, const char *key, int64_t def, int64_t
 int bp_method_param_real(struct bp_plan *p, const char *key, double def, double lo,
 			 double hi, double *out, struct bp_error *err);
 
+/* One step of a method that plans each global batch on its own: fills st (its pipelines)
+ * from batch b; out gives the cluster and caps. Returns 0, -1 or BP_INFEASIBLE. */
+typedef int (*bp_step_fn)(const struct bp_method_ctx *ctx, const struct bp_batch *b,
+			  struct bp_step *st, const struct bp_plan *out, struct bp_error *err);
+
+/* Runs fn on every drawn batch, one step each, after bp_method_alloc_steps. */
+int bp_method_each_step(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+			struct bp_plan *out, bp_step_fn fn, struct bp_error *err);
+
 /* Shared by methods: allocates out->steps for n steps with dp empty pipelines each and copies
  * each batch's documents. */
 int bp_method_alloc_steps(struct bp_plan *out, const struct bp_batches *in, size_t n,

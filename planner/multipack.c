@@ -89,8 +89,10 @@ static int cmp_fill_desc(const void *a, const void *c)
 }
 
 static int multipack_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
-			  struct bp_step *st, int dp, int64_t cap, struct bp_error *err)
+		      struct bp_step *st, const struct bp_plan *out, struct bp_error *err)
 {
+	int dp = out->cluster.dp;
+	int64_t cap = out->max_tokens;
 	size_t n = b->ndocs;
 	int64_t *len = bp_calloc(n ? n : 1, sizeof(int64_t), err);
 	int *bin_of = bp_calloc(n ? n : 1, sizeof(int), err);
@@ -156,15 +158,7 @@ out:
 }
 
 int bp_method_multipack(const struct bp_method_ctx *ctx, const struct bp_batches *in,
-			struct bp_plan *out, struct bp_error *err)
+		   struct bp_plan *out, struct bp_error *err)
 {
-	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
-		return -1;
-	for (size_t s = 0; s < in->n; s++) {
-		int rc = multipack_step(ctx, &in->b[s], &out->steps[s], out->cluster.dp,
-					out->max_tokens, err);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	return bp_method_each_step(ctx, in, out, multipack_step, err);
 }
