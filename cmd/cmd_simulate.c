@@ -14,7 +14,8 @@ static void simulate_usage(FILE *f)
 		   "it was made with (regenerated when analytic), or on another --profile to see\n"
 		   "what the same plan costs elsewhere. Prints a table per step, or with --step the\n"
 		   "busy and idle time of every (pipeline, stage) rank and each micro-batch's times.\n"
-		   "--svg FILE draws the 1F1B timeline of that step (step 0 by default).\n\n"
+		   "--svg FILE draws the 1F1B timeline of that step (step 0 by default); with\n"
+		   "'-' the SVG alone goes to standard output.\n\n"
 		   "exit status: 0 ok, 1 data or runtime error, 2 usage error\n");
 }
 
@@ -202,13 +203,17 @@ int cmd_simulate(int argc, char **argv)
 		cmd_error("cannot simulate plan '%s': %s", path, err.text);
 		goto out;
 	}
-	printf("plan %s: method %s on profile %s, %d x %s (tp %d cp %d pp %d dp %d)\n", path,
-	       plan.method, prof.name, plan.cluster.gpus, plan.cluster.gpu, plan.cluster.tp,
-	       plan.cluster.cp, plan.cluster.pp, plan.cluster.dp);
 	if (svg && !plan.nsteps) {
 		rc = cmd_error("plan '%s' has no steps to draw", path);
 		goto out;
 	}
+	if (svg && !strcmp(svg, "-")) { /* the picture alone on standard output */
+		rc = write_svg(&plan, &plan.steps[step >= 0 ? step : 0], &cm, svg);
+		goto out;
+	}
+	printf("plan %s: method %s on profile %s, %d x %s (tp %d cp %d pp %d dp %d)\n", path,
+	       plan.method, prof.name, plan.cluster.gpus, plan.cluster.gpu, plan.cluster.tp,
+	       plan.cluster.cp, plan.cluster.pp, plan.cluster.dp);
 	if (svg) {
 		rc = write_svg(&plan, &plan.steps[step >= 0 ? step : 0], &cm, svg);
 		if (rc != EXIT_OK)
