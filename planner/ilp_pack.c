@@ -248,54 +248,25 @@ int bp_ilp_pack_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
 		     struct bp_step *st, int dp, int64_t window, int64_t cap,
 		     const struct bp_ilp_opts *o, struct bp_error *err)
 {
-	size_t n = b->ndocs, nbins = 0, m = 0;
+	size_t n = b->ndocs, m = 0;
 	int rc = -1;
-	double *cost = bp_calloc(n ? n : 1, sizeof(double), err);
+	double *cost = bp_calloc(n ? n : 1, sizeof(double), err), *load = NULL;
 	int64_t *len = bp_calloc(n ? n : 1, sizeof(int64_t), err);
 	int *warm = bp_calloc(n ? n : 1, sizeof(int), err);
 	int *bin_of = bp_calloc(n ? n : 1, sizeof(int), err);
-	struct bp_span *spans = bp_calloc(n ? n : 1, sizeof(struct bp_span), err);
-	size_t *order = bp_calloc(n ? n : 1, sizeof(size_t), err);
-	double *load = NULL;
-	int64_t *fill = NULL;
-	int *group_of = NULL;
-	size_t *border = NULL;
 	struct bp_ilp_pack_result res;
-	if (!cost || !len || !warm || !bin_of || !spans || !order)
+	if (!cost || !len || !warm || !bin_of)
 		goto out;
 	if (!n) {
 		rc = 0;
 		goto out;
 	}
-	for (size_t i = 0; i < n; i++) {
-		len[i] = b->docs[i].len;
-		if (len[i] > cap) {
-			rc = bp_infeasiblef(err, "document %lld has %lld tokens, more than the "
-					    "micro-batch cap %lld", (long long)b->docs[i].id,
-					    (long long)len[i], (long long)cap);
-			goto out;
-		}
-		cost[i] = bp_cost_doc(ctx->cm, len[i]);
-	}
-	m = (size_t)((b->tokens + (int64_t)dp * window - 1) / ((int64_t)dp * window));
-	if (m < 1)
-		m = 1;
-	for (;;) { /* the greedy warm start fixes the micro-batch count (as fixed.c) */
-		nbins = m * (size_t)dp;
-		free(load);
-		free(fill);
-		load = bp_calloc(nbins, sizeof(double), err);
-		fill = bp_calloc(nbins, sizeof(int64_t), err);
-		if (!load || !fill)
-			goto out;
-		int r = bp_pack_lpt(cost, len, n, nbins, cap, warm, load, fill, err);
-		if (r < 0)
-			goto out;
-		if (r == 0)
-			break;
-		m++; /* with n bins every document fits alone */
-	}
-	struct bp_ilp_pack in = {cost, len, n, nbins, cap, warm, 1, 1, 1};
+	/* The greedy warm start fixes the micro-batch count (as fixed.c). */
+	rc = bp_pack_fixed_greedy(ctx->cm, b, dp, window, cap, cost, len, warm, &load, &m, err);
+	if (rc < 0)
+		goto out;
+	rc = -1;
+	struct bp_ilp_pack in = {cost, len, n, m * (size_t)dp, cap, warm, 1, 1, 1};
 	if (bp_ilp_pack_solve(&in, o, bin_of, &res, err) < 0)
 		goto out;
 	st->solver.present = 1;
@@ -304,42 +275,13 @@ int bp_ilp_pack_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
 	st->solver.objective = res.objective;
 	st->solver.bound = res.bound;
 	st->solver.gap = res.gap;
-
 	/* Deal and emit as fixed.c: bins in decreasing cost, spans in packing order. */
-	for (size_t k = 0; k < nbins; k++) {
-		load[k] = 0.0;
-		fill[k] = 0;
-	}
-	for (size_t i = 0; i < n; i++)
-		load[bin_of[i]] += cost[i];
-	group_of = bp_calloc(nbins, sizeof(int), err);
-	border = bp_calloc(nbins, sizeof(size_t), err);
-	if (!group_of || !border || bp_deal_bins(load, nbins, (size_t)dp, m, group_of, err) < 0)
-		goto out;
-	bp_order_by_cost(load, fill, nbins, border); /* fill is all zeros: ties by index */
-	bp_order_by_cost(cost, len, n, order);
-	for (size_t k = 0; k < nbins; k++) {
-		size_t bin = border[k], ns = 0;
-		for (size_t q = 0; q < n; q++) {
-			size_t i = order[q];
-			if ((size_t)bin_of[i] == bin)
-				spans[ns++] = (struct bp_span){b->docs[i].id, 0, len[i]};
-		}
-		if (ns &&
-		    bp_pipe_add_mb(&st->pipes[group_of[bin]], spans, ns, ctx->shard, err) < 0)
-			goto out;
-	}
-	rc = 0;
+	rc = bp_emit_balanced(b, cost, len, bin_of, m, st, ctx->shard, err);
 out:
 	free(cost);
 	free(len);
 	free(warm);
 	free(bin_of);
-	free(spans);
-	free(order);
 	free(load);
-	free(fill);
-	free(group_of);
-	free(border);
 	return rc;
 }

@@ -270,3 +270,73 @@ out:
 	free(order);
 	return rc;
 }
+
+int bp_pack_fixed_greedy(const struct bp_costmodel *cm, const struct bp_batch *b, int dp,
+			 int64_t window, int64_t cap, double *cost, int64_t *len, int *bin_of,
+			 double **load, size_t *m, struct bp_error *err)
+{
+	size_t n = b->ndocs;
+	int64_t *fill = NULL;
+	*load = NULL;
+	for (size_t i = 0; i < n; i++) {
+		len[i] = b->docs[i].len;
+		if (len[i] > cap)
+			return bp_infeasiblef(err, "document %lld has %lld tokens, more than the "
+					      "micro-batch cap %lld", (long long)b->docs[i].id,
+					      (long long)len[i], (long long)cap);
+		cost[i] = bp_cost_doc(cm, len[i]);
+	}
+	*m = (size_t)((b->tokens + (int64_t)dp * window - 1) / ((int64_t)dp * window));
+	if (*m < 1)
+		*m = 1;
+	for (;;) {
+		size_t nbins = *m * (size_t)dp;
+		free(*load);
+		free(fill);
+		*load = bp_calloc(nbins, sizeof(double), err);
+		fill = bp_calloc(nbins, sizeof(int64_t), err);
+		if (!*load || !fill)
+			break;
+		int r = bp_pack_lpt(cost, len, n, nbins, cap, bin_of, *load, fill, err);
+		if (r <= 0) {
+			free(fill);
+			return r;
+		}
+		(*m)++; /* cannot pass n: with n bins every document fits alone */
+	}
+	free(fill);
+	free(*load);
+	*load = NULL;
+	return -1;
+}
+
+int bp_emit_balanced(const struct bp_batch *b, const double *cost, const int64_t *len,
+		     const int *bin_of, size_t m, struct bp_step *st, enum bp_shard shard,
+		     struct bp_error *err)
+{
+	size_t n = b->ndocs, dp = st->npipes, nbins = m * dp;
+	int rc = -1;
+	double *load = bp_calloc(nbins, sizeof(double), err);
+	int64_t *zero = bp_calloc(nbins, sizeof(int64_t), err);
+	int *group_of = bp_calloc(nbins, sizeof(int), err);
+	size_t *border = bp_calloc(nbins, sizeof(size_t), err);
+	size_t *order = bp_calloc(n ? n : 1, sizeof(size_t), err);
+	if (!load || !zero || !group_of || !border || !order)
+		goto out;
+	/* bin costs summed in packing order, as the greedy summed them */
+	bp_order_by_cost(cost, len, n, order);
+	for (size_t q = 0; q < n; q++)
+		load[bin_of[order[q]]] += cost[order[q]];
+	if (bp_deal_bins(load, nbins, dp, m, group_of, err) < 0)
+		goto out;
+	bp_order_by_cost(load, zero, nbins, border); /* ties by bin index */
+	rc = bp_emit_bins(b->docs, n, order, bin_of, nbins, border, group_of, st->pipes, dp,
+			  shard, err);
+out:
+	free(load);
+	free(zero);
+	free(group_of);
+	free(border);
+	free(order);
+	return rc;
+}

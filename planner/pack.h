@@ -98,6 +98,23 @@ typedef int (*bp_packer_fn)(const int64_t *len, size_t n, int64_t cap, int *bin_
 int bp_pack_step_rr(bp_packer_fn packer, const struct bp_batch *b, struct bp_step *st,
 		    int64_t cap, enum bp_shard shard, struct bp_error *err);
 
+/* The fixed-length greedy of WLB-LLM Sec. 3.2 that fixed, fixed-ilp and wlb-ilp share: each
+ * document's cost w = bp_cost_doc (cost and len get n entries), m = ceil(tokens / (dp *
+ * window)) micro-batches per pipeline, and LPT with capacity cap into dp*m bins, one more
+ * micro-batch per pipeline each time a document finds no room. bin_of gets the packing,
+ * *load (caller frees) the dp*m bin costs, *m the count. Returns 0, -1, or BP_INFEASIBLE
+ * when a document is longer than cap. */
+int bp_pack_fixed_greedy(const struct bp_costmodel *cm, const struct bp_batch *b, int dp,
+			 int64_t window, int64_t cap, double *cost, int64_t *len, int *bin_of,
+			 double **load, size_t *m, struct bp_error *err);
+
+/* Emits a cost-balanced packing as fixed.c does: the dp*m bins dealt so pipelines' total
+ * costs balance (bp_deal_bins, m each), every pipeline's bins in decreasing cost, a bin's
+ * documents in bp_order_by_cost order. Returns 0 or -1. */
+int bp_emit_balanced(const struct bp_batch *b, const double *cost, const int64_t *len,
+		     const int *bin_of, size_t m, struct bp_step *st, enum bp_shard shard,
+		     struct bp_error *err);
+
 /* Emits a step's bins as micro-batches: bins[0..nbins) go, in the order border gives (NULL:
  * bin order), to pipeline group_of[bin] (NULL: the k-th bin emitted goes to pipeline k mod
  * npipes, round-robin). A bin's spans are its items, whole documents, in the order order
