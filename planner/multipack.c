@@ -74,20 +74,6 @@ out:
 	return rc;
 }
 
-struct fbin {
-	int64_t fill;
-	size_t b;
-};
-
-/* Bins with more tokens first, ties by index. */
-static int cmp_fill_desc(const void *a, const void *c)
-{
-	const struct fbin *x = a, *y = c;
-	if (x->fill != y->fill)
-		return x->fill < y->fill ? 1 : -1;
-	return (x->b > y->b) - (x->b < y->b);
-}
-
 static int multipack_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
 		      struct bp_step *st, const struct bp_plan *out, struct bp_error *err)
 {
@@ -100,7 +86,7 @@ static int multipack_step(const struct bp_method_ctx *ctx, const struct bp_batch
 	int64_t *fill = NULL;
 	size_t *border = NULL;
 	int *group_of = NULL;
-	struct fbin *fb = NULL;
+	double *dfill = NULL;
 	int rc = -1;
 	if (!len || !bin_of || !order)
 		goto out;
@@ -130,14 +116,13 @@ static int multipack_step(const struct bp_method_ctx *ctx, const struct bp_batch
 	size_t k = m * (size_t)dp;
 	border = bp_calloc(k, sizeof(size_t), err);
 	group_of = bp_calloc(k, sizeof(int), err);
-	fb = bp_calloc(k, sizeof(*fb), err);
-	if (!border || !group_of || !fb || bp_order_by_len(len, n, order, err) < 0)
+	dfill = bp_calloc(k, sizeof(double), err);
+	if (!border || !group_of || !dfill || bp_order_by_len(len, n, order, err) < 0)
 		goto out;
+	/* bins with more tokens first, ties by index (token counts are exact in a double) */
 	for (size_t j = 0; j < k; j++)
-		fb[j] = (struct fbin){fill[j], j};
-	qsort(fb, k, sizeof(*fb), cmp_fill_desc);
-	for (size_t j = 0; j < k; j++)
-		border[j] = fb[j].b;
+		dfill[j] = (double)fill[j];
+	bp_order_by_cost(dfill, fill, k, border);
 	for (size_t j = 0; j < k; j++) {
 		size_t round = j / (size_t)dp, pos = j % (size_t)dp;
 		group_of[border[j]] = (int)(round % 2 ? (size_t)dp - 1 - pos : pos);
@@ -153,7 +138,7 @@ out:
 	free(fill);
 	free(border);
 	free(group_of);
-	free(fb);
+	free(dfill);
 	return rc;
 }
 
