@@ -330,19 +330,26 @@ int cmd_solve(int argc, char **argv)
 			goto out;
 		}
 		/* ILP methods: say when steps were not proven optimal (the plan records each). */
-		int64_t nonopt = 0, ilp_steps = 0;
+		int64_t nonopt = 0, ilp_steps = 0, too_large = 0;
 		double gap_max = 0.0;
 		for (size_t s = 0; s < plan.nsteps; s++) {
 			const struct bp_solver *sv = &plan.steps[s].solver;
 			if (!sv->present)
 				continue;
 			ilp_steps++;
+			too_large += !strcmp(sv->status, "too-large");
 			if (strcmp(sv->status, "optimal")) {
 				nonopt++;
 				if (sv->gap > gap_max)
 					gap_max = sv->gap;
 			}
 		}
+		if (too_large)
+			cmd_warn("method '%s': %lld of %lld steps have more documents x "
+				 "micro-batches than ilp_max_vars and keep the greedy packing "
+				 "unsearched (raising the limit can make plans depend on machine "
+				 "speed)", list[i]->name, (long long)too_large, (long long)ilp_steps);
+		nonopt -= too_large;
 		if (nonopt)
 			cmd_warn("method '%s': %lld of %lld steps not proven optimal (ilp_node_limit "
 				 "or ilp_time_limit_s reached, largest gap %.2f%%); each keeps its best "

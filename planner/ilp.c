@@ -60,6 +60,7 @@ void bp_ilp_opts_default(struct bp_ilp_opts *o)
 	o->time_limit_s = 10.0;
 	o->rel_gap = 1e-4;
 	o->node_limit = 2000;
+	o->max_vars = 10000;
 }
 
 void bp_ilp_result_release(struct bp_ilp_result *r)

@@ -40,13 +40,18 @@ struct bp_ilp_opts {
 	int64_t node_limit;  /* branch-and-bound nodes; <= 0: none. Deterministic */
 	int presolve;        /* GLPK's MIP presolver; a warm start is then not injected */
 	int cuts;            /* GLPK's MIR, cover and clique cuts */
+	/* Packing problems with more binaries (documents x micro-batches) are not given to
+	 * GLPK at all (bp_ilp_pack_step keeps the greedy): past this size the node budget
+	 * takes longer than the time limit, which would make plans depend on machine speed.
+	 * <= 0: no limit. Read by ilp_pack.c, not by bp_ilp_solve. */
+	int64_t max_vars;
 	/* A warm start: one value per column, integer-feasible for every row (checked), or
 	 * NULL. Borrowed for the call. */
 	const double *warm;
 };
 
 /* The defaults the methods use (ilp_time_limit_s 10, ilp_gap 1e-4, node limit 2000, no
- * presolve, no cuts, no warm start). */
+ * presolve, no cuts, no warm start, ilp_max_vars 10000). */
 void bp_ilp_opts_default(struct bp_ilp_opts *o);
 
 struct bp_ilp_result {

@@ -239,7 +239,9 @@ int bp_ilp_read_params(struct bp_plan *out, struct bp_ilp_opts *o, struct bp_err
 			       bp_method_param_real(out, "ilp_gap", o->rel_gap, 0.0, 1.0, &o->rel_gap,
 						    err) < 0 ||
 			       bp_method_param_int(out, "ilp_node_limit", o->node_limit, 1,
-						   INT32_MAX, &o->node_limit, err) < 0
+						   INT32_MAX, &o->node_limit, err) < 0 ||
+			       bp_method_param_int(out, "ilp_max_vars", o->max_vars, 0, INT64_MAX,
+						   &o->max_vars, err) < 0
 		       ? -1
 		       : 0;
 }
@@ -266,15 +268,29 @@ int bp_ilp_pack_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
 	if (rc < 0)
 		goto out;
 	rc = -1;
-	struct bp_ilp_pack in = {cost, len, n, m * (size_t)dp, cap, warm, 1, 1, 1};
-	if (bp_ilp_pack_solve(&in, o, bin_of, &res, err) < 0)
-		goto out;
+	size_t nbins = m * (size_t)dp;
 	st->solver.present = 1;
-	snprintf(st->solver.status, sizeof(st->solver.status), "%s",
-		 bp_ilp_status_name(res.status));
-	st->solver.objective = res.objective;
-	st->solver.bound = res.bound;
-	st->solver.gap = res.gap;
+	if (o->max_vars > 0 && (double)n * (double)nbins > (double)o->max_vars) {
+		/* Too large for a reproducible search: keep the greedy, report its bound. */
+		double obj = 0.0;
+		for (size_t k = 0; k < nbins; k++)
+			if (load[k] > obj)
+				obj = load[k];
+		memcpy(bin_of, warm, n * sizeof(*bin_of));
+		snprintf(st->solver.status, sizeof(st->solver.status), "too-large");
+		st->solver.objective = obj;
+		st->solver.bound = bp_pack_bound(cost, n, nbins);
+		st->solver.gap = obj > 0 ? (obj - st->solver.bound) / obj : 0.0;
+	} else {
+		struct bp_ilp_pack in = {cost, len, n, nbins, cap, warm, 1, 1, 1};
+		if (bp_ilp_pack_solve(&in, o, bin_of, &res, err) < 0)
+			goto out;
+		snprintf(st->solver.status, sizeof(st->solver.status), "%s",
+			 bp_ilp_status_name(res.status));
+		st->solver.objective = res.objective;
+		st->solver.bound = res.bound;
+		st->solver.gap = res.gap;
+	}
 	/* Deal and emit as fixed.c: bins in decreasing cost, spans in packing order. */
 	rc = bp_emit_balanced(b, cost, len, bin_of, m, st, ctx->shard, err);
 out:

@@ -36,7 +36,7 @@ struct bp_ilp_pack_result {
 int bp_ilp_pack_solve(const struct bp_ilp_pack *in, const struct bp_ilp_opts *o, int *bin_of,
 		      struct bp_ilp_pack_result *res, struct bp_error *err);
 
-/* Reads ilp_time_limit_s, ilp_gap and ilp_node_limit from the plan's parameters (recording
+/* Reads ilp_time_limit_s, ilp_gap, ilp_node_limit and ilp_max_vars from the plan's parameters (recording
  * the defaults of bp_ilp_opts_default) into o. */
 int bp_ilp_read_params(struct bp_plan *out, struct bp_ilp_opts *o, struct bp_error *err);
 
@@ -44,7 +44,9 @@ int bp_ilp_read_params(struct bp_plan *out, struct bp_ilp_opts *o, struct bp_err
  * dp * m micro-batches of at most cap tokens; m starts at ceil(tokens / (dp * window)) and
  * grows while the LPT greedy (bp_pack_lpt with cap) cannot place every document. The ILP
  * starts from the greedy, the micro-batches are dealt to pipelines (bp_deal_bins) in
- * decreasing cost and st->solver is filled. A document longer than cap is infeasible. */
+ * decreasing cost and st->solver is filled. A document longer than cap is infeasible. A
+ * problem with more than o->max_vars binaries keeps the greedy without calling GLPK, status
+ * "too-large", objective the greedy's and bound bp_pack_bound, so plans stay reproducible. */
 int bp_ilp_pack_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
 		     struct bp_step *st, int dp, int64_t window, int64_t cap,
 		     const struct bp_ilp_opts *o, struct bp_error *err);
