@@ -18,6 +18,7 @@ static const struct subcommand subcommands[] = {
 	{"solve", cmd_solve, "plan packing, dispatch and sharding for a dataset and profile"},
 	{"simulate", cmd_simulate, "predict what a plan costs, step by step and rank by rank"},
 	{"check", cmd_check, "validate a plan's invariants and predicted numbers"},
+	{"report", cmd_report, "compare a replay's measured trace with the plan; refit a profile"},
 	{"diff", cmd_diff, "explain what differs between two plans (exit 0 same, 1 different)"},
 	{"dataset", cmd_dataset, "show a dataset's statistics and length histogram"},
 	{"profile", cmd_profile, "make a profile (--analytic from GPU specifications)"},

@@ -9,5 +9,6 @@ int cmd_diff(int argc, char **argv);
 int cmd_dataset(int argc, char **argv);
 int cmd_presets(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 #endif

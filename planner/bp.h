@@ -11,6 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" { /* the CUDA kernels (executor/attn.cu) report through bp_errorf */
+#endif
+
 struct bp_error {
 	char text[256];
 };
@@ -49,5 +53,9 @@ void bp_sha256_hex(const void *data, size_t len, char out[65]);
 /* Like bp_errorf but returns BP_INFEASIBLE. */
 int bp_infeasiblef(struct bp_error *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,566 @@
+/* balexec.c: the executor's front end (DESIGN.md "Executor", executor/README.md; issue 4).
+ *
+ * One process per GPU (or, with the host backend, per emulated GPU) under srun or mpirun:
+ * parse options, start the backend, check the world against the launcher and the plan on
+ * every rank, replay the plan (executor/engine.c), gather the trace to rank 0, which writes
+ * it and prints measured against predicted step times. Every error names the rank and host:
+ * "balexec: error: rank 3 (node1): ...". A rank that fails once the replay has started ends
+ * every rank (the backend's abort), so srun and mpirun exit non-zero. */
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmdutil.h"
+#include "engine.h"
+#include "jsonutil.h"
+#include "rendezvous.h"
+#include "trace.h"
+
+enum { EXIT_TIMEOUT = 3 };
+
+static int g_rank = -1;
+static char g_host[256] = "?";
+
+static void exec_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void exec_error(const char *fmt, ...)
+{
+	va_list ap;
+	char msg[1024];
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (g_rank >= 0)
+		fprintf(stderr, "balexec: error: rank %d (%s): %s\n", g_rank, g_host, msg);
+	else
+		fprintf(stderr, "balexec: error: %s\n", msg);
+	fflush(stderr);
+}
+
+static void usage(FILE *f)
+{
+	const char *names = bp_backend_names();
+	fprintf(f,
+		"usage: balexec [--backend NAME] [--steps A:B] [--warmup N] [--trace FILE]\n"
+		"               [--time-scale X] [--timeout S] [--max-bytes N] [--profile FILE]\n"
+		"               [--rendezvous HOST:PORT] [--rank R --world W] [--local-rank L]\n"
+		"               PLAN\n\n"
+		"Replays a plan, one process per GPU of the plan, under srun (or mpirun for the\n"
+		"host backend):\n"
+		"  srun -n 8 --mpi=pmix --resv-ports=1 balexec --backend host plan.json\n"
+		"  srun -N 2 --ntasks-per-node=8 --gpus-per-node=8 --resv-ports=1 \\\n"
+		"       --kill-on-bad-exit=1 balexec --backend cuda --trace t.json plan.json\n\n"
+		"  --backend NAME    built in: %s (cuda: cuBLAS, own attention kernels, NCCL;\n"
+		"                    host: compute emulated by sleeping the predicted time,\n"
+		"                    communication real over MPI) (default host)\n"
+		"  --steps A:B       plan steps A to B-1 (default: all; A: or :B allowed)\n"
+		"  --warmup N        untimed replays of step A first (default 1)\n"
+		"  --trace FILE      write the measured balplan.trace/v1 (rank 0 writes)\n"
+		"  --time-scale X    host: emulated compute = predicted x X (default 1)\n"
+		"  --timeout S       seconds any rank waits for a peer before all end (default 300)\n"
+		"  --max-bytes N     cap on any message or collective buffer (default: host 65536,\n"
+		"                    cuda 2^30)\n"
+		"  --profile FILE    the profile the plan was made with (default: regenerate the\n"
+		"                    analytic profile the plan names)\n"
+		"  --rendezvous HOST:PORT  where rank 0 listens (default: the first node of the\n"
+		"                    Slurm step and the port of srun --resv-ports=1; or the\n"
+		"                    BALPLAN_RENDEZVOUS environment variable)\n"
+		"  --rank R, --world W  this process's rank and the world size, for launchers that\n"
+		"                    set no SLURM_PROCID / SLURM_NTASKS\n"
+		"  --local-rank L    the GPU of this node to use (default SLURM_LOCALID, else 0)\n"
+		"  --debug-hang-rank R    rank R sleeps forever in its first step\n"
+		"  --debug-exit-rank R    rank R exits (status 1) in its first step\n"
+		"  --debug-absent-rank R  rank R never joins the rendezvous\n\n"
+		"Rank and world come from SLURM_PROCID / SLURM_NTASKS (flags override) and must\n"
+		"match the runtime's world (MPI's for the host backend) and the plan's GPU count,\n"
+		"or every rank refuses to start. Ranks meet at a TCP rendezvous first (when srun\n"
+		"reserved a port or one is given): same plan and steps everywhere, or none starts.\n\n"
+		"exit status: 0 ok, 1 data or runtime error, 2 usage error or a world that does not\n"
+		"match the plan, 3 a rank timed out waiting for a peer\n",
+		names[0] ? names : "(none: built without MPI)");
+}
+
+static int parse_steps(const char *s, size_t n, size_t *lo, size_t *hi)
+{
+	const char *colon = strchr(s, ':');
+	struct bp_error err;
+	int64_t a = 0, b = (int64_t)n;
+	char left[64];
+	if (!colon || (size_t)(colon - s) >= sizeof(left))
+		return -1;
+	memcpy(left, s, (size_t)(colon - s));
+	left[colon - s] = 0;
+	if (left[0] && bp_parse_int64(left, &a, "steps", &err) < 0)
+		return -1;
+	if (colon[1] && bp_parse_int64(colon + 1, &b, "steps", &err) < 0)
+		return -1;
+	if (a < 0 || b > (int64_t)n || a >= b)
+		return -1;
+	*lo = (size_t)a;
+	*hi = (size_t)b;
+	return 0;
+}
+
+/* An integer from the environment: 0 absent, 1 read, -1 malformed. */
+static int env_int(const char *name, int64_t *out)
+{
+	const char *v = getenv(name);
+	struct bp_error err;
+	if (!v || !*v)
+		return 0;
+	return bp_parse_int64(v, out, name, &err) < 0 ? -1 : 1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Rank 0: measured against predicted x time-scale, per step, and the median error. */
+static int print_summary(const struct bp_trace *tr, size_t lo, size_t hi)
+{
+	double *errs = calloc(tr->nsteps ? tr->nsteps : 1, sizeof(double));
+	if (!errs) {
+		exec_error("cannot print the summary: out of memory");
+		return EXIT_DATA;
+	}
+	printf("balexec: %s backend, %d ranks (tp %d cp %d pp %d dp %d), steps %zu:%zu, "
+	       "warm-up %d, time scale %g\n", tr->backend, tr->world, tr->tp, tr->cp, tr->pp,
+	       tr->dp, lo, hi, tr->warmup, tr->time_scale);
+	printf("%6s %14s %14s %9s\n", "step", "measured_ms", "predicted_ms", "error");
+	for (size_t i = 0; i < tr->nsteps; i++) {
+		const struct bp_trace_step *s = &tr->steps[i];
+		double want = s->predicted_us * tr->time_scale;
+		double e = want > 0 ? (s->step_us - want) / want : 0.0;
+		errs[i] = fabs(e);
+		printf("%6lld %14.3f %14.3f %+8.2f%%\n", (long long)s->index, s->step_us / 1e3,
+		       want / 1e3, 100.0 * e);
+	}
+	qsort(errs, tr->nsteps, sizeof(double), cmp_double);
+	double med = tr->nsteps % 2 ? errs[tr->nsteps / 2]
+				    : (errs[tr->nsteps / 2 - 1] + errs[tr->nsteps / 2]) / 2;
+	printf("median |measured - predicted x scale| / (predicted x scale): %.2f%%\n",
+	       100.0 * med);
+	free(errs);
+	return cmd_finish(EXIT_OK) == EXIT_OK ? EXIT_OK : EXIT_DATA;
+}
+
+static int write_trace(const struct bp_trace *tr, const char *path)
+{
+	struct bp_error err;
+	json_t *j = bp_trace_to_json(tr);
+	char *text = j ? bp_json_dump_canonical(j) : NULL;
+	int rc = EXIT_OK;
+	json_decref(j);
+	if (!text) {
+		exec_error("cannot write trace '%s': out of memory", path);
+		return EXIT_DATA;
+	}
+	if (cmd_write_file(path, text, strlen(text), &err) < 0) {
+		exec_error("cannot write trace '%s': %s", path, err.text);
+		rc = EXIT_DATA;
+	}
+	free(text);
+	return rc;
+}
+
+/* The world checks every rank makes before starting (issue 4): the launcher's world (flags
+ * or Slurm) against MPI's, and MPI's against the plan. Returns 0 or EXIT_USAGE, printed. */
+static int check_world(int mpi_rank, int mpi_world, int64_t l_rank, int64_t l_world,
+		       const char *l_src, int gpus)
+{
+	if (l_world > 1 && mpi_world == 1) {
+		exec_error("%s says %lld tasks but MPI gave this process a world of one: every "
+			   "rank is running alone (under srun pass the --mpi plugin this MPI was "
+			   "built for, e.g. --mpi=pmix for Open MPI)", l_src, (long long)l_world);
+		return EXIT_USAGE;
+	}
+	if (l_world > 0 && l_world != mpi_world) {
+		exec_error("%s says %lld tasks but the MPI world has %d", l_src,
+			   (long long)l_world, mpi_world);
+		return EXIT_USAGE;
+	}
+	if (l_rank >= 0 && l_rank != mpi_rank) {
+		exec_error("%s says rank %lld but MPI says rank %d", l_src, (long long)l_rank,
+			   mpi_rank);
+		return EXIT_USAGE;
+	}
+	if (mpi_world == 1 && gpus > 1) {
+		exec_error("the world is one process but the plan needs %d ranks: start balexec "
+			   "with 'srun -n %d --mpi=pmix' or 'mpirun -np %d'", gpus, gpus, gpus);
+		return EXIT_USAGE;
+	}
+	if (mpi_world != gpus) {
+		exec_error("the plan needs %d ranks (one per GPU), the world has %d", gpus,
+			   mpi_world);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* Where the rendezvous listens: --rendezvous HOST:PORT, else BALPLAN_RENDEZVOUS, else the
+ * first node of the Slurm step (SLURM_STEP_NODELIST, or SLURM_JOB_NODELIST) and the first
+ * port srun reserved (SLURM_STEP_RESV_PORTS, from `srun --resv-ports=1`). 1 found, 0 none,
+ * -1 malformed (printed). */
+static int rdv_address(const char *flag, char *host, size_t hostn, int *port)
+{
+	struct bp_error err;
+	const char *spec = flag ? flag : getenv("BALPLAN_RENDEZVOUS");
+	if (spec && *spec) {
+		const char *colon = strrchr(spec, ':');
+		int64_t v;
+		if (!colon || colon == spec || (size_t)(colon - spec) >= hostn ||
+		    bp_parse_int64(colon + 1, &v, "port", &err) < 0 || v < 1 || v > 65535) {
+			exec_error("bad rendezvous address '%s' (%s): want HOST:PORT", spec,
+				   flag ? "--rendezvous" : "BALPLAN_RENDEZVOUS");
+			return -1;
+		}
+		memcpy(host, spec, (size_t)(colon - spec));
+		host[colon - spec] = 0;
+		*port = (int)v;
+		return 1;
+	}
+	const char *ports = getenv("SLURM_STEP_RESV_PORTS");
+	const char *nodes = getenv("SLURM_STEP_NODELIST");
+	if (!nodes || !*nodes)
+		nodes = getenv("SLURM_JOB_NODELIST");
+	if (!ports || !*ports || !nodes || !*nodes)
+		return 0;
+	if (bp_slurm_first_port(ports, port, &err) < 0 ||
+	    bp_slurm_first_host(nodes, host, hostn, &err) < 0) {
+		exec_error("cannot find the rendezvous from SLURM_STEP_RESV_PORTS '%s' and node "
+			   "list '%s': %s", ports, nodes, err.text);
+		return -1;
+	}
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"backend", required_argument, NULL, 'b'},
+		{"steps", required_argument, NULL, 's'},
+		{"warmup", required_argument, NULL, 'w'},
+		{"trace", required_argument, NULL, 't'},
+		{"time-scale", required_argument, NULL, 'x'},
+		{"timeout", required_argument, NULL, 'T'},
+		{"max-bytes", required_argument, NULL, 'B'},
+		{"profile", required_argument, NULL, 'p'},
+		{"rank", required_argument, NULL, 'r'},
+		{"world", required_argument, NULL, 'W'},
+		{"local-rank", required_argument, NULL, 'L'},
+		{"rendezvous", required_argument, NULL, 'R'},
+		{"debug-hang-rank", required_argument, NULL, 'H'},
+		{"debug-exit-rank", required_argument, NULL, 'E'},
+		{"debug-absent-rank", required_argument, NULL, 'A'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *backend = "host", *trace_path = NULL, *profile_path = NULL, *steps = NULL;
+	const char *rdv_flag = NULL;
+	struct bp_engine_opts eo = {1.0, 300.0, -1, 0, 0, 1, -1, -1};
+	int64_t f_rank = -1, f_world = -1, f_local = -1, absent_rank = -1, v;
+	struct bp_error err;
+	struct bp_plan plan;
+	struct bp_profile prof;
+	struct bp_costmodel cm;
+	struct bp_trace tr;
+	struct bp_engine *eng = NULL;
+	const struct bp_backend *be = NULL;
+	void *st = NULL;
+	char *text = NULL, sha[65] = "", uid[4096], rdv_host[256] = "";
+	size_t uid_len = 0;
+	int c, rc = EXIT_USAGE, rt_rank = 0, rt_world = 0, have_cm = 0, started = 0, port = 0;
+	double x;
+
+	bp_plan_init(&plan);
+	bp_profile_init(&prof);
+	bp_trace_init(&tr);
+	memset(&cm, 0, sizeof(cm));
+	/* Until the launcher's view is settled, errors name SLURM_PROCID when there is one. */
+	if (env_int("SLURM_PROCID", &v) == 1 && v >= 0 && v < INT32_MAX)
+		g_rank = (int)v;
+	if (gethostname(g_host, sizeof(g_host)) < 0)
+		snprintf(g_host, sizeof(g_host), "?");
+	g_host[sizeof(g_host) - 1] = 0;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'b':
+			backend = optarg;
+			break;
+		case 's':
+			steps = optarg;
+			break;
+		case 't':
+			trace_path = optarg;
+			break;
+		case 'p':
+			profile_path = optarg;
+			break;
+		case 'R':
+			rdv_flag = optarg;
+			break;
+		case 'w':
+		case 'B':
+		case 'r':
+		case 'W':
+		case 'L':
+		case 'H':
+		case 'E':
+		case 'A':
+			if (bp_parse_int64(optarg, &v, "", &err) < 0 || v < 0 ||
+			    v > (c == 'B' ? (1 << 30) : INT32_MAX - 1) || (c == 'B' && v < 64) ||
+			    (c == 'W' && v < 1)) {
+				exec_error("bad value '%s' for --%s", optarg,
+					   c == 'w'   ? "warmup"
+					   : c == 'B' ? "max-bytes (64 to 2^30)"
+					   : c == 'r' ? "rank"
+					   : c == 'W' ? "world"
+					   : c == 'L' ? "local-rank"
+					   : c == 'H' ? "debug-hang-rank"
+					   : c == 'E' ? "debug-exit-rank"
+						      : "debug-absent-rank");
+				goto usage;
+			}
+			if (c == 'w')
+				eo.warmup = (int)v;
+			else if (c == 'B')
+				eo.max_bytes = v;
+			else if (c == 'r')
+				f_rank = v;
+			else if (c == 'W')
+				f_world = v;
+			else if (c == 'L')
+				f_local = v;
+			else if (c == 'H')
+				eo.hang_rank = (int)v;
+			else if (c == 'E')
+				eo.exit_rank = (int)v;
+			else
+				absent_rank = v;
+			break;
+		case 'x':
+		case 'T':
+			if (bp_parse_double(optarg, &x, "", &err) < 0 || !(x > 0) || x > 1e6) {
+				exec_error("bad value '%s' for --%s (a positive number)", optarg,
+					   c == 'x' ? "time-scale" : "timeout");
+				goto usage;
+			}
+			if (c == 'x')
+				eo.time_scale = x;
+			else
+				eo.timeout_s = x;
+			break;
+		case 'h':
+			usage(stdout);
+			return cmd_finish(EXIT_OK) == EXIT_OK ? EXIT_OK : EXIT_DATA;
+		case 'V':
+			printf("balexec %s\n", BALPLAN_VERSION);
+			return cmd_finish(EXIT_OK) == EXIT_OK ? EXIT_OK : EXIT_DATA;
+		default:
+			goto usage;
+		}
+	}
+	if (optind != argc - 1) {
+		exec_error(optind >= argc ? "no plan given" : "more than one plan given");
+		goto usage;
+	}
+	if ((f_rank >= 0) != (f_world >= 0)) {
+		exec_error("--rank and --world go together");
+		goto usage;
+	}
+	if (f_rank >= 0 && f_rank >= f_world) {
+		exec_error("--rank %lld is outside --world %lld", (long long)f_rank,
+			   (long long)f_world);
+		goto usage;
+	}
+	be = bp_backend_find(backend);
+	if (!be) {
+		exec_error("unknown backend '%s' (built in: %s)", backend,
+			   bp_backend_names()[0] ? bp_backend_names() : "none");
+		goto usage;
+	}
+	/* Host: 64 KiB keeps 64 emulated ranks on one machine; a real backend moves the plan's
+	 * real byte counts (up to 1 GiB per buffer). */
+	if (eo.max_bytes < 0)
+		eo.max_bytes = be->idle_until ? (int64_t)1 << 16 : (int64_t)1 << 30;
+
+	/* The launcher's view: flags, else Slurm. */
+	int64_t l_rank = f_rank, l_world = f_world, l_local = f_local;
+	const char *src = "--world";
+	if (f_world < 0) {
+		int a = env_int("SLURM_PROCID", &l_rank), b = env_int("SLURM_NTASKS", &l_world);
+		int d = f_local < 0 ? env_int("SLURM_LOCALID", &l_local) : 1;
+		if (a < 0 || b < 0 || d < 0) {
+			exec_error("malformed SLURM_PROCID, SLURM_NTASKS or SLURM_LOCALID");
+			return EXIT_USAGE;
+		}
+		if (a == 0 || b == 0) {
+			l_rank = -1;
+			l_world = -1;
+		}
+		if (d == 0)
+			l_local = -1;
+		src = "SLURM_NTASKS";
+	}
+	g_rank = l_rank >= 0 ? (int)l_rank : -1;
+
+	/* Local checks: every rank has the same inputs, so every rank reaches the same answer
+	 * and exits with it on its own; the launcher reports the non-zero status. */
+	size_t len = 0;
+	if (cmd_read_file(argv[optind], &text, &len, &err) < 0) {
+		exec_error("cannot read plan '%s': %s", argv[optind], err.text);
+		rc = EXIT_DATA;
+		goto done;
+	}
+	bp_sha256_hex(text, len, sha);
+	if (cmd_load_plan(argv[optind], &plan, &err) < 0) {
+		exec_error("%s", err.text);
+		rc = EXIT_DATA;
+		goto done;
+	}
+	if (l_world > 0 && l_world != plan.cluster.gpus) {
+		exec_error("the plan needs %d ranks (one per GPU), %s says %lld", plan.cluster.gpus,
+			   src, (long long)l_world);
+		rc = EXIT_USAGE;
+		goto done;
+	}
+	eo.step_lo = 0;
+	eo.step_hi = plan.nsteps;
+	if (steps && parse_steps(steps, plan.nsteps, &eo.step_lo, &eo.step_hi) < 0) {
+		exec_error("bad --steps '%s': want A:B with 0 <= A < B <= %zu (the plan's steps)",
+			   steps, plan.nsteps);
+		rc = EXIT_USAGE;
+		goto done;
+	}
+	if (eo.hang_rank >= plan.cluster.gpus || eo.exit_rank >= plan.cluster.gpus ||
+	    absent_rank >= plan.cluster.gpus) {
+		exec_error("a --debug-*-rank is outside the plan's %d ranks", plan.cluster.gpus);
+		rc = EXIT_USAGE;
+		goto done;
+	}
+	if (cmd_plan_profile(&plan, profile_path, 1, &prof, &err) < 0) {
+		exec_error("cannot get the plan's profile: %s", err.text);
+		rc = EXIT_DATA;
+		goto done;
+	}
+	{
+		struct bp_scheme sc = {plan.cluster.tp, plan.cluster.cp, plan.cluster.pp};
+		if (bp_costmodel_init(&cm, &prof, sc, plan.cluster.dp, &err) < 0) {
+			exec_error("cannot make the cost model: %s", err.text);
+			rc = EXIT_DATA;
+			goto done;
+		}
+		have_cm = 1;
+	}
+
+	/* The rendezvous (executor/rendezvous.h): every rank shows up with the same plan and
+	 * steps before any backend starts, and rank 0 hands out what the backend needs (the
+	 * NCCL unique id). A rank that never comes ends the others at the timeout. */
+	int found = rdv_address(rdv_flag, rdv_host, sizeof(rdv_host), &port);
+	if (found < 0) {
+		rc = EXIT_USAGE;
+		goto done;
+	}
+	if (!found && be->make_uid && plan.cluster.gpus > 1) {
+		exec_error("the %s backend needs a rendezvous: run under 'srun --resv-ports=1' or "
+			   "pass --rendezvous HOST:PORT (rank 0's node)", be->name);
+		rc = EXIT_USAGE;
+		goto done;
+	}
+	if (found && l_rank < 0) {
+		exec_error("a rendezvous needs this process's rank: run under srun or pass --rank "
+			   "and --world");
+		rc = EXIT_USAGE;
+		goto done;
+	}
+	if (l_rank == 0 && be->make_uid && be->make_uid(uid, sizeof(uid), &uid_len, &err) < 0) {
+		exec_error("cannot make the %s backend's id: %s", be->name, err.text);
+		rc = EXIT_DATA;
+		goto done;
+	}
+	if (found && l_rank == absent_rank) {
+		/* Debug: this rank never joins; the others must give up at the timeout. */
+		struct timespec ts = {(time_t)eo.timeout_s + 5, 0};
+		nanosleep(&ts, NULL);
+		exec_error("did not join the rendezvous (--debug-absent-rank)");
+		rc = EXIT_DATA;
+		goto done;
+	}
+	if (found && l_world > 1) {
+		char check[128];
+		snprintf(check, sizeof(check), "%.64s steps %zu:%zu", sha, eo.step_lo, eo.step_hi);
+		struct bp_rdv_opts ro = {rdv_host, port, (int)l_rank, (int)l_world, eo.timeout_s,
+					 check, g_host};
+		rc = bp_rendezvous(&ro, uid, &uid_len, sizeof(uid), &err);
+		if (rc != 0) {
+			exec_error("%s", err.text);
+			rc = rc == BP_EXEC_TIMEOUT ? EXIT_TIMEOUT : EXIT_DATA;
+			goto done;
+		}
+	}
+
+	struct bp_backend_args ba = {(int)l_rank, (int)l_world, (int)l_local, eo.timeout_s,
+				     uid_len ? uid : NULL, uid_len};
+	if (be->init(&st, &ba, &rt_rank, &rt_world, g_host, sizeof(g_host), &err) < 0) {
+		exec_error("cannot start the %s backend: %s", be->name, err.text);
+		rc = EXIT_DATA;
+		goto done;
+	}
+	started = 1;
+	be->set_timeout(st, eo.timeout_s);
+	rc = check_world(rt_rank, rt_world, l_rank, l_world, src, plan.cluster.gpus);
+	if (rc)
+		goto done;
+	g_rank = rt_rank;
+
+	/* From here on every rank runs the same collective calls: a failure ends them all. */
+	eng = bp_engine_new(&plan, &cm, be, st, rt_rank, rt_world, &eo, &err);
+	if (!eng) {
+		exec_error("%s", err.text);
+		be->abort(st, EXIT_DATA);
+	}
+	rc = bp_engine_run(eng, &err);
+	if (rc == BP_EXEC_EXIT) {
+		/* Debug: a rank that dies mid-replay, without telling anyone. */
+		exec_error("%s", err.text);
+		fflush(NULL);
+		_exit(EXIT_DATA);
+	}
+	if (rc == 0)
+		rc = bp_engine_gather(eng, sha, &tr, &err);
+	if (rc != 0) {
+		exec_error("%s", err.text);
+		be->abort(st, rc == BP_EXEC_TIMEOUT ? EXIT_TIMEOUT : EXIT_DATA);
+	}
+	if (rt_rank == 0) {
+		if (trace_path && write_trace(&tr, trace_path) != EXIT_OK)
+			be->abort(st, EXIT_DATA);
+		if (print_summary(&tr, eo.step_lo, eo.step_hi) != EXIT_OK)
+			be->abort(st, EXIT_DATA);
+	}
+	bp_engine_free(eng);
+	rc = EXIT_OK;
+done:
+	if (have_cm)
+		bp_costmodel_release(&cm);
+	bp_profile_release(&prof);
+	bp_plan_release(&plan);
+	bp_trace_release(&tr);
+	free(text);
+	if (started && be->finalize(st, &err) < 0) {
+		exec_error("%s", err.text);
+		if (rc == EXIT_OK)
+			rc = EXIT_DATA;
+	}
+	return rc;
+usage:
+	fprintf(stderr, "run 'balexec --help' for usage\n");
+	return EXIT_USAGE;
+}

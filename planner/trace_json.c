@@ -1,0 +1,220 @@
+/* trace_json.c: the balplan.trace/v1 codec (trace.h, executor/README.md "Trace"). Written through
+ * the planner's canonical JSON helpers (sorted keys, reals rounded to 1e-3 us); read strictly
+ * (unknown keys, wrong types, counts that disagree with world are errors naming the path). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonutil.h"
+#include "trace.h"
+
+void bp_trace_init(struct bp_trace *t)
+{
+	memset(t, 0, sizeof(*t));
+}
+
+void bp_trace_release(struct bp_trace *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->nsteps; i++) {
+		for (size_t r = 0; r < t->steps[i].nranks; r++)
+			free(t->steps[i].ranks[r].mbs);
+		free(t->steps[i].ranks);
+	}
+	free(t->steps);
+	bp_trace_init(t);
+}
+
+static json_t *mb_to_json(const struct bp_trace_mb *m, int *ok)
+{
+	json_t *o = json_object();
+	bp_json_set(o, "fwd_start_us", bp_json_real(m->fwd_start_us), ok);
+	bp_json_set(o, "fwd_us", bp_json_real(m->fwd_us), ok);
+	bp_json_set(o, "bwd_start_us", bp_json_real(m->bwd_start_us), ok);
+	bp_json_set(o, "bwd_us", bp_json_real(m->bwd_us), ok);
+	return o;
+}
+
+static json_t *rank_to_json(const struct bp_trace_rank *r, int *ok)
+{
+	json_t *o = json_object(), *mbs = json_array();
+	bp_json_set(o, "rank", json_integer(r->rank), ok);
+	bp_json_set(o, "tp_i", json_integer(r->tp_i), ok);
+	bp_json_set(o, "cp_i", json_integer(r->cp_i), ok);
+	bp_json_set(o, "dp_i", json_integer(r->dp_i), ok);
+	bp_json_set(o, "pp_i", json_integer(r->pp_i), ok);
+	bp_json_set(o, "step_us", bp_json_real(r->step_us), ok);
+	bp_json_set(o, "pipeline_us", bp_json_real(r->pipeline_us), ok);
+	bp_json_set(o, "grad_sync_us", bp_json_real(r->grad_sync_us), ok);
+	for (size_t j = 0; mbs && j < r->nmbs; j++)
+		bp_json_append(mbs, mb_to_json(&r->mbs[j], ok), ok);
+	bp_json_set(o, "microbatches", mbs, ok);
+	return o;
+}
+
+json_t *bp_trace_to_json(const struct bp_trace *t)
+{
+	int ok = 1;
+	json_t *root = json_object(), *steps = json_array(), *cl = json_object();
+	bp_json_set(root, "format", json_string(BP_TRACE_FORMAT), &ok);
+	bp_json_set(root, "plan_sha256", json_string(t->plan_sha), &ok);
+	bp_json_set(root, "method", json_string(t->method), &ok);
+	bp_json_set(root, "backend", json_string(t->backend), &ok);
+	bp_json_set(root, "time_scale", json_real(t->time_scale), &ok);
+	bp_json_set(root, "timeout_s", json_real(t->timeout_s), &ok);
+	bp_json_set(root, "max_bytes", json_integer(t->max_bytes), &ok);
+	bp_json_set(root, "warmup", json_integer(t->warmup), &ok);
+	bp_json_set(root, "world", json_integer(t->world), &ok);
+	bp_json_set(cl, "tp", json_integer(t->tp), &ok);
+	bp_json_set(cl, "cp", json_integer(t->cp), &ok);
+	bp_json_set(cl, "pp", json_integer(t->pp), &ok);
+	bp_json_set(cl, "dp", json_integer(t->dp), &ok);
+	bp_json_set(root, "cluster", cl, &ok);
+	for (size_t i = 0; steps && i < t->nsteps; i++) {
+		const struct bp_trace_step *s = &t->steps[i];
+		json_t *o = json_object(), *ranks = json_array();
+		bp_json_set(o, "index", json_integer(s->index), &ok);
+		bp_json_set(o, "predicted_us", bp_json_real(s->predicted_us), &ok);
+		bp_json_set(o, "step_us", bp_json_real(s->step_us), &ok);
+		for (size_t r = 0; ranks && r < s->nranks; r++)
+			bp_json_append(ranks, rank_to_json(&s->ranks[r], &ok), &ok);
+		bp_json_set(o, "ranks", ranks, &ok);
+		bp_json_append(steps, o, &ok);
+	}
+	bp_json_set(root, "steps", steps, &ok);
+	if (!ok) {
+		json_decref(root);
+		return NULL;
+	}
+	return root;
+}
+
+static int mb_from_json(struct bp_trace_mb *m, json_t *o, const char *where,
+			struct bp_error *err)
+{
+	static const char *const keys[] = {"fwd_start_us", "fwd_us", "bwd_start_us", "bwd_us",
+					   NULL};
+	const double big = 1e300;
+	if (bp_json_check_keys(o, keys, where, err) < 0 ||
+	    bp_json_get_real(o, "fwd_start_us", 1, 0, big, &m->fwd_start_us, where, err) < 0 ||
+	    bp_json_get_real(o, "fwd_us", 1, 0, big, &m->fwd_us, where, err) < 0 ||
+	    bp_json_get_real(o, "bwd_start_us", 1, 0, big, &m->bwd_start_us, where, err) < 0 ||
+	    bp_json_get_real(o, "bwd_us", 1, 0, big, &m->bwd_us, where, err) < 0)
+		return -1;
+	return 0;
+}
+
+static int rank_from_json(struct bp_trace_rank *r, json_t *o, const struct bp_trace *t,
+			  const char *where, struct bp_error *err)
+{
+	static const char *const keys[] = {"rank", "tp_i", "cp_i", "dp_i", "pp_i", "step_us",
+					   "pipeline_us", "grad_sync_us", "microbatches", NULL};
+	const double big = 1e300;
+	char w[300];
+	if (bp_json_check_keys(o, keys, where, err) < 0 ||
+	    bp_json_get_int32(o, "rank", 1, 0, t->world - 1, &r->rank, where, err) < 0 ||
+	    bp_json_get_int32(o, "tp_i", 1, 0, t->tp - 1, &r->tp_i, where, err) < 0 ||
+	    bp_json_get_int32(o, "cp_i", 1, 0, t->cp - 1, &r->cp_i, where, err) < 0 ||
+	    bp_json_get_int32(o, "dp_i", 1, 0, t->dp - 1, &r->dp_i, where, err) < 0 ||
+	    bp_json_get_int32(o, "pp_i", 1, 0, t->pp - 1, &r->pp_i, where, err) < 0 ||
+	    bp_json_get_real(o, "step_us", 1, 0, big, &r->step_us, where, err) < 0 ||
+	    bp_json_get_real(o, "pipeline_us", 1, 0, big, &r->pipeline_us, where, err) < 0 ||
+	    bp_json_get_real(o, "grad_sync_us", 1, 0, big, &r->grad_sync_us, where, err) < 0)
+		return -1;
+	json_t *mbs = bp_json_get_array(o, "microbatches", where, err);
+	if (!mbs)
+		return -1;
+	size_t n = json_array_size(mbs);
+	r->mbs = bp_calloc(n ? n : 1, sizeof(*r->mbs), err);
+	if (!r->mbs)
+		return -1;
+	for (size_t j = 0; j < n; j++) {
+		snprintf(w, sizeof(w), "%.200s.microbatches[%zu]", where, j);
+		r->nmbs = j + 1;
+		if (mb_from_json(&r->mbs[j], json_array_get(mbs, j), w, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int step_from_json(struct bp_trace_step *s, json_t *o, const struct bp_trace *t,
+			  const char *where, struct bp_error *err)
+{
+	static const char *const keys[] = {"index", "predicted_us", "step_us", "ranks", NULL};
+	const double big = 1e300;
+	char w[300];
+	if (bp_json_check_keys(o, keys, where, err) < 0 ||
+	    bp_json_get_int(o, "index", 1, 0, INT64_MAX, &s->index, where, err) < 0 ||
+	    bp_json_get_real(o, "predicted_us", 1, 0, big, &s->predicted_us, where, err) < 0 ||
+	    bp_json_get_real(o, "step_us", 1, 0, big, &s->step_us, where, err) < 0)
+		return -1;
+	json_t *ranks = bp_json_get_array(o, "ranks", where, err);
+	if (!ranks)
+		return -1;
+	if (json_array_size(ranks) != (size_t)t->world)
+		return bp_errorf(err, "%s.ranks has %zu entries, expected world = %d", where,
+				 json_array_size(ranks), t->world);
+	s->ranks = bp_calloc((size_t)t->world, sizeof(*s->ranks), err);
+	if (!s->ranks)
+		return -1;
+	for (size_t r = 0; r < (size_t)t->world; r++) {
+		snprintf(w, sizeof(w), "%.200s.ranks[%zu]", where, r);
+		s->nranks = r + 1;
+		if (rank_from_json(&s->ranks[r], json_array_get(ranks, r), t, w, err) < 0)
+			return -1;
+		if (s->ranks[r].rank != (int)r)
+			return bp_errorf(err, "%s.rank is %d, expected %zu (ranks are in order)", w,
+					 s->ranks[r].rank, r);
+	}
+	return 0;
+}
+
+int bp_trace_from_json(struct bp_trace *t, json_t *root, struct bp_error *err)
+{
+	static const char *const keys[] = {"format", "plan_sha256", "method", "backend",
+					   "time_scale", "timeout_s", "max_bytes", "warmup",
+					   "world", "cluster", "steps", NULL};
+	static const char *const ckeys[] = {"tp", "cp", "pp", "dp", NULL};
+	const char *where = "trace";
+	char w[64];
+	if (bp_json_check_keys(root, keys, where, err) < 0 ||
+	    bp_json_check_format(root, BP_TRACE_FORMAT, where, err) < 0 ||
+	    bp_json_get_str(root, "plan_sha256", 1, t->plan_sha, sizeof(t->plan_sha), where,
+			    err) < 0 ||
+	    bp_json_get_str(root, "method", 1, t->method, sizeof(t->method), where, err) < 0 ||
+	    bp_json_get_str(root, "backend", 1, t->backend, sizeof(t->backend), where, err) < 0 ||
+	    bp_json_get_real(root, "time_scale", 1, 1e-9, 1e9, &t->time_scale, where, err) < 0 ||
+	    bp_json_get_real(root, "timeout_s", 1, 1e-9, 1e9, &t->timeout_s, where, err) < 0 ||
+	    bp_json_get_int(root, "max_bytes", 1, 0, INT64_MAX, &t->max_bytes, where, err) < 0 ||
+	    bp_json_get_int32(root, "warmup", 1, 0, 1 << 30, &t->warmup, where, err) < 0 ||
+	    bp_json_get_int32(root, "world", 1, 1, 1 << 24, &t->world, where, err) < 0)
+		return -1;
+	json_t *cl = bp_json_get_object(root, "cluster", where, err);
+	if (!cl || bp_json_check_keys(cl, ckeys, "trace.cluster", err) < 0 ||
+	    bp_json_get_int32(cl, "tp", 1, 1, 1 << 24, &t->tp, "trace.cluster", err) < 0 ||
+	    bp_json_get_int32(cl, "cp", 1, 1, 1 << 24, &t->cp, "trace.cluster", err) < 0 ||
+	    bp_json_get_int32(cl, "pp", 1, 1, 1 << 24, &t->pp, "trace.cluster", err) < 0 ||
+	    bp_json_get_int32(cl, "dp", 1, 1, 1 << 24, &t->dp, "trace.cluster", err) < 0)
+		return -1;
+	if ((int64_t)t->tp * t->cp * t->pp * t->dp != t->world)
+		return bp_errorf(err, "trace.world is %d, not tp*cp*pp*dp = %lld", t->world,
+				 (long long)t->tp * t->cp * t->pp * t->dp);
+	json_t *steps = bp_json_get_array(root, "steps", where, err);
+	if (!steps)
+		return -1;
+	size_t n = json_array_size(steps);
+	t->steps = bp_calloc(n ? n : 1, sizeof(*t->steps), err);
+	if (!t->steps)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(w, sizeof(w), "trace.steps[%zu]", i);
+		t->nsteps = i + 1;
+		if (step_from_json(&t->steps[i], json_array_get(steps, i), t, w, err) < 0)
+			return -1;
+		if (i > 0 && t->steps[i].index <= t->steps[i - 1].index)
+			return bp_errorf(err, "%s.index %lld is not after the previous step's", w,
+					 (long long)t->steps[i].index);
+	}
+	return 0;
+}

@@ -1,0 +1,354 @@
+/* test_attention.cu: balexec's attention kernels (executor/attn.cu) against a float64 CPU
+ * reference, on the GPU (label gpu; exit 77 without a device). Per layout: seeded bf16 inputs
+ * around N(0, 1), bp_attn_fwd then bp_attn_bwd on a non-default stream, and the reference
+ * O, lse, dQ, dK, dV from the same bf16 values; each tensor must have
+ * max |gpu - ref| / max |ref| below 1e-2. Outputs start as NaN so that a row left unwritten,
+ * or gradients accumulated instead of written, fail. Also checks that bad shapes (head_dim
+ * 96, heads not a multiple of kv_heads) are rejected with -1 and a message.
+ * Exit status: 0 all passed, 1 a failure, 77 no CUDA device. */
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <string>
+#include <vector>
+
+#include "attn.h"
+
+#define CUDA_OK(x)                                                                          \
+	do {                                                                                \
+		cudaError_t e_ = (x);                                                       \
+		if (e_ != cudaSuccess) {                                                    \
+			fprintf(stderr, "test_attention: %s:%d: %s: %s\n", __FILE__, __LINE__, \
+				#x, cudaGetErrorString(e_));                                \
+			exit(1);                                                            \
+		}                                                                           \
+	} while (0)
+
+static const double LIMIT = 1e-2;
+
+struct layout {
+	std::string name;
+	int heads, kv_heads, d;
+	std::vector<int> lq, lk; /* per segment */
+};
+
+static uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static double uniform01(uint64_t *s) /* in (0, 1) */
+{
+	return ((double)(splitmix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+static double normal(uint64_t *s)
+{
+	double u = uniform01(s), v = uniform01(s);
+	return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+/* bf16 round to nearest even, and back (inputs are finite). */
+static uint16_t to_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+static float from_bf16(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+struct buf {
+	void *p = nullptr;
+	explicit buf(size_t bytes) { CUDA_OK(cudaMalloc(&p, bytes > 0 ? bytes : 16)); }
+	~buf() { cudaFree(p); }
+	buf(const buf &) = delete;
+	buf &operator=(const buf &) = delete;
+};
+
+/* max |g - r| / max(max |r|, 1e-6); NaN in g gives NaN. */
+static double rel_err(const std::vector<double> &g, const std::vector<double> &r)
+{
+	double num = 0, den = 0;
+	for (size_t i = 0; i < r.size(); i++) {
+		double e = fabs(g[i] - r[i]);
+		if (!(e <= num))
+			num = e; /* keeps a NaN */
+		den = fmax(den, fabs(r[i]));
+	}
+	return num / fmax(den, 1e-6);
+}
+
+static int report(const layout &L, const char *tensor, double e)
+{
+	bool ok = e < LIMIT; /* false for NaN */
+	printf("test_attention: %-14s h%d/%d d%-3d %-3s max rel err %.3e %s\n", L.name.c_str(),
+	       L.heads, L.kv_heads, L.d, tensor, e, ok ? "ok" : "FAIL");
+	return ok ? 0 : 1;
+}
+
+/* The float64 reference of attn.h's definition, straight from the formulas (no tiling). */
+static void reference(const layout &L, const std::vector<int> &cu_q, const std::vector<int> &cu_kv,
+		      const std::vector<double> &q, const std::vector<double> &k,
+		      const std::vector<double> &v, const std::vector<double> &dout, double scale,
+		      std::vector<double> &o, std::vector<double> &lse, std::vector<double> &dq,
+		      std::vector<double> &dk, std::vector<double> &dv)
+{
+	const int H = L.heads, KH = L.kv_heads, D = L.d, group = H / KH;
+	const int64_t total_q = cu_q.back();
+	std::vector<double> p, dp;
+	for (size_t i = 0; i + 1 < cu_q.size(); i++) {
+		const int64_t qs = cu_q[i], ks = cu_kv[i];
+		const int lq = cu_q[i + 1] - cu_q[i], lk = cu_kv[i + 1] - cu_kv[i];
+		const int off = lk - lq;
+		for (int h = 0; h < H; h++) {
+			const int g = h / group;
+			for (int r = 0; r < lq; r++) {
+				const int nvis = r + off + 1;
+				const double *qr = &q[((qs + r) * H + h) * D];
+				const double *dor = &dout[((qs + r) * H + h) * D];
+				p.assign(nvis, 0);
+				dp.assign(nvis, 0);
+				double m = -INFINITY;
+				for (int c = 0; c < nvis; c++) {
+					const double *kc = &k[((ks + c) * KH + g) * D];
+					double s = 0;
+					for (int e = 0; e < D; e++)
+						s += qr[e] * kc[e];
+					p[c] = s * scale;
+					m = fmax(m, p[c]);
+				}
+				double l = 0;
+				for (int c = 0; c < nvis; c++) {
+					p[c] = exp(p[c] - m);
+					l += p[c];
+				}
+				lse[(int64_t)h * total_q + qs + r] = m + log(l);
+				double *orow = &o[((qs + r) * H + h) * D];
+				double dsum = 0;
+				for (int c = 0; c < nvis; c++) {
+					p[c] /= l;
+					const double *vc = &v[((ks + c) * KH + g) * D];
+					double x = 0;
+					for (int e = 0; e < D; e++) {
+						orow[e] += p[c] * vc[e];
+						x += dor[e] * vc[e];
+					}
+					dp[c] = x;
+					dsum += p[c] * x;
+				}
+				double *dqr = &dq[((qs + r) * H + h) * D];
+				for (int c = 0; c < nvis; c++) {
+					const double ds = p[c] * (dp[c] - dsum);
+					const double *kc = &k[((ks + c) * KH + g) * D];
+					double *dkc = &dk[((ks + c) * KH + g) * D];
+					double *dvc = &dv[((ks + c) * KH + g) * D];
+					for (int e = 0; e < D; e++) {
+						dqr[e] += scale * ds * kc[e];
+						dkc[e] += scale * ds * qr[e];
+						dvc[e] += p[c] * dor[e];
+					}
+				}
+			}
+		}
+	}
+}
+
+static void fill(std::vector<uint16_t> &h, std::vector<double> &d, size_t n, uint64_t *rng)
+{
+	h.resize(n);
+	d.resize(n);
+	for (size_t i = 0; i < n; i++) {
+		h[i] = to_bf16((float)normal(rng));
+		d[i] = from_bf16(h[i]);
+	}
+}
+
+static std::vector<double> from_device_bf16(const void *p, size_t n)
+{
+	std::vector<uint16_t> h(n);
+	CUDA_OK(cudaMemcpy(h.data(), p, n * 2, cudaMemcpyDeviceToHost));
+	std::vector<double> d(n);
+	for (size_t i = 0; i < n; i++)
+		d[i] = from_bf16(h[i]);
+	return d;
+}
+
+static int run_layout(const layout &L, uint64_t seed)
+{
+	const int nseg = (int)L.lq.size();
+	std::vector<int> cu_q(nseg + 1, 0), cu_kv(nseg + 1, 0);
+	int max_q = 0, max_kv = 0;
+	for (int i = 0; i < nseg; i++) {
+		cu_q[i + 1] = cu_q[i] + L.lq[i];
+		cu_kv[i + 1] = cu_kv[i] + L.lk[i];
+		max_q = L.lq[i] > max_q ? L.lq[i] : max_q;
+		max_kv = L.lk[i] > max_kv ? L.lk[i] : max_kv;
+	}
+	const int64_t tq = cu_q[nseg], tk = cu_kv[nseg];
+	const size_t nq = (size_t)tq * L.heads * L.d, nk = (size_t)tk * L.kv_heads * L.d;
+
+	uint64_t rng = seed;
+	std::vector<uint16_t> hq, hk, hv, hdo;
+	std::vector<double> q, k, v, dout;
+	fill(hq, q, nq, &rng);
+	fill(hk, k, nk, &rng);
+	fill(hv, v, nk, &rng);
+	fill(hdo, dout, nq, &rng);
+
+	struct bp_attn_shape s;
+	s.nseg = nseg;
+	s.heads = L.heads;
+	s.kv_heads = L.kv_heads;
+	s.head_dim = L.d;
+	s.total_q = tq;
+	s.total_kv = tk;
+	s.max_q = max_q;
+	s.max_kv = max_kv;
+	s.scale = (float)(1.0 / sqrt((double)L.d));
+	const size_t ws_bytes = bp_attn_bwd_workspace(&s);
+
+	buf dcq((nseg + 1) * 4), dckv((nseg + 1) * 4), dq_in(nq * 2), dk_in(nk * 2), dv_in(nk * 2),
+		ddo(nq * 2), dO(nq * 2), dlse((size_t)tq * L.heads * 4), ddq(nq * 2), ddk(nk * 2),
+		ddv(nk * 2), dws(ws_bytes);
+	CUDA_OK(cudaMemcpy(dcq.p, cu_q.data(), (nseg + 1) * 4, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(dckv.p, cu_kv.data(), (nseg + 1) * 4, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(dq_in.p, hq.data(), nq * 2, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(dk_in.p, hk.data(), nk * 2, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(dv_in.p, hv.data(), nk * 2, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(ddo.p, hdo.data(), nq * 2, cudaMemcpyHostToDevice));
+	/* All ones bits: NaN in bf16 and fp32. */
+	CUDA_OK(cudaMemset(dO.p, 0xff, nq * 2));
+	CUDA_OK(cudaMemset(dlse.p, 0xff, (size_t)tq * L.heads * 4));
+	CUDA_OK(cudaMemset(ddq.p, 0xff, nq * 2));
+	CUDA_OK(cudaMemset(ddk.p, 0xff, nk * 2));
+	CUDA_OK(cudaMemset(ddv.p, 0xff, nk * 2));
+	CUDA_OK(cudaMemset(dws.p, 0xff, ws_bytes));
+
+	cudaStream_t st;
+	CUDA_OK(cudaStreamCreate(&st));
+	struct bp_error err;
+	err.text[0] = '\0';
+	int bad = 0;
+	const int32_t *cq = (const int32_t *)dcq.p, *ckv = (const int32_t *)dckv.p;
+	if (bp_attn_fwd(&s, cq, ckv, (const uint16_t *)dq_in.p, (const uint16_t *)dk_in.p,
+			(const uint16_t *)dv_in.p, (uint16_t *)dO.p, (float *)dlse.p, st, &err) != 0 ||
+	    bp_attn_bwd(&s, cq, ckv, (const uint16_t *)dq_in.p, (const uint16_t *)dk_in.p,
+			(const uint16_t *)dv_in.p, (const uint16_t *)dO.p, (const uint16_t *)ddo.p,
+			(const float *)dlse.p, (uint16_t *)ddq.p, (uint16_t *)ddk.p,
+			(uint16_t *)ddv.p, dws.p, st, &err) != 0) {
+		printf("test_attention: %-14s FAIL: %s\n", L.name.c_str(), err.text);
+		cudaStreamDestroy(st);
+		return 1;
+	}
+	CUDA_OK(cudaStreamSynchronize(st));
+	CUDA_OK(cudaGetLastError());
+	CUDA_OK(cudaStreamDestroy(st));
+
+	std::vector<double> go = from_device_bf16(dO.p, nq), gdq = from_device_bf16(ddq.p, nq),
+			    gdk = from_device_bf16(ddk.p, nk), gdv = from_device_bf16(ddv.p, nk);
+	std::vector<float> lsef((size_t)tq * L.heads);
+	CUDA_OK(cudaMemcpy(lsef.data(), dlse.p, lsef.size() * 4, cudaMemcpyDeviceToHost));
+	std::vector<double> glse(lsef.begin(), lsef.end());
+
+	std::vector<double> o(nq, 0), lse((size_t)tq * L.heads, 0), dq(nq, 0), dk(nk, 0),
+		dv(nk, 0);
+	reference(L, cu_q, cu_kv, q, k, v, dout, (double)s.scale, o, lse, dq, dk, dv);
+	bad += report(L, "O", rel_err(go, o));
+	bad += report(L, "lse", rel_err(glse, lse));
+	bad += report(L, "dQ", rel_err(gdq, dq));
+	bad += report(L, "dK", rel_err(gdk, dk));
+	bad += report(L, "dV", rel_err(gdv, dv));
+	return bad;
+}
+
+/* A bad shape must give -1 and a message naming the problem, before touching any pointer. */
+static int expect_reject(const char *label, int heads, int kv_heads, int head_dim,
+			 const char *needle)
+{
+	struct bp_attn_shape s;
+	memset(&s, 0, sizeof s);
+	s.nseg = 1;
+	s.heads = heads;
+	s.kv_heads = kv_heads;
+	s.head_dim = head_dim;
+	s.total_q = s.total_kv = 16;
+	s.max_q = s.max_kv = 16;
+	s.scale = 0.125f;
+	int bad = 0;
+	for (int dir = 0; dir < 2; dir++) {
+		struct bp_error err;
+		err.text[0] = '\0';
+		int rc = dir == 0 ? bp_attn_fwd(&s, nullptr, nullptr, nullptr, nullptr, nullptr,
+						nullptr, nullptr, nullptr, &err)
+				  : bp_attn_bwd(&s, nullptr, nullptr, nullptr, nullptr, nullptr,
+						nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+						nullptr, nullptr, &err);
+		bool ok = rc == -1 && strstr(err.text, needle) != nullptr;
+		printf("test_attention: %s (%s) rejected: rc %d, \"%s\" %s\n", label,
+		       dir == 0 ? "fwd" : "bwd", rc, err.text, ok ? "ok" : "FAIL");
+		bad += !ok;
+	}
+	return bad;
+}
+
+int main(void)
+{
+	int ndev = 0;
+	cudaError_t e = cudaGetDeviceCount(&ndev);
+	if (e != cudaSuccess || ndev == 0) {
+		printf("test_attention: SKIP: no CUDA device (%s)\n",
+		       e != cudaSuccess ? cudaGetErrorString(e) : "device count 0");
+		return 77;
+	}
+
+	std::vector<layout> layouts;
+	layouts.push_back({"one-doc-1000", 2, 2, 128, {1000}, {1000}});
+	{
+		layout L{"short-37", 4, 2, 64, {}, {}};
+		uint64_t r = 37;
+		for (int i = 0; i < 37; i++) {
+			int n = 1 + (int)(splitmix(&r) % 80);
+			L.lq.push_back(n);
+			L.lk.push_back(n);
+		}
+		layouts.push_back(L);
+	}
+	layouts.push_back({"mixed", 2, 1, 128, {1, 127, 128, 0, 129, 513, 64, 65},
+			   {1, 127, 128, 0, 129, 513, 64, 65}});
+	/* Context-parallel shards: q_len < kv_len, incl. q_len 0 with keys (dK = dV = 0). */
+	layouts.push_back({"cp-shard", 2, 2, 64, {100, 64, 1, 0, 257, 63, 33},
+			   {300, 192, 77, 50, 1000, 63, 40}});
+	layouts.push_back({"cp-shard-d128", 4, 4, 128, {130, 31, 64}, {500, 31, 1024}});
+	layouts.push_back({"gqa-8-2", 8, 2, 128, {200, 333}, {200, 333}});
+	layouts.push_back({"gqa-d64", 8, 2, 64, {70, 190}, {70, 250}});
+	layouts.push_back({"one-doc-700", 2, 1, 64, {700}, {700}});
+
+	int bad = 0;
+	uint64_t seed = 20240601;
+	for (const layout &L : layouts)
+		bad += run_layout(L, seed++);
+	bad += expect_reject("head_dim 96", 4, 2, 96, "head_dim 96");
+	bad += expect_reject("heads 6, kv_heads 4", 6, 4, 64, "not a multiple of kv_heads");
+	bad += expect_reject("negative head_dim", 4, 2, -64, "negative size");
+
+	printf("test_attention: %s\n", bad ? "FAILED" : "all passed");
+	if (fflush(stdout) != 0 || ferror(stdout))
+		return 1;
+	return bad ? 1 : 0;
+}
