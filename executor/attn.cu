@@ -92,13 +92,15 @@ template <int D> struct bwd_smem {
 	static constexpr size_t q = v + (size_t)BN * LDH * 2;
 	static constexpr size_t dout = q + (size_t)BM * LDH * 2;
 	static constexpr size_t scr = dout + (size_t)BM * LDH * 2;
-	static constexpr size_t pt = scr + (size_t)NWARP * SCR * 4;
-	static constexpr size_t dst = pt + (size_t)BN * LDP * 2;
-	static constexpr size_t rows = dst + (size_t)BN * LDP * 2; /* lse2[BM], dsum[BM] */
+	/* P^T, then dS^T in the same place: one buffer keeps D = 128 at 113 KiB, two blocks
+	 * per SM on an H100 (228 KiB). */
+	static constexpr size_t pds = scr + (size_t)NWARP * SCR * 4;
+	static constexpr size_t rows = pds + (size_t)BN * LDP * 2; /* lse2[BM], dsum[BM] */
 	static constexpr size_t bytes = rows + (size_t)2 * BM * 4;
 };
 
 static_assert(fwd_smem<128>::p % 32 == 0 && fwd_smem<64>::p % 32 == 0, "wmma alignment");
+static_assert(bwd_smem<128>::bytes <= 113 * 1024, "two backward blocks per H100 SM");
 static_assert(bwd_smem<128>::rows % 32 == 0 && bwd_smem<64>::rows % 32 == 0, "wmma alignment");
 
 /* Segment and tile of block number b in the padded tile list (file comment): the largest
@@ -333,8 +335,7 @@ __global__ void __launch_bounds__(NTHREAD) attn_bwd_kernel(bwd_args a)
 	bf16 *vs = reinterpret_cast<bf16 *>(smem + L::v);
 	bf16 *qs = reinterpret_cast<bf16 *>(smem + L::q);
 	bf16 *dos = reinterpret_cast<bf16 *>(smem + L::dout);
-	bf16 *pt = reinterpret_cast<bf16 *>(smem + L::pt);   /* P^T, 64 keys x 64 queries */
-	bf16 *dst = reinterpret_cast<bf16 *>(smem + L::dst); /* dS^T, likewise */
+	bf16 *pds = reinterpret_cast<bf16 *>(smem + L::pds); /* P^T or dS^T, 64 keys x 64 queries */
 	float *lse2 = reinterpret_cast<float *>(smem + L::rows);
 	float *dsum = lse2 + BM;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -409,28 +410,26 @@ __global__ void __launch_bounds__(NTHREAD) attn_bwd_kernel(bwd_args a)
 			}
 			__syncwarp();
 
-			/* Alg. 2 line 12: P = exp(scale S - L_i) (masked entries 0); line 15:
-			 * dS = P o (dP - D_i). Both stored transposed, bf16, for the products. */
+			/* Alg. 2 line 12: P = exp(scale S - L_i), masked entries 0; kept in fp32 in
+			 * place of S for line 15, and as bf16 P^T for the product. */
 #pragma unroll
 			for (int j = 0; j < BM / 2; j++) {
 				const int c = half + 2 * j;
 				const int r = q0 + c;
 				const bool ok = r < lq && key < lk && key <= r + off;
 				const float p = ok ? exp2f(scr[rr * LDS + c] * a.scale_log2 - lse2[c]) : 0.f;
-				const float ds = p * (scr2[rr * LDS + c] - dsum[c]);
-				pt[(warp * 16 + rr) * LDP + c] = __float2bfloat16_rn(p);
-				dst[(warp * 16 + rr) * LDP + c] = __float2bfloat16_rn(ds);
+				scr[rr * LDS + c] = p;
+				pds[(warp * 16 + rr) * LDP + c] = __float2bfloat16_rn(p);
 			}
 			__syncwarp();
 
-			/* Alg. 2 line 13: dV_j += P^T dO_i; line 17: dK_j += dS^T Q_i (the softmax
-			 * scale is applied once, at the write). One product at a time, kk not
-			 * unrolled: at D = 128 the 16 dK, dV fragments leave no room for more (ptxas
-			 * -v: 252 registers, no spill, with CUDA 13.0). */
+			/* Alg. 2 line 13: dV_j += P^T dO_i. One product at a time, kk not unrolled: at
+			 * D = 128 the 16 dK, dV fragments leave little room (ptxas -v with CUDA 13.0:
+			 * 252 registers, no spill). */
 #pragma unroll 1
 			for (int kk = 0; kk < BM / 16; kk++) {
 				frag_a x;
-				wmma::load_matrix_sync(x, pt + warp * 16 * LDP + kk * 16, LDP);
+				wmma::load_matrix_sync(x, pds + warp * 16 * LDP + kk * 16, LDP);
 #pragma unroll
 				for (int j = 0; j < D / 16; j++) {
 					frag_b y;
@@ -438,10 +437,23 @@ __global__ void __launch_bounds__(NTHREAD) attn_bwd_kernel(bwd_args a)
 					wmma::mma_sync(dv[j], x, y, dv[j]);
 				}
 			}
+			__syncwarp(); /* this warp's P^T rows are read; dS^T replaces them */
+
+			/* Alg. 2 line 15: dS = P o (dP - D_i), stored as bf16 dS^T. */
+#pragma unroll
+			for (int j = 0; j < BM / 2; j++) {
+				const int c = half + 2 * j;
+				const float ds = scr[rr * LDS + c] * (scr2[rr * LDS + c] - dsum[c]);
+				pds[(warp * 16 + rr) * LDP + c] = __float2bfloat16_rn(ds);
+			}
+			__syncwarp();
+
+			/* Alg. 2 line 17: dK_j += dS^T Q_i (the softmax scale is applied once, at the
+			 * write). */
 #pragma unroll 1
 			for (int kk = 0; kk < BM / 16; kk++) {
 				frag_a x;
-				wmma::load_matrix_sync(x, dst + warp * 16 * LDP + kk * 16, LDP);
+				wmma::load_matrix_sync(x, pds + warp * 16 * LDP + kk * 16, LDP);
 #pragma unroll
 				for (int j = 0; j < D / 16; j++) {
 					frag_b y;
@@ -462,7 +474,7 @@ __global__ void __launch_bounds__(NTHREAD) attn_bwd_kernel(bwd_args a)
 				for (int kk = 0; kk < BN / 16; kk++) {
 					frag_at x;
 					frag_b y;
-					wmma::load_matrix_sync(x, dst + kk * 16 * LDP + warp * 16, LDP);
+					wmma::load_matrix_sync(x, pds + kk * 16 * LDP + warp * 16, LDP);
 					wmma::load_matrix_sync(y, ks + kk * 16 * LDH + j * 16, LDH);
 					wmma::mma_sync(dq, x, y, dq);
 				}

@@ -606,6 +606,12 @@ static int rank_n(const struct bp_rdv_opts *o, void *blob, size_t *len, size_t c
 	int fd = dial(o, deadline, &rc, err);
 	if (fd < 0)
 		return rc;
+	/* Rank 0 is listening, so it started before now and gives up (telling everyone why) at
+	 * the latest timeout_s from now: wait that long plus a grace for its answer, so a rank
+	 * that started earlier than rank 0 hears rank 0's reason instead of timing out alone. */
+	double reply = now_s() + o->timeout_s + ERROR_GRACE_S;
+	if (reply > deadline)
+		deadline = reply;
 	hdr_fill(&h, o, T_HELLO, 0);
 	hdr_pack(&h, b);
 	if ((io = write_all(fd, b, sizeof(b), deadline)) != 0) {
