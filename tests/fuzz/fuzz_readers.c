@@ -1,5 +1,6 @@
 /* fuzz_readers.c: libFuzzer harness for every text reader: the first input byte picks the
- * reader (dataset in any format, profile, plan), the rest is the text. A reader must return
+ * reader (dataset in any format, profile, plan, trace, and balexec's Slurm hostlist and port
+ * list parsers), the rest is the text. A reader must return
  * 0 or -1 with a message, never crash, leak or read out of bounds (ASan+UBSan). */
 #include <stddef.h>
 #include <stdint.h>
@@ -10,6 +11,8 @@
 #include "jsonutil.h"
 #include "plan.h"
 #include "profile.h"
+#include "rendezvous.h"
+#include "trace.h"
 
 static int profile_cb(void *out, json_t *root, struct bp_error *err)
 {
@@ -21,6 +24,11 @@ static int plan_cb(void *out, json_t *root, struct bp_error *err)
 	return bp_plan_from_json(out, root, err);
 }
 
+static int trace_cb(void *out, json_t *root, struct bp_error *err)
+{
+	return bp_trace_from_json(out, root, err);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -30,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct bp_error err;
 	const char *text = (const char *)data + 1;
 	size_t len = size - 1;
-	switch (data[0] % 3) {
+	switch (data[0] % 5) {
 	case 0: {
 		struct bp_dataset ds;
 		bp_dataset_init(&ds);
@@ -47,7 +55,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		bp_profile_release(&p);
 		break;
 	}
-	default: {
+	case 3: {
+		struct bp_trace t;
+		bp_trace_init(&t);
+		if (bp_json_parse_text(text, len, trace_cb, &t, &err) < 0 && !err.text[0])
+			abort();
+		bp_trace_release(&t);
+		break;
+	}
+	case 4: {
+		/* The environment strings balexec parses: NUL-terminated copies. */
+		char *z = malloc(len + 1), host[256];
+		int port = 0;
+		if (!z)
+			abort();
+		memcpy(z, text, len);
+		z[len] = 0;
+		if (bp_slurm_first_host(z, host, sizeof(host), &err) < 0 && !err.text[0])
+			abort();
+		if (bp_slurm_first_port(z, &port, &err) == 0 && (port < 1 || port > 65535))
+			abort();
+		free(z);
+		break;
+	}
+	case 2: {
 		struct bp_plan p;
 		bp_plan_init(&p);
 		if (bp_json_parse_text(text, len, plan_cb, &p, &err) < 0 && !err.text[0])
