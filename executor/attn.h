@@ -17,7 +17,9 @@
  *
  * Every function is asynchronous on the given stream (cudaStream_t passed as void *) and
  * returns 0, or -1 with err filled from the CUDA error (launch configuration, unsupported
- * head_dim). cu_q and cu_kv are device arrays of nseg + 1 int32. */
+ * head_dim, heads not a multiple of kv_heads, total_kv < total_q, a tensor pointer that is
+ * NULL or not 16-byte aligned, a non-finite scale). cu_q and cu_kv are device arrays of
+ * nseg + 1 int32 whose contents are trusted (a segment with kv_len < q_len is skipped). */
 #ifndef BP_ATTN_H
 #define BP_ATTN_H
 
