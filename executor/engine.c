@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "engine.h"
+#include "sim.h"
 
 #ifdef BP_HAVE_MPI
 extern const struct bp_backend bp_backend_host;
@@ -104,25 +105,6 @@ static double wall_us(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-/* Operation k of stage s in a pipeline of m micro-batches, as planner/sim.c runs them. */
-static int op_at(int pp, size_t m, int s, size_t k, size_t *mb)
-{
-	size_t warm = (size_t)(pp - s - 1);
-	if (warm > m)
-		warm = m;
-	if (k < warm) {
-		*mb = k;
-		return 0;
-	}
-	size_t steady = m - warm, t = k - warm;
-	if (t < 2 * steady) {
-		*mb = t % 2 == 0 ? warm + t / 2 : t / 2;
-		return t % 2;
-	}
-	*mb = steady + (t - 2 * steady);
-	return 1;
 }
 
 static size_t cap_bytes(const struct bp_engine *e, double bytes, int n)
@@ -333,7 +315,7 @@ static int run_step(struct bp_engine *e, size_t si, double *rec, struct bp_error
 	}
 	for (size_t k = 0; k < 2 * m; k++) {
 		size_t j;
-		int bwd = op_at(pp, m, s, k, &j);
+		int bwd = bp_sim_1f1b_op(pp, m, s, k, &j);
 		const struct bp_mb *mb = &pi->mbs[j];
 		double tokens = (double)mb->tokens;
 		/* Bytes as bp_cost_p2p counts them: the micro-batch's hidden states per TP/CP

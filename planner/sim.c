@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The k-th op of stage s in 1F1B order: sets *mb and returns 0 for forward, 1 for backward. */
-static int op_at(int pp, size_t m, int s, size_t k, size_t *mb)
+int bp_sim_1f1b_op(int pp, size_t m, int s, size_t k, size_t *mb)
 {
 	size_t warm = (size_t)(pp - s - 1);
 	if (warm > m)
@@ -67,7 +66,7 @@ int bp_sim_1f1b(const struct bp_sim_pipe *in, struct bp_sim_result *out, struct 
 		for (int s = 0; s < pp; s++) {
 			while (next[s] < 2 * m) {
 				size_t j;
-				int is_b = op_at(pp, m, s, next[s], &j);
+				int is_b = bp_sim_1f1b_op(pp, m, s, next[s], &j);
 				size_t idx = j * pp + s;
 				double p2p = in->p2p ? in->p2p[j] : 0.0;
 				double ready;

@@ -32,6 +32,12 @@ struct bp_sim_result {
 	double *b_start;     /* [j * pp + s] caller-owned or NULL */
 };
 
+/* The k-th op (0 <= k < 2m) of stage s in a 1F1B pipeline of pp stages and m micro-batches:
+ * min(pp - s - 1, m) warm-up forwards, then one forward and one backward, then the drain.
+ * Sets *mb and returns 0 for a forward, 1 for a backward. The simulator and balexec's engine
+ * both run ops in this order. */
+int bp_sim_1f1b_op(int pp, size_t m, int s, size_t k, size_t *mb);
+
 /* Runs the schedule. The result arrays must hold pp (or m*pp) entries. Returns 0, or -1 on
  * bad input (negative or non-finite time). */
 int bp_sim_1f1b(const struct bp_sim_pipe *in, struct bp_sim_result *out, struct bp_error *err);
