@@ -7,6 +7,7 @@
  * "balexec: error: rank 3 (node1): ...". A rank that fails once the replay has started ends
  * every rank (the backend's abort), so srun and mpirun exit non-zero. */
 #include <getopt.h>
+#include <signal.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,13 +69,14 @@ static void usage(FILE *f)
 		"                    analytic profile the plan names)\n"
 		"  --rendezvous HOST:PORT  where rank 0 listens (default: the first node of the\n"
 		"                    Slurm step and the port of srun --resv-ports=1; or the\n"
-		"                    BALPLAN_RENDEZVOUS environment variable)\n"
+		"                    BALPLAN_RENDEZVOUS environment variable); 'none': skip it\n"
+		"                    (host backend: MPI's own start-up then checks the world)\n"
 		"  --rank R, --world W  this process's rank and the world size, for launchers that\n"
 		"                    set no SLURM_PROCID / SLURM_NTASKS\n"
 		"  --local-rank L    the GPU of this node to use (default SLURM_LOCALID, else 0)\n"
 		"  --debug-hang-rank R    rank R sleeps forever in its first step\n"
 		"  --debug-exit-rank R    rank R exits (status 1) in its first step\n"
-		"  --debug-absent-rank R  rank R never joins the rendezvous\n\n"
+		"  --debug-absent-rank R  rank R never joins the rendezvous (or MPI_Init)\n\n"
 		"Rank and world come from SLURM_PROCID / SLURM_NTASKS (flags override) and must\n"
 		"match the runtime's world (MPI's for the host backend) and the plan's GPU count,\n"
 		"or every rank refuses to start. Ranks meet at a TCP rendezvous first (when srun\n"
@@ -203,14 +205,53 @@ static int check_world(int mpi_rank, int mpi_world, int64_t l_rank, int64_t l_wo
 	return 0;
 }
 
+/* A watchdog for the calls that take no timeout of their own (MPI_Init, MPI's group
+ * creation; the CUDA backend's have their own deadlines and come first): SIGALRM after the
+ * timeout plus a grace prints a prepared message and ends the process with EXIT_TIMEOUT.
+ * Only async-signal-safe calls in the handler. */
+static char g_wd_msg[512];
+static size_t g_wd_len;
+
+static void watchdog_fire(int sig)
+{
+	(void)sig;
+	ssize_t w = write(STDERR_FILENO, g_wd_msg, g_wd_len);
+	(void)w;
+	_exit(EXIT_TIMEOUT);
+}
+
+static void watchdog_arm(double seconds, const char *what)
+{
+	struct sigaction sa;
+	int n = snprintf(g_wd_msg, sizeof(g_wd_msg),
+			 "balexec: error: rank %d (%s): timed out after %.0f s in %s (a peer "
+			 "that never came, or a launcher that started the ranks apart)\n",
+			 g_rank, g_host, seconds, what);
+	g_wd_len = n < 0 ? 0 : (size_t)n < sizeof(g_wd_msg) ? (size_t)n : sizeof(g_wd_msg) - 1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = watchdog_fire;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, NULL);
+	alarm((unsigned)(seconds + 0.999));
+}
+
+static void watchdog_disarm(void)
+{
+	alarm(0);
+	signal(SIGALRM, SIG_DFL);
+}
+
 /* Where the rendezvous listens: --rendezvous HOST:PORT, else BALPLAN_RENDEZVOUS, else the
  * first node of the Slurm step (SLURM_STEP_NODELIST, or SLURM_JOB_NODELIST) and the first
- * port srun reserved (SLURM_STEP_RESV_PORTS, from `srun --resv-ports=1`). 1 found, 0 none,
+ * port srun reserved (SLURM_STEP_RESV_PORTS, from `srun --resv-ports=1`; Slurm may reserve
+ * one per step anyway when MpiParams=ports is set). "none" turns it off. 1 found, 0 none,
  * -1 malformed (printed). */
 static int rdv_address(const char *flag, char *host, size_t hostn, int *port)
 {
 	struct bp_error err;
 	const char *spec = flag ? flag : getenv("BALPLAN_RENDEZVOUS");
+	if (spec && !strcmp(spec, "none"))
+		return 0;
 	if (spec && *spec) {
 		const char *colon = strrchr(spec, ':');
 		int64_t v;
@@ -485,8 +526,9 @@ int main(int argc, char **argv)
 		rc = EXIT_DATA;
 		goto done;
 	}
-	if (found && l_rank == absent_rank) {
-		/* Debug: this rank never joins; the others must give up at the timeout. */
+	if (l_rank >= 0 && l_rank == absent_rank) {
+		/* Debug: this rank never joins the rendezvous (ours, or without one MPI's inside
+		 * MPI_Init); the others must give up at the timeout. */
 		struct timespec ts = {(time_t)eo.timeout_s + 5, 0};
 		nanosleep(&ts, NULL);
 		exec_error("did not join the rendezvous (--debug-absent-rank)");
@@ -508,6 +550,7 @@ int main(int argc, char **argv)
 
 	struct bp_backend_args ba = {(int)l_rank, (int)l_world, (int)l_local, eo.timeout_s,
 				     uid_len ? uid : NULL, uid_len};
+	watchdog_arm(eo.timeout_s + 5, "starting the backend");
 	if (be->init(&st, &ba, &rt_rank, &rt_world, g_host, sizeof(g_host), &err) < 0) {
 		exec_error("cannot start the %s backend: %s", be->name, err.text);
 		rc = EXIT_DATA;
@@ -521,7 +564,9 @@ int main(int argc, char **argv)
 	g_rank = rt_rank;
 
 	/* From here on every rank runs the same collective calls: a failure ends them all. */
+	watchdog_arm(eo.timeout_s + 5, "making the communication groups");
 	eng = bp_engine_new(&plan, &cm, be, st, rt_rank, rt_world, &eo, &err);
+	watchdog_disarm();
 	if (!eng) {
 		exec_error("%s", err.text);
 		be->abort(st, EXIT_DATA);
@@ -548,6 +593,7 @@ int main(int argc, char **argv)
 	bp_engine_free(eng);
 	rc = EXIT_OK;
 done:
+	watchdog_disarm();
 	if (have_cm)
 		bp_costmodel_release(&cm);
 	bp_profile_release(&prof);
