@@ -564,15 +564,17 @@ int check_shape(const struct bp_attn_shape *s, const char *what, struct bp_error
 	return 0;
 }
 
-/* The 16-byte vector loads and stores need aligned rows; rows are head_dim * 2 bytes. */
-int check_ptr(const void *p, int needed, const char *what, const char *name, struct bp_error *err)
+/* The tensors move in 16-byte vectors, so their rows (head_dim * 2 bytes) must be 16-byte
+ * aligned; cu_q, cu_kv and lse are read one element at a time and need only their element's
+ * alignment (4). align 0: the pointer is not used (an empty tensor). */
+int check_ptr(const void *p, int align, const char *what, const char *name, struct bp_error *err)
 {
-	if (!needed)
+	if (!align)
 		return 0;
 	if (!p)
 		return bp_errorf(err, "%s: '%s' is null", what, name);
-	if ((uintptr_t)p % 16 != 0)
-		return bp_errorf(err, "%s: '%s' is not 16-byte aligned", what, name);
+	if ((uintptr_t)p % (uintptr_t)align != 0)
+		return bp_errorf(err, "%s: '%s' is not %d-byte aligned", what, name, align);
 	return 0;
 }
 
@@ -668,10 +670,11 @@ extern "C" int bp_attn_fwd(const struct bp_attn_shape *s, const int32_t *cu_q,
 	if (s->nseg == 0)
 		return 0;
 	const int hq = s->total_q > 0, hk = s->total_kv > 0;
-	if (check_ptr(cu_q, 1, what, "cu_q", err) || check_ptr(cu_kv, 1, what, "cu_kv", err) ||
-	    check_ptr(q, hq, what, "q", err) || check_ptr(k, hk, what, "k", err) ||
-	    check_ptr(v, hk, what, "v", err) || check_ptr(o, hq, what, "o", err) ||
-	    check_ptr(lse, hq, what, "lse", err))
+	const int aq = hq ? 16 : 0, ak = hk ? 16 : 0;
+	if (check_ptr(cu_q, 4, what, "cu_q", err) || check_ptr(cu_kv, 4, what, "cu_kv", err) ||
+	    check_ptr(q, aq, what, "q", err) || check_ptr(k, ak, what, "k", err) ||
+	    check_ptr(v, ak, what, "v", err) || check_ptr(o, aq, what, "o", err) ||
+	    check_ptr(lse, hq ? 4 : 0, what, "lse", err))
 		return -1;
 	if (!hq)
 		return 0; /* no query row: nothing to write */
@@ -708,12 +711,13 @@ extern "C" int bp_attn_bwd(const struct bp_attn_shape *s, const int32_t *cu_q,
 	if (s->nseg == 0)
 		return 0;
 	const int hq = s->total_q > 0, hk = s->total_kv > 0;
-	if (check_ptr(cu_q, 1, what, "cu_q", err) || check_ptr(cu_kv, 1, what, "cu_kv", err) ||
-	    check_ptr(q, hq, what, "q", err) || check_ptr(k, hk, what, "k", err) ||
-	    check_ptr(v, hk, what, "v", err) || check_ptr(o, hq, what, "o", err) ||
-	    check_ptr(dout, hq, what, "dout", err) || check_ptr(lse, hq, what, "lse", err) ||
-	    check_ptr(dq, hq, what, "dq", err) || check_ptr(dk, hk, what, "dk", err) ||
-	    check_ptr(dv, hk, what, "dv", err) || check_ptr(ws, hq, what, "ws", err))
+	const int aq = hq ? 16 : 0, ak = hk ? 16 : 0;
+	if (check_ptr(cu_q, 4, what, "cu_q", err) || check_ptr(cu_kv, 4, what, "cu_kv", err) ||
+	    check_ptr(q, aq, what, "q", err) || check_ptr(k, ak, what, "k", err) ||
+	    check_ptr(v, ak, what, "v", err) || check_ptr(o, aq, what, "o", err) ||
+	    check_ptr(dout, aq, what, "dout", err) || check_ptr(lse, hq ? 4 : 0, what, "lse", err) ||
+	    check_ptr(dq, aq, what, "dq", err) || check_ptr(dk, ak, what, "dk", err) ||
+	    check_ptr(dv, ak, what, "dv", err) || check_ptr(ws, aq, what, "ws", err))
 		return -1;
 	if (!hk)
 		return 0; /* no key, hence no query row either */

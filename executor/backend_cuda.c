@@ -45,8 +45,9 @@
  * - Communicators are non-blocking (ncclConfig_t.blocking = 0): any NCCL call may return
  *   ncclInProgress, after which ncclCommGetAsyncError must be polled until it reports
  *   ncclSuccess before the communicator is used again (NCCL user guide, "Creating a
- *   communication with options": blocking = 0 asks NCCL never to block in any call). So no call here blocks without a deadline:
- *   init, split, every enqueue and every completion (cudaEventQuery) poll until timeout_s.
+ *   communication with options": blocking = 0 asks NCCL never to block in any call). So
+ *   no call here blocks without a deadline: init, split, every enqueue and every completion
+ *   (cudaEventQuery) poll until timeout_s.
  *   A timeout aborts every communicator (ncclCommAbort also ends kernels still waiting for a
  *   peer) and returns BP_EXEC_TIMEOUT naming whom this rank waited for; balexec then calls
  *   abort, which exits, and srun --kill-on-bad-exit ends the others.
