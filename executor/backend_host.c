@@ -365,45 +365,6 @@ static MPI_Comm comm_of(void *g)
 
 /* Gradients and partial sums are summed; bytes carry no numbers here, so MPI_BOR on
  * MPI_BYTE (a reduction MPI defines for bytes) moves the same amount of data. */
-static int host_allreduce(void *st, void *g, void *buf, size_t bytes, const struct bp_wait *w,
-			  struct bp_error *err)
-{
-	MPI_Request r;
-	int rc;
-	if (check_count(bytes, err) < 0)
-		return -1;
-	rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)bytes, MPI_BYTE, MPI_BOR, comm_of(g), &r);
-	if (rc != MPI_SUCCESS)
-		return mpi_fail(err, rc, "MPI_Iallreduce");
-	return wait_all(st, &r, 1, w, g, err);
-}
-
-static int host_allgather(void *st, void *g, const void *in, void *out, size_t bytes,
-			  const struct bp_wait *w, struct bp_error *err)
-{
-	MPI_Request r;
-	int rc;
-	if (check_count(bytes, err) < 0)
-		return -1;
-	rc = MPI_Iallgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, comm_of(g), &r);
-	if (rc != MPI_SUCCESS)
-		return mpi_fail(err, rc, "MPI_Iallgather");
-	return wait_all(st, &r, 1, w, g, err);
-}
-
-static int host_reducescatter(void *st, void *g, const void *in, void *out, size_t bytes,
-			      const struct bp_wait *w, struct bp_error *err)
-{
-	MPI_Request r;
-	int rc;
-	if (check_count(bytes, err) < 0)
-		return -1;
-	rc = MPI_Ireduce_scatter_block(in, out, (int)bytes, MPI_BYTE, MPI_BOR, comm_of(g), &r);
-	if (rc != MPI_SUCCESS)
-		return mpi_fail(err, rc, "MPI_Ireduce_scatter_block");
-	return wait_all(st, &r, 1, w, g, err);
-}
-
 static int start_coll(const struct bp_op_coll *c, MPI_Request *r, struct bp_error *err)
 {
 	MPI_Comm comm = comm_of(c->group);
@@ -424,6 +385,35 @@ static int start_coll(const struct bp_op_coll *c, MPI_Request *r, struct bp_erro
 	if (rc != MPI_SUCCESS)
 		return mpi_fail(err, rc, c->what);
 	return 0;
+}
+
+/* A blocking collective: what start_coll starts for an op, then waited for. */
+static int blocking_coll(void *st, enum bp_coll_kind kind, void *g, const void *in, void *out,
+			 size_t bytes, const struct bp_wait *w, struct bp_error *err)
+{
+	struct bp_op_coll c = {kind, g, in, out, bytes, w->what};
+	MPI_Request r;
+	if (start_coll(&c, &r, err) < 0)
+		return -1;
+	return wait_all(st, &r, 1, w, g, err);
+}
+
+static int host_allreduce(void *st, void *g, void *buf, size_t bytes, const struct bp_wait *w,
+			  struct bp_error *err)
+{
+	return blocking_coll(st, BP_EXEC_ALLREDUCE, g, buf, buf, bytes, w, err);
+}
+
+static int host_allgather(void *st, void *g, const void *in, void *out, size_t bytes,
+			  const struct bp_wait *w, struct bp_error *err)
+{
+	return blocking_coll(st, BP_EXEC_ALLGATHER, g, in, out, bytes, w, err);
+}
+
+static int host_reducescatter(void *st, void *g, const void *in, void *out, size_t bytes,
+			      const struct bp_wait *w, struct bp_error *err)
+{
+	return blocking_coll(st, BP_EXEC_REDUCESCATTER, g, in, out, bytes, w, err);
 }
 
 static int host_barrier(void *st, void *g, const struct bp_wait *w, struct bp_error *err)
