@@ -20,6 +20,7 @@
 #include "engine.h"
 #include "jsonutil.h"
 #include "rendezvous.h"
+#include "solve.h"
 #include "trace.h"
 
 enum { EXIT_TIMEOUT = 3 };
@@ -131,9 +132,8 @@ static int print_summary(const struct bp_trace *tr, size_t lo, size_t hi)
 		exec_error("cannot print the summary: out of memory");
 		return EXIT_DATA;
 	}
-	printf("balexec: %s backend, %d ranks (tp %d cp %d pp %d dp %d), steps %zu:%zu, "
-	       "warm-up %d, time scale %g\n", tr->backend, tr->world, tr->tp, tr->cp, tr->pp,
-	       tr->dp, lo, hi, tr->warmup, tr->time_scale);
+	printf("balexec: %s backend, %d ranks, steps %zu:%zu, warm-up %d, time scale %g\n",
+	       tr->backend, tr->world, lo, hi, tr->warmup, tr->time_scale);
 	printf("%6s %14s %14s %9s\n", "step", "measured_ms", "predicted_ms", "error");
 	for (size_t i = 0; i < tr->nsteps; i++) {
 		const struct bp_trace_step *s = &tr->steps[i];
@@ -310,7 +310,7 @@ int main(int argc, char **argv)
 	struct bp_error err;
 	struct bp_plan plan;
 	struct bp_profile prof;
-	struct bp_costmodel cm;
+	struct bp_costs cm;
 	struct bp_trace tr;
 	struct bp_engine *eng = NULL;
 	const struct bp_backend *be = NULL;
@@ -491,14 +491,18 @@ int main(int argc, char **argv)
 		rc = EXIT_DATA;
 		goto done;
 	}
-	{
-		struct bp_scheme sc = {plan.cluster.tp, plan.cluster.cp, plan.cluster.pp};
-		if (bp_costmodel_init(&cm, &prof, sc, plan.cluster.dp, &err) < 0) {
-			exec_error("cannot make the cost model: %s", err.text);
-			rc = EXIT_DATA;
-			goto done;
-		}
-		have_cm = 1;
+	/* The same validation as balplan check, on every rank before anything starts: an
+	 * invalid or edited plan never replays. */
+	if (bp_plan_check(&plan, &prof, &err) < 0) {
+		exec_error("plan '%s' is invalid: %s", argv[optind], err.text);
+		rc = EXIT_DATA;
+		goto done;
+	}
+	have_cm = 1;
+	if (bp_plan_costs(&plan, &prof, &cm, &err) < 0) {
+		exec_error("cannot make the cost model: %s", err.text);
+		rc = EXIT_DATA;
+		goto done;
 	}
 
 	/* The rendezvous (executor/rendezvous.h): every rank shows up with the same plan and
@@ -595,7 +599,7 @@ int main(int argc, char **argv)
 done:
 	watchdog_disarm();
 	if (have_cm)
-		bp_costmodel_release(&cm);
+		bp_costs_release(&cm);
 	bp_profile_release(&prof);
 	bp_plan_release(&plan);
 	bp_trace_release(&tr);

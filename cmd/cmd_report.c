@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cmdutil.h"
+#include "validate.h"
 #include "commands.h"
 #include "jsonutil.h"
 #include "refit.h"
@@ -159,11 +160,9 @@ static int check_match(const struct bp_plan *p, const struct bp_trace *t, const 
 		return cmd_error("trace '%s' is not a replay of plan '%s': its plan_sha256 is "
 				 "%.12s..., the plan file's sha256 is %.12s...", tp_, pp_,
 				 t->plan_sha, sha);
-	if (t->tp != c->tp || t->cp != c->cp || t->pp != c->pp || t->dp != c->dp ||
-	    t->world != c->gpus)
-		return cmd_error("trace '%s' has tp %d cp %d pp %d dp %d (world %d), plan '%s' "
-				 "tp %d cp %d pp %d dp %d (%d GPUs)", tp_, t->tp, t->cp, t->pp,
-				 t->dp, t->world, pp_, c->tp, c->cp, c->pp, c->dp, c->gpus);
+	if (t->world != c->gpus)
+		return cmd_error("trace '%s' has world %d, plan '%s' %d GPUs", tp_, t->world, pp_,
+				 c->gpus);
 	for (size_t i = 0; i < t->nsteps; i++) {
 		const struct bp_trace_step *s = &t->steps[i];
 		steps[i] = find_step(p, s->index);
@@ -172,17 +171,21 @@ static int check_match(const struct bp_plan *p, const struct bp_trace *t, const 
 					 tp_, (long long)s->index, pp_, p->nsteps);
 		for (size_t r = 0; r < s->nranks; r++) {
 			const struct bp_trace_rank *k = &s->ranks[r];
-			int want = k->tp_i + c->tp * (k->cp_i + c->cp * (k->dp_i + c->dp * k->pp_i));
-			if (want != k->rank)
-				return cmd_error("trace '%s' step %lld: rank %d has the role of rank %d "
-						 "(tp_i %d cp_i %d dp_i %d pp_i %d)", tp_,
-						 (long long)s->index, k->rank, want, k->tp_i,
-						 k->cp_i, k->dp_i, k->pp_i);
-			size_t want_mbs = steps[i]->pipes[k->dp_i].nmbs;
+			struct bp_place want = bp_layout_place(bp_plan_layout(p, steps[i]), k->rank);
+			if (k->layout != steps[i]->layout || want.pipe != k->pipe ||
+			    want.stage != k->stage || want.cp_i != k->cp_i || want.tp_i != k->tp_i)
+				return cmd_error("trace '%s' step %lld: rank %d has the role (layout %d "
+						 "pipeline %d stage %d cp %d tp %d), plan '%s' gives "
+						 "it (layout %d pipeline %d stage %d cp %d tp %d)",
+						 tp_, (long long)s->index, k->rank, k->layout,
+						 k->pipe, k->stage, k->cp_i, k->tp_i, pp_,
+						 steps[i]->layout, want.pipe, want.stage, want.cp_i,
+						 want.tp_i);
+			size_t want_mbs = k->pipe >= 0 ? steps[i]->pipes[k->pipe].nmbs : 0;
 			if (k->nmbs != want_mbs)
 				return cmd_error("trace '%s' step %lld: rank %d has %zu micro-batches, "
 						 "pipeline %d of plan '%s' has %zu", tp_,
-						 (long long)s->index, k->rank, k->nmbs, k->dp_i, pp_,
+						 (long long)s->index, k->rank, k->nmbs, k->pipe, pp_,
 						 want_mbs);
 		}
 	}
@@ -197,9 +200,15 @@ static json_t *chrome_json(const struct bp_plan *p, const struct bp_trace *t,
 {
 	int ok = 1;
 	json_t *root = json_object(), *ev = json_array(), *other = json_object();
-	const struct bp_cluster *c = &p->cluster;
 	double scale = t->time_scale;
-	for (int k = 0; k < c->dp; k++) {
+	/* Processes are pipelines (the most any layout has); threads are ranks, named by their
+	 * role in the first replayed step's layout. */
+	const struct bp_layout *l0 = t->nsteps ? bp_plan_layout(p, steps[0]) : &p->layouts[0];
+	size_t npipes = 0;
+	for (size_t i = 0; i < p->nlayouts; i++)
+		if (p->layouts[i].npipes > npipes)
+			npipes = p->layouts[i].npipes;
+	for (int k = 0; k < (int)npipes; k++) {
 		char name[32];
 		json_t *e = json_object(), *a = json_object();
 		snprintf(name, sizeof(name), "pipeline %d", k);
@@ -219,10 +228,11 @@ static json_t *chrome_json(const struct bp_plan *p, const struct bp_trace *t,
 		bp_json_append(ev, e, &ok);
 	}
 	for (int r = 0; r < t->world; r++) {
-		int tp_i = r % c->tp, cp_i = r / c->tp % c->cp;
-		int dp_i = r / (c->tp * c->cp) % c->dp, pp_i = r / (c->tp * c->cp * c->dp);
+		struct bp_place pl = bp_layout_place(l0, r);
+		int dp_i = pl.pipe >= 0 ? pl.pipe : (int)npipes;
 		char name[96];
-		snprintf(name, sizeof(name), "rank %d (pp %d, tp %d, cp %d)", r, pp_i, tp_i, cp_i);
+		snprintf(name, sizeof(name), "rank %d (pp %d, tp %d, cp %d)", r, pl.stage, pl.tp_i,
+			 pl.cp_i);
 		json_t *e = json_object(), *a = json_object();
 		bp_json_set(a, "name", json_string(name), &ok);
 		bp_json_set(e, "name", json_string("thread_name"), &ok);
@@ -247,13 +257,15 @@ static json_t *chrome_json(const struct bp_plan *p, const struct bp_trace *t,
 		const struct bp_step *st = steps[i];
 		for (size_t r = 0; r < s->nranks; r++) {
 			const struct bp_trace_rank *k = &s->ranks[r];
-			const struct bp_pipe *pi = &st->pipes[k->dp_i];
+			if (k->pipe < 0)
+				continue;
+			const struct bp_pipe *pi = &st->pipes[k->pipe];
 			for (size_t j = 0; j < k->nmbs; j++)
 				for (int b = 0; b < 2; b++) {
 					const struct bp_trace_mb *m = &k->mbs[j];
 					char name[48];
 					snprintf(name, sizeof(name), "%c mb%zu", b ? 'B' : 'F', j);
-					double pred = (b ? pi->mbs[j].bwd : pi->mbs[j].fwd)[k->pp_i];
+					double pred = (b ? pi->mbs[j].bwd : pi->mbs[j].fwd)[k->stage];
 					json_t *e = json_object(), *a = json_object();
 					bp_json_set(a, "step", json_integer(s->index), &ok);
 					bp_json_set(a, "mb", json_integer((json_int_t)j), &ok);
@@ -269,7 +281,7 @@ static json_t *chrome_json(const struct bp_plan *p, const struct bp_trace *t,
 						    &ok);
 					bp_json_set(e, "dur", bp_json_real(b ? m->bwd_us : m->fwd_us),
 						    &ok);
-					bp_json_set(e, "pid", json_integer(k->dp_i), &ok);
+					bp_json_set(e, "pid", json_integer(k->pipe), &ok);
 					bp_json_set(e, "tid", json_integer(k->rank), &ok);
 					bp_json_set(e, "args", a, &ok);
 					bp_json_append(ev, e, &ok);
@@ -283,7 +295,7 @@ static json_t *chrome_json(const struct bp_plan *p, const struct bp_trace *t,
 			bp_json_set(e, "ph", json_string("X"), &ok);
 			bp_json_set(e, "ts", bp_json_real(offset + k->pipeline_us), &ok);
 			bp_json_set(e, "dur", bp_json_real(k->grad_sync_us), &ok);
-			bp_json_set(e, "pid", json_integer(k->dp_i), &ok);
+			bp_json_set(e, "pid", json_integer(k->pipe), &ok);
 			bp_json_set(e, "tid", json_integer(k->rank), &ok);
 			bp_json_set(e, "args", a, &ok);
 			bp_json_append(ev, e, &ok);
@@ -324,41 +336,41 @@ struct refit_result {
 	struct stats before[3], after[3]; /* steps, forward ops, backward ops */
 };
 
-/* The predicted parts of every operation (obs, in the order of ops). Each (step, pipeline,
- * micro-batch, stage) is split once and shared by its tp * cp ranks. The parts must add up to
- * the plan's prediction: a profile that does not reproduce the plan would fit nonsense. */
+/* The predicted parts of every operation (obs, in the order of ops), from the cost model of
+ * the op's pipeline. The parts must add up to the plan's prediction: a profile that does not
+ * reproduce the plan would fit nonsense. */
 static int split_ops(const struct bp_plan *p, const struct bp_trace *t,
-		     const struct bp_step *const *steps, const struct bp_costmodel *cm,
+		     const struct bp_step *const *steps, struct bp_costs *costs,
 		     const struct op *ops, struct bp_refit_obs *obs, struct bp_error *err)
 {
-	size_t o = 0, group = (size_t)p->cluster.tp * (size_t)p->cluster.cp;
+	size_t o = 0;
 	for (size_t i = 0; i < t->nsteps; i++) {
 		const struct bp_trace_step *s = &t->steps[i];
 		for (size_t r = 0; r < s->nranks; r++) {
 			const struct bp_trace_rank *k = &s->ranks[r];
-			const struct bp_pipe *pi = &steps[i]->pipes[k->dp_i];
-			size_t g = (size_t)k->rank % group; /* 0: tp_i = cp_i = 0 */
+			if (k->pipe < 0)
+				continue;
+			const struct bp_pipe *pi = &steps[i]->pipes[k->pipe];
+			const struct bp_costmodel *cm =
+				bp_costs_pipe(costs, bp_plan_layout(p, steps[i]), (size_t)k->pipe, err);
+			if (!cm)
+				return -1;
 			for (size_t j = 0; j < k->nmbs; j++, o += 2) {
 				const struct bp_mb *mb = &pi->mbs[j];
-				if (g) {
-					obs[o].pred = obs[o - g * 2 * k->nmbs].pred;
-					obs[o + 1].pred = obs[o + 1 - g * 2 * k->nmbs].pred;
-				} else if (bp_refit_split(cm, mb->spans, mb->nspans, mb->shard,
-							  k->pp_i, &obs[o].pred, &obs[o + 1].pred,
-							  err) < 0) {
+				if (bp_refit_split(cm, mb->spans, mb->nspans, mb->shard, k->stage,
+						   &obs[o].pred, &obs[o + 1].pred, err) < 0)
 					return -1;
-				}
 				for (int d = 0; d < 2; d++) {
 					const struct bp_refit_parts *q = &obs[o + d].pred;
 					double sum = q->attn + q->linear + q->coll;
-					double v = (d ? mb->bwd : mb->fwd)[k->pp_i];
+					double v = (d ? mb->bwd : mb->fwd)[k->stage];
 					if (fabs(sum - v) > 1e-3 + 1e-5 * v)
 						return bp_errorf(err, "profile '%s' does not reproduce "
 								 "its predictions (step %lld, pipeline "
 								 "%d, micro-batch %zu, stage %d: %.3f us, "
 								 "the plan has %.3f us)", cm->prof->name,
-								 (long long)steps[i]->index, k->dp_i, j,
-								 k->pp_i, sum, v);
+								 (long long)steps[i]->index, k->pipe, j,
+								 k->stage, sum, v);
 					obs[o + d].measured = ops[o + d].measured / t->time_scale;
 				}
 			}
@@ -376,13 +388,15 @@ static int do_refit(struct bp_plan *p, const struct bp_trace *t,
 		    struct bp_profile *out, struct refit_result *res)
 {
 	struct bp_profile prof;
-	struct bp_costmodel cm = {0}, cm2 = {0};
+	struct bp_costs cm, cm2;
 	struct bp_error err;
 	struct bp_refit_obs *obs = NULL;
 	int rc = EXIT_DATA;
 	bp_profile_init(&prof);
+	bp_costs_init(&cm, &prof);
+	bp_costs_init(&cm2, out);
 	if (cmd_plan_profile(p, profile_path, 1, &prof, &err) < 0 ||
-	    bp_plan_costmodel(p, &prof, &cm, &err) < 0) {
+	    bp_plan_costs(p, &prof, &cm, &err) < 0) {
 		cmd_error("cannot refit plan '%s': %s", plan_path, err.text);
 		goto out;
 	}
@@ -398,7 +412,7 @@ static int do_refit(struct bp_plan *p, const struct bp_trace *t,
 	}
 	if (bp_refit_fit(obs, nops, &res->fit, &err) < 0 ||
 	    bp_refit_profile(&prof, &res->fit, out, &err) < 0 ||
-	    bp_plan_costmodel(p, out, &cm2, &err) < 0 || bp_plan_predict(p, &cm2, &err) < 0) {
+	    bp_plan_costs(p, out, &cm2, &err) < 0 || bp_plan_repredict(p, &cm2, &err) < 0) {
 		cmd_error("cannot refit plan '%s': %s", plan_path, err.text);
 		goto out;
 	}
@@ -406,7 +420,7 @@ static int do_refit(struct bp_plan *p, const struct bp_trace *t,
 	for (size_t i = 0; i < nops; i++) {
 		const struct bp_step *st = steps[ops[i].step];
 		const struct bp_trace_rank *k = &t->steps[ops[i].step].ranks[ops[i].rank];
-		const struct bp_mb *mb = &st->pipes[k->dp_i].mbs[ops[i].mb];
+		const struct bp_mb *mb = &st->pipes[k->pipe].mbs[ops[i].mb];
 		ops[i].after = (ops[i].bwd ? mb->bwd : mb->fwd)[ops[i].stage] * t->time_scale;
 	}
 	for (size_t i = 0; i < t->nsteps; i++)
@@ -414,8 +428,8 @@ static int do_refit(struct bp_plan *p, const struct bp_trace *t,
 	rc = EXIT_OK;
 out:
 	free(obs);
-	bp_costmodel_release(&cm);
-	bp_costmodel_release(&cm2);
+	bp_costs_release(&cm);
+	bp_costs_release(&cm2);
 	bp_profile_release(&prof);
 	return rc;
 }
@@ -483,8 +497,9 @@ static void print_report(const struct bp_plan *p, const struct bp_trace *t,
 			 const struct op **worst, size_t nworst)
 {
 	const struct bp_cluster *c = &p->cluster;
-	printf("plan %s: method %s, %d x %s (tp %d cp %d pp %d dp %d)\n", plan_path, p->method,
-	       c->gpus, c->gpu, c->tp, c->cp, c->pp, c->dp);
+	char lay[256];
+	cmd_plan_layout(p, lay, sizeof(lay));
+	printf("plan %s: method %s, %d x %s (%s)\n", plan_path, p->method, c->gpus, c->gpu, lay);
 	printf("trace %s: backend %s, time scale %g, %zu steps, %d ranks, %zu micro-batch ops\n",
 	       trace_path, t->backend, t->time_scale, t->nsteps, t->world, nops);
 	printf("predicted = plan x %g; error = (measured - predicted) / predicted\n\n",
@@ -511,7 +526,7 @@ static void print_report(const struct bp_plan *p, const struct bp_trace *t,
 		const struct op *o = worst[i];
 		const struct bp_trace_rank *k = &t->steps[o->step].ranks[o->rank];
 		printf("%5lld %5d %3d %3d %3d %3d %4zu %3s %10.3f ms %10.3f ms %+8.2f%%\n",
-		       (long long)t->steps[o->step].index, o->rank, k->dp_i, k->pp_i, k->cp_i,
+		       (long long)t->steps[o->step].index, o->rank, k->pipe, k->stage, k->cp_i,
 		       k->tp_i, o->mb, o->bwd ? "bwd" : "fwd", o->measured / 1e3,
 		       o->predicted / 1e3, 100 * rel_err(o->measured, o->predicted));
 	}
@@ -600,12 +615,14 @@ int cmd_report(int argc, char **argv)
 		step_pred[i] = steps[i]->m.step_us * scale;
 		for (size_t r = 0; r < s->nranks; r++) {
 			const struct bp_trace_rank *k = &s->ranks[r];
-			const struct bp_pipe *pi = &steps[i]->pipes[k->dp_i];
+			if (k->pipe < 0)
+				continue;
+			const struct bp_pipe *pi = &steps[i]->pipes[k->pipe];
 			for (size_t j = 0; j < k->nmbs; j++)
 				for (int b = 0; b < 2; b++, o++) {
-					ops[o] = (struct op){i, k->rank, j, b, k->pp_i,
+					ops[o] = (struct op){i, k->rank, j, b, k->stage,
 						b ? k->mbs[j].bwd_us : k->mbs[j].fwd_us,
-						(b ? pi->mbs[j].bwd : pi->mbs[j].fwd)[k->pp_i] * scale,
+						(b ? pi->mbs[j].bwd : pi->mbs[j].fwd)[k->stage] * scale,
 						0.0};
 					if (ops[o].predicted > 0)
 						worst[nw++] = &ops[o];

@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "cmdutil.h"
+#include "predict.h"
+#include "validate.h"
 #include "commands.h"
 #include "solve.h"
 
@@ -22,12 +24,17 @@ static void simulate_usage(FILE *f)
 /* Writes one step's 1F1B timeline as SVG: a row per (pipeline, stage), forward (blue) and
  * backward (green) boxes labelled with the micro-batch index, the gradient synchronisation
  * at the end, a time axis in ms. */
-static int write_svg(const struct bp_plan *p, const struct bp_step *st,
-		     const struct bp_costmodel *cm, const char *path)
+static int write_svg(const struct bp_plan *p, const struct bp_step *st, struct bp_costs *cm,
+		     const char *path)
 {
 	struct bp_error err;
-	int pp = p->cluster.pp, rc = EXIT_DATA;
-	size_t rows = st->npipes * (size_t)pp, cap = 1 << 16, len = 0;
+	const struct bp_layout *l = bp_plan_layout(p, st);
+	int rc = EXIT_DATA;
+	size_t rows = 0, row0 = 0, cap = 1 << 16, len = 0;
+	char lay[256];
+	for (size_t k = 0; k < st->npipes; k++)
+		rows += (size_t)l->pipes[k].sc.pp;
+	cmd_plan_layout(p, lay, sizeof(lay));
 	char *buf = malloc(cap);
 	double *fs = NULL, *bs = NULL;
 	const double W = 1000.0, left = 90.0, top = 50.0, rowh = 22.0;
@@ -50,26 +57,27 @@ static int write_svg(const struct bp_plan *p, const struct bp_step *st,
 	    "font-family=\"sans-serif\" font-size=\"11\">\n", left + W + 20, height);
 	OUT("<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
 	OUT("<text x=\"%.0f\" y=\"20\" font-size=\"14\">%s, step %lld: %.2f ms "
-	    "(tp %d cp %d pp %d dp %d, %s)</text>\n", left, p->method, (long long)st->index,
-	    st->m.step_us / 1e3, p->cluster.tp, p->cluster.cp, pp, p->cluster.dp, p->model.name);
+	    "(%s, %s)</text>\n", left, p->method, (long long)st->index, st->m.step_us / 1e3, lay,
+	    p->model.name);
 	OUT("<text x=\"%.0f\" y=\"36\" fill=\"#555\">forward blue, backward green, gradient "
 	    "sync grey; bubble %.1f%%, imbalance (WLB-LLM) %.3f</text>\n", left,
 	    100.0 * st->m.bubble, st->m.imb_wlb);
 	for (size_t k = 0; k < st->npipes; k++) {
 		const struct bp_pipe *pi = &st->pipes[k];
 		size_t m = pi->nmbs;
+		int pp = l->pipes[k].sc.pp;
 		free(fs);
 		free(bs);
 		fs = calloc(m * pp + 1, sizeof(double));
 		bs = calloc(m * pp + 1, sizeof(double));
 		if (!fs || !bs)
 			goto oom;
-		if (bp_pipe_schedule(pi, cm, fs, bs, &err) < 0) {
+		if (bp_pipe_schedule(p, st, k, cm, fs, bs, &err) < 0) {
 			cmd_error("cannot draw '%s': %s", path, err.text);
 			goto out;
 		}
 		for (int s = 0; s < pp; s++) {
-			double y = top + (k * pp + s) * rowh;
+			double y = top + (row0 + (size_t)s) * rowh;
 			OUT("<text x=\"4\" y=\"%.1f\">pipe %zu st %d</text>\n", y + 15, k, s);
 			for (size_t j = 0; j < m; j++) {
 				const struct bp_mb *mb = &pi->mbs[j];
@@ -91,6 +99,7 @@ static int write_svg(const struct bp_plan *p, const struct bp_step *st,
 			    "fill=\"#aaaaaa\"/>\n", left + st->m.pipe_max_us * sx, y + 2,
 			    st->m.grad_sync_us * sx, rowh - 4);
 		}
+		row0 += (size_t)pp;
 	}
 	double ybase = top + rows * rowh + 8;
 	OUT("<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"black\"/>\n",
@@ -122,14 +131,14 @@ out:
 
 static void print_step_detail(const struct bp_plan *p, const struct bp_step *st)
 {
-	int pp = p->cluster.pp;
+	const struct bp_layout *l = bp_plan_layout(p, st);
 	printf("step %lld: %.3f ms (slowest pipeline %.3f ms + gradient sync %.3f ms)\n",
 	       (long long)st->index, st->m.step_us / 1e3, st->m.pipe_max_us / 1e3,
 	       st->m.grad_sync_us / 1e3);
 	printf("%-8s %-6s %12s %12s %7s %10s\n", "pipeline", "stage", "busy", "idle", "busy%",
 	       "peak mem");
 	for (size_t k = 0; k < st->npipes; k++)
-		for (int s = 0; s < pp; s++) {
+		for (int s = 0; s < l->pipes[k].sc.pp; s++) {
 			const struct bp_pipe *pi = &st->pipes[k];
 			double busy = pi->busy_us[s], idle = st->m.step_us - busy;
 			printf("%-8zu %-6d %9.3f ms %9.3f ms %6.1f%% %6.2f GiB\n", k, s, busy / 1e3,
@@ -142,7 +151,7 @@ static void print_step_detail(const struct bp_plan *p, const struct bp_step *st)
 		for (size_t j = 0; j < st->pipes[k].nmbs; j++) {
 			const struct bp_mb *mb = &st->pipes[k].mbs[j];
 			double f = 0, b = 0;
-			for (int s = 0; s < pp; s++) {
+			for (int s = 0; s < l->pipes[k].sc.pp; s++) {
 				f += mb->fwd[s];
 				b += mb->bwd[s];
 			}
@@ -183,11 +192,12 @@ int cmd_simulate(int argc, char **argv)
 	const char *path = argv[optind];
 	struct bp_plan plan;
 	struct bp_profile prof;
-	struct bp_costmodel cm = {0};
+	struct bp_costs cm;
 	struct bp_error err;
 	int rc = EXIT_DATA;
 	bp_plan_init(&plan);
 	bp_profile_init(&prof);
+	bp_costs_init(&cm, &prof);
 	if (cmd_load_plan(path, &plan, &err) < 0) {
 		cmd_error("%s", err.text);
 		goto out;
@@ -198,8 +208,8 @@ int cmd_simulate(int argc, char **argv)
 		goto out;
 	}
 	if (cmd_plan_profile(&plan, profile, 0, &prof, &err) < 0 ||
-	    bp_plan_costmodel(&plan, &prof, &cm, &err) < 0 ||
-	    bp_plan_validate(&plan, NULL, &err) < 0 || bp_plan_predict(&plan, &cm, &err) < 0) {
+	    bp_plan_costs(&plan, &prof, &cm, &err) < 0 ||
+	    bp_plan_validate(&plan, NULL, &err) < 0 || bp_plan_repredict(&plan, &cm, &err) < 0) {
 		cmd_error("cannot simulate plan '%s': %s", path, err.text);
 		goto out;
 	}
@@ -211,9 +221,10 @@ int cmd_simulate(int argc, char **argv)
 		rc = write_svg(&plan, &plan.steps[step >= 0 ? step : 0], &cm, svg);
 		goto out;
 	}
-	printf("plan %s: method %s on profile %s, %d x %s (tp %d cp %d pp %d dp %d)\n", path,
-	       plan.method, prof.name, plan.cluster.gpus, plan.cluster.gpu, plan.cluster.tp,
-	       plan.cluster.cp, plan.cluster.pp, plan.cluster.dp);
+	char lay[256];
+	cmd_plan_layout(&plan, lay, sizeof(lay));
+	printf("plan %s: method %s on profile %s, %d x %s (%s)\n", path, plan.method, prof.name,
+	       plan.cluster.gpus, plan.cluster.gpu, lay);
 	if (svg) {
 		rc = write_svg(&plan, &plan.steps[step >= 0 ? step : 0], &cm, svg);
 		if (rc != EXIT_OK)
@@ -240,7 +251,7 @@ int cmd_simulate(int argc, char **argv)
 	       s->step_p95_us / 1e3, s->step_max_us / 1e3, s->tokens_per_s);
 	rc = EXIT_OK;
 out:
-	bp_costmodel_release(&cm);
+	bp_costs_release(&cm);
 	bp_plan_release(&plan);
 	bp_profile_release(&prof);
 	return rc;

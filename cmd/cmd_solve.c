@@ -70,7 +70,7 @@ static int write_plan(const struct bp_plan *plan, const char *path)
 {
 	struct bp_error err;
 	json_t *j = bp_plan_to_json(plan);
-	char *text = j ? bp_json_dump_canonical(j) : NULL;
+	char *text = j ? bp_json_dump_lines(j) : NULL;
 	json_decref(j);
 	if (!text)
 		return cmd_error("cannot encode plan '%s': out of memory", path);
@@ -283,7 +283,7 @@ int cmd_solve(int argc, char **argv)
 		goto out;
 	}
 	if (profile ? cmd_load_profile(profile, &prof, prof_sha, &err)
-		    : cmd_analytic_profile(gpu, model, sc, max_tokens, &prof, prof_sha, &err)) {
+		    : cmd_analytic_profile(gpu, model, &sc, 1, max_tokens, &prof, prof_sha, &err)) {
 		rc = cmd_error("%s", err.text);
 		goto out;
 	}
@@ -329,33 +329,20 @@ int cmd_solve(int argc, char **argv)
 			}
 			goto out;
 		}
-		/* ILP methods: say when steps were not proven optimal (the plan records each). */
-		int64_t nonopt = 0, ilp_steps = 0, too_large = 0;
-		double gap_max = 0.0;
-		for (size_t s = 0; s < plan.nsteps; s++) {
-			const struct bp_solver *sv = &plan.steps[s].solver;
-			if (!sv->present)
-				continue;
-			ilp_steps++;
-			too_large += !strcmp(sv->status, "too-large");
-			if (strcmp(sv->status, "optimal")) {
-				nonopt++;
-				if (sv->gap > gap_max)
-					gap_max = sv->gap;
+		/* The method's own warning about the finished plan (ILP: steps not proven
+		 * optimal), one line each. */
+		if (list[i]->warn) {
+			char wbuf[1024];
+			list[i]->warn(&plan, wbuf, sizeof(wbuf));
+			for (char *line = wbuf, *nl; *line; line = nl + 1) {
+				nl = strchr(line, '\n');
+				if (nl)
+					*nl = 0;
+				cmd_warn("method '%s': %s", list[i]->name, line);
+				if (!nl)
+					break;
 			}
 		}
-		if (too_large)
-			cmd_warn("method '%s': %lld of %lld steps have more documents x "
-				 "micro-batches than ilp_max_vars and keep the greedy packing "
-				 "unsearched (raising the limit can make plans depend on machine "
-				 "speed)", list[i]->name, (long long)too_large, (long long)ilp_steps);
-		nonopt -= too_large;
-		if (nonopt)
-			cmd_warn("method '%s': %lld of %lld steps not proven optimal (ilp_node_limit "
-				 "or ilp_time_limit_s reached, largest gap %.2f%%); each keeps its best "
-				 "packing, never worse than the greedy; a step ended by the time limit "
-				 "may differ between runs", list[i]->name, (long long)nonopt,
-				 (long long)ilp_steps, 100.0 * gap_max);
 		res[i].method = list[i]->name;
 		res[i].s = plan.summary;
 		res[i].plan_ms_per_step = (t1 - t0) / (double)steps;

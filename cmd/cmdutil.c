@@ -188,8 +188,8 @@ int cmd_load_profile(const char *path, struct bp_profile *p, char sha[65],
 	return 0;
 }
 
-int cmd_analytic_profile(const char *gpu, const char *model, struct bp_scheme sc,
-			 int64_t max_tokens, struct bp_profile *p, char sha[65],
+int cmd_analytic_profile(const char *gpu, const char *model, const struct bp_scheme *sc,
+			 size_t nsc, int64_t max_tokens, struct bp_profile *p, char sha[65],
 			 struct bp_error *err)
 {
 	const struct bp_gpu *g = bp_gpu_preset(gpu);
@@ -201,7 +201,7 @@ int cmd_analytic_profile(const char *gpu, const char *model, struct bp_scheme sc
 	int64_t top = 4096;
 	while (top < max_tokens && top < ((int64_t)1 << 40))
 		top *= 2;
-	if (bp_profile_analytic(p, g, m, &sc, 1, top, err) < 0)
+	if (bp_profile_analytic(p, g, m, sc, nsc, top, err) < 0)
 		return bp_error_prefix(err, "cannot make the analytic profile");
 	json_t *j = bp_profile_to_json(p);
 	char *text = j ? bp_json_dump_canonical(j) : NULL;
@@ -224,9 +224,25 @@ int cmd_plan_profile(const struct bp_plan *plan, const char *path, int strict,
 		if (strncmp(plan->profile, "analytic", 8))
 			return bp_errorf(err, "the plan was made with profile '%s': give it with "
 					 "--profile", plan->profile);
-		struct bp_scheme sc = {plan->cluster.tp, plan->cluster.cp, plan->cluster.pp};
-		if (cmd_analytic_profile(plan->cluster.gpu, plan->model.name, sc, plan->max_tokens,
-					 p, sha, err) < 0)
+		/* The schemes the plan's layouts use, distinct, in order of first use (solve
+		 * makes the profile for the request's scheme, layout 0's pipeline 0). */
+		struct bp_scheme sc[32];
+		size_t nsc = 0;
+		for (size_t i = 0; i < plan->nlayouts; i++)
+			for (size_t k = 0; k < plan->layouts[i].npipes; k++) {
+				struct bp_scheme x = plan->layouts[i].pipes[k].sc;
+				size_t j = 0;
+				while (j < nsc && memcmp(&sc[j], &x, sizeof(x)))
+					j++;
+				if (j == nsc) {
+					if (nsc == BP_ARRAY_LEN(sc))
+						return bp_errorf(err, "the plan's layouts use more "
+								 "than %zu schemes", nsc);
+					sc[nsc++] = x;
+				}
+			}
+		if (cmd_analytic_profile(plan->cluster.gpu, plan->model.name, sc, nsc,
+					 plan->max_tokens, p, sha, err) < 0)
 			return -1;
 	}
 	if (strict && strcmp(sha, plan->profile_sha))
@@ -261,4 +277,18 @@ int cmd_finish(int rc)
 		return rc ? rc : EXIT_DATA;
 	}
 	return rc;
+}
+
+void cmd_plan_layout(const struct bp_plan *p, char *buf, size_t n)
+{
+	struct bp_scheme sc;
+	int dp;
+	if (bp_plan_uniform(p, &sc, &dp)) {
+		snprintf(buf, n, "tp %d cp %d pp %d dp %d", sc.tp, sc.cp, sc.pp, dp);
+		return;
+	}
+	bp_layout_describe(&p->layouts[0], buf, n);
+	size_t k = strlen(buf);
+	if (p->nlayouts > 1 && k < n)
+		snprintf(buf + k, n - k, "; +%zu more layouts", p->nlayouts - 1);
 }

@@ -41,8 +41,8 @@ int cmd_load_profile(const char *path, struct bp_profile *p, char sha[65],
 /* Makes the analytic profile solve uses for (gpu, model, scheme, max_tokens): the grid goes
  * up to the next power of two >= max_tokens (at least 4096). sha is that of its canonical
  * JSON, so a plan made with it can be checked by regenerating it. */
-int cmd_analytic_profile(const char *gpu, const char *model, struct bp_scheme sc,
-			 int64_t max_tokens, struct bp_profile *p, char sha[65],
+int cmd_analytic_profile(const char *gpu, const char *model, const struct bp_scheme *sc,
+			 size_t nsc, int64_t max_tokens, struct bp_profile *p, char sha[65],
 			 struct bp_error *err);
 /* The profile a plan was made with: path when given (its sha must match when strict), else
  * the analytic profile regenerated from the plan when the plan names one. */
@@ -54,5 +54,10 @@ int cmd_load_plan(const char *path, struct bp_plan *plan, struct bp_error *err);
 
 /* Flushes stdout and reports a failed write; returns rc or EXIT_DATA. */
 int cmd_finish(int rc);
+
+/* The plan's parallel layout for headers: "tp 8 cp 2 pp 4 dp 1" when every step uses one
+ * Megatron-like scheme, else layout 0 described by bp_layout_describe (and how many more
+ * layouts there are). */
+void cmd_plan_layout(const struct bp_plan *p, char *buf, size_t n);
 
 #endif

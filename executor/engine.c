@@ -57,39 +57,28 @@ const char *bp_backend_names(void)
 #endif
 }
 
-struct bp_role bp_rank_role(const struct bp_cluster *c, int rank)
-{
-	struct bp_role r;
-	r.tp_i = rank % c->tp;
-	rank /= c->tp;
-	r.cp_i = rank % c->cp;
-	rank /= c->cp;
-	r.dp_i = rank % c->dp;
-	r.pp_i = rank / c->dp;
-	return r;
-}
-
-int bp_role_rank(const struct bp_cluster *c, struct bp_role r)
-{
-	return r.tp_i + c->tp * (r.cp_i + c->cp * (r.dp_i + c->dp * r.pp_i));
-}
-
 /* Per rank and timed step, the record gathered to rank 0: step, pipeline and grad sync
  * times, then per micro-batch slot (mmax of them) fwd start, fwd, bwd start, bwd. */
 #define REC_HEAD 3
 #define REC_MB 4
 
+/* This rank's role in one layout of the plan, and the groups that role needs. */
+struct lrole {
+	struct bp_place pl;             /* pipe and stage -1: idle in this layout */
+	const struct bp_costmodel *cm;  /* the pipeline's (NULL when idle); borrowed */
+	void *g_tp, *g_cp, *g_sync;     /* backend handles; used only when n_* > 1 */
+	int n_tp, n_cp, n_sync;
+	int prev, next;                 /* neighbour stages' world ranks, -1 at the ends */
+};
+
 struct bp_engine {
 	const struct bp_plan *plan;
-	const struct bp_costmodel *cm;
 	const struct bp_backend *be;
 	void *st;
 	struct bp_engine_opts o;
 	int rank, world;
-	struct bp_role role;
-	void *g_tp, *g_cp, *g_sync; /* NULL for a group of one */
-	int n_tp, n_cp, n_sync;
-	int prev, next;             /* neighbour stages' world ranks, -1 at the ends */
+	struct lrole *lr;           /* [plan->nlayouts] */
+	size_t nl;
 	size_t mmax;                /* most micro-batches of a pipeline in the timed steps */
 	char *payload;              /* what sends carry; never written after setup */
 	char *cin, *cout;           /* collective buffers, max_bytes each */
@@ -117,34 +106,54 @@ static size_t cap_bytes(const struct bp_engine *e, double bytes, int n)
 	return (size_t)bytes;
 }
 
-static int make_group(struct bp_engine *e, int kind, void **g, int *n, struct bp_error *err)
+/* The members of this rank's group of a kind in layout l: TP (same pipeline, stage and CP
+ * position), CP (same pipeline, stage and TP position) or gradient sync (the same stage and
+ * TP position in every pipeline of the same scheme, all CP positions: the replicas
+ * predict.c's dp-allreduce reduces over). A rank idle in the layout is a group of one. */
+static int group_members(const struct bp_layout *l, const struct bp_place *me, int world,
+			 int kind, int self, int *ranks)
 {
-	const struct bp_cluster *c = &e->plan->cluster;
-	int cap = c->gpus, cnt = 0, rc = -1;
-	int *ranks = bp_calloc((size_t)cap, sizeof(int), err);
-	if (!ranks)
-		return -1;
-	for (int r = 0; r < c->gpus; r++) {
-		struct bp_role o = bp_rank_role(c, r), me = e->role;
-		int same = o.pp_i == me.pp_i;
-		if (kind == 0) /* TP: same pipeline, stage and CP position */
-			same = same && o.dp_i == me.dp_i && o.cp_i == me.cp_i;
-		else if (kind == 1) /* CP: same pipeline, stage and TP position */
-			same = same && o.dp_i == me.dp_i && o.tp_i == me.tp_i;
-		else /* gradient sync: the dp*cp replicas of this stage's TP shard */
-			same = same && o.tp_i == me.tp_i;
+	int cnt = 0;
+	if (me->pipe < 0) {
+		ranks[0] = self;
+		return 1;
+	}
+	const struct bp_lpipe *mp = &l->pipes[me->pipe];
+	for (int r = 0; r < world; r++) {
+		struct bp_place o = bp_layout_place(l, r);
+		if (o.pipe < 0 || o.stage != me->stage)
+			continue;
+		const struct bp_lpipe *op = &l->pipes[o.pipe];
+		int same;
+		if (kind == 0)
+			same = o.pipe == me->pipe && o.cp_i == me->cp_i;
+		else if (kind == 1)
+			same = o.pipe == me->pipe && o.tp_i == me->tp_i;
+		else
+			same = o.tp_i == me->tp_i && op->sc.tp == mp->sc.tp && op->sc.cp == mp->sc.cp &&
+			       op->sc.pp == mp->sc.pp;
 		if (same)
 			ranks[cnt++] = r;
 	}
+	return cnt;
+}
+
+/* Every world rank calls this for every (layout, kind) in the same order, so backends whose
+ * group creation is collective over the world (NCCL's split) see the same sequence. */
+static int make_group(struct bp_engine *e, size_t li, int kind, void **g, int *n,
+		      struct bp_error *err)
+{
+	int *ranks = bp_calloc((size_t)e->world, sizeof(int), err);
+	if (!ranks)
+		return -1;
+	int cnt = group_members(&e->plan->layouts[li], &e->lr[li].pl, e->world, kind, e->rank,
+				ranks);
 	*n = cnt;
 	*g = NULL;
-	if (cnt > 1 && e->be->group_create(e->st, ranks, cnt, g, err) < 0) {
-		bp_error_prefix(err, "cannot make the %s group",
-				kind == 0 ? "tp" : kind == 1 ? "cp" : "gradient-sync");
-		goto out;
-	}
-	rc = 0;
-out:
+	int rc = e->be->group_create(e->st, ranks, cnt, g, err);
+	if (rc < 0)
+		bp_error_prefix(err, "cannot make the %s group of layout %zu",
+				kind == 0 ? "tp" : kind == 1 ? "cp" : "gradient-sync", li);
 	free(ranks);
 	return rc;
 }
@@ -153,12 +162,16 @@ void bp_engine_free(struct bp_engine *e)
 {
 	if (!e)
 		return;
-	if (e->g_tp)
-		e->be->group_free(e->st, e->g_tp);
-	if (e->g_cp)
-		e->be->group_free(e->st, e->g_cp);
-	if (e->g_sync)
-		e->be->group_free(e->st, e->g_sync);
+	for (size_t i = 0; e->lr && i < e->nl; i++) {
+		struct lrole *r = &e->lr[i];
+		if (r->g_tp)
+			e->be->group_free(e->st, r->g_tp);
+		if (r->g_cp)
+			e->be->group_free(e->st, r->g_cp);
+		if (r->g_sync)
+			e->be->group_free(e->st, r->g_sync);
+	}
+	free(e->lr);
 	free(e->payload);
 	free(e->cin);
 	free(e->cout);
@@ -168,7 +181,7 @@ void bp_engine_free(struct bp_engine *e)
 	free(e);
 }
 
-struct bp_engine *bp_engine_new(const struct bp_plan *plan, const struct bp_costmodel *cm,
+struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *costs,
 				const struct bp_backend *be, void *st, int rank, int world,
 				const struct bp_engine_opts *o, struct bp_error *err)
 {
@@ -189,28 +202,49 @@ struct bp_engine *bp_engine_new(const struct bp_plan *plan, const struct bp_cost
 	if (!e)
 		return NULL;
 	e->plan = plan;
-	e->cm = cm;
 	e->be = be;
 	e->st = st;
 	e->o = *o;
 	e->rank = rank;
 	e->world = world;
-	e->role = bp_rank_role(c, rank);
-	struct bp_role nb = e->role;
-	nb.pp_i = e->role.pp_i - 1;
-	e->prev = nb.pp_i >= 0 ? bp_role_rank(c, nb) : -1;
-	nb.pp_i = e->role.pp_i + 1;
-	e->next = nb.pp_i < c->pp ? bp_role_rank(c, nb) : -1;
-	for (size_t i = o->step_lo; i < o->step_hi; i++) {
-		const struct bp_step *s = &plan->steps[i];
-		if (s->npipes != (size_t)c->dp) {
-			bp_errorf(err, "step %zu has %zu pipelines, expected dp = %d", i, s->npipes,
-				  c->dp);
+	e->nl = plan->nlayouts;
+	e->lr = bp_calloc(e->nl + 1, sizeof(*e->lr), err);
+	if (!e->lr)
+		goto fail;
+	for (size_t i = 0; i < e->nl; i++) {
+		const struct bp_layout *l = &plan->layouts[i];
+		struct lrole *r = &e->lr[i];
+		r->pl = bp_layout_place(l, rank);
+		r->prev = r->next = -1;
+		if (r->pl.pipe < 0)
+			continue;
+		if (strcmp(l->schedule, BP_SCHEDULE_1F1B)) {
+			bp_errorf(err, "layout %zu runs the \"%s\" schedule, which this engine does "
+				  "not replay yet", i, l->schedule);
 			goto fail;
 		}
-		for (size_t k = 0; k < s->npipes; k++)
+		const struct bp_lpipe *lp = &l->pipes[r->pl.pipe];
+		r->cm = bp_costs_pipe(costs, l, (size_t)r->pl.pipe, err);
+		if (!r->cm)
+			goto fail;
+		if (r->pl.stage > 0)
+			r->prev = bp_lpipe_rank(lp, r->pl.stage - 1, r->pl.cp_i, r->pl.tp_i);
+		if (r->pl.stage + 1 < lp->sc.pp)
+			r->next = bp_lpipe_rank(lp, r->pl.stage + 1, r->pl.cp_i, r->pl.tp_i);
+	}
+	for (size_t i = o->step_lo; i < o->step_hi; i++) {
+		const struct bp_step *s = &plan->steps[i];
+		for (size_t k = 0; k < s->npipes; k++) {
 			if (s->pipes[k].nmbs > e->mmax)
 				e->mmax = s->pipes[k].nmbs;
+			for (size_t j = 0; j < s->pipes[k].nmbs; j++)
+				if (s->pipes[k].mbs[j].attn != BP_ATTN_DENSE) {
+					bp_errorf(err, "step %zu pipeline %zu micro-batch %zu has %s "
+						  "attention, which this engine does not replay yet",
+						  i, k, j, bp_attn_kind_name(s->pipes[k].mbs[j].attn));
+					goto fail;
+				}
+		}
 	}
 	/* Tags are (micro-batch, direction, header/payload): MPI guarantees tags up to 32767. */
 	if (e->mmax * 4 > 32767) {
@@ -230,11 +264,14 @@ struct bp_engine *bp_engine_new(const struct bp_plan *plan, const struct bp_cost
 		goto fail;
 	/* The payload stays zero (calloc): only its size matters, and untouched pages of a
 	 * large cap (the CUDA backend's) cost no memory. */
-	/* Every rank makes its groups in the same order: TP, CP, gradient sync. */
-	if (make_group(e, 0, &e->g_tp, &e->n_tp, err) < 0 ||
-	    make_group(e, 1, &e->g_cp, &e->n_cp, err) < 0 ||
-	    make_group(e, 2, &e->g_sync, &e->n_sync, err) < 0)
-		goto fail;
+	/* Every rank makes its groups in the same order: per layout, TP, CP, gradient sync. */
+	for (size_t i = 0; i < e->nl; i++) {
+		struct lrole *r = &e->lr[i];
+		if (make_group(e, i, 0, &r->g_tp, &r->n_tp, err) < 0 ||
+		    make_group(e, i, 1, &r->g_cp, &r->n_cp, err) < 0 ||
+		    make_group(e, i, 2, &r->g_sync, &r->n_sync, err) < 0)
+			goto fail;
+	}
 	return e;
 fail:
 	bp_engine_free(e);
@@ -293,12 +330,10 @@ static int hang_forever(struct bp_engine *e, struct bp_error *err)
 static int run_step(struct bp_engine *e, size_t si, double *rec, struct bp_error *err)
 {
 	const struct bp_plan *p = e->plan;
-	const struct bp_cluster *c = &p->cluster;
 	const struct bp_step *st = &p->steps[si];
-	const struct bp_pipe *pi = &st->pipes[e->role.dp_i];
+	const struct lrole *r = &e->lr[st->layout];
 	const struct bp_backend *be = e->be;
-	int pp = c->pp, s = e->role.pp_i, rc;
-	size_t m = pi->nmbs;
+	int rc;
 	double scale = e->o.time_scale;
 	struct bp_wait w = {"step barrier", -1, st->index, -1};
 	memset(rec, 0, e->rec_len * sizeof(double));
@@ -313,6 +348,12 @@ static int run_step(struct bp_engine *e, size_t si, double *rec, struct bp_error
 		e->hung = 1;
 		return hang_forever(e, err);
 	}
+	if (r->pl.pipe < 0) /* idle in this step's layout: only the barrier */
+		return 0;
+	const struct bp_costmodel *cm = r->cm;
+	const struct bp_pipe *pi = &st->pipes[r->pl.pipe];
+	int pp = cm->sc.pp, s = r->pl.stage, tp = cm->sc.tp, cp = cm->sc.cp;
+	size_t m = pi->nmbs;
 	for (size_t k = 0; k < 2 * m; k++) {
 		size_t j;
 		int bwd = bp_sim_1f1b_op(pp, m, s, k, &j);
@@ -320,19 +361,19 @@ static int run_step(struct bp_engine *e, size_t si, double *rec, struct bp_error
 		double tokens = (double)mb->tokens;
 		/* Bytes as bp_cost_p2p counts them: the micro-batch's hidden states per TP/CP
 		 * shard; a CP rank's K and V; a TP shard's partial sums of its CP share. */
-		double p2p_bytes = tokens * e->cm->token_bytes / (c->tp * c->cp);
-		double kv_bytes = tokens / c->cp * e->cm->kv_token_bytes / c->tp;
-		double tp_bytes = tokens / c->cp * e->cm->token_bytes;
-		double p2p_us = bp_cost_p2p(e->cm, mb->tokens);
+		double p2p_bytes = tokens * cm->token_bytes / (tp * cp);
+		double kv_bytes = tokens / cp * cm->kv_token_bytes / tp;
+		double tp_bytes = tokens / cp * cm->token_bytes;
+		double p2p_us = bp_cost_p2p(cm, mb->tokens);
 		w.mb = (int64_t)j;
-		if (!bwd && e->prev >= 0) {
+		if (!bwd && r->prev >= 0) {
 			w.what = "pp recv of an activation";
-			w.peer = e->prev;
-			rc = recv_p2p(e, e->prev, j, 0, p2p_bytes, p2p_us, &w, err);
-		} else if (bwd && e->next >= 0) {
+			w.peer = r->prev;
+			rc = recv_p2p(e, r->prev, j, 0, p2p_bytes, p2p_us, &w, err);
+		} else if (bwd && r->next >= 0) {
 			w.what = "pp recv of a gradient";
-			w.peer = e->next;
-			rc = recv_p2p(e, e->next, j, 1, p2p_bytes, p2p_us, &w, err);
+			w.peer = r->next;
+			rc = recv_p2p(e, r->next, j, 1, p2p_bytes, p2p_us, &w, err);
 		} else {
 			rc = 0;
 		}
@@ -341,12 +382,13 @@ static int run_step(struct bp_engine *e, size_t si, double *rec, struct bp_error
 		double t_op = be->now_us(e->st);
 		w.peer = -1;
 		w.what = bwd ? "backward" : "forward";
-		struct bp_op op = {bwd, s, e->cm->stage_layers[s], st->index, (int64_t)j, mb,
+		struct bp_op op = {bwd, s, cm->stage_layers[s], st->index, (int64_t)j, mb,
 				   &p->model, t_op, (bwd ? mb->bwd[s] : mb->fwd[s]) * scale,
-				   {{BP_EXEC_ALLREDUCE, e->g_tp, e->tp_buf, e->tp_buf,
-				     cap_bytes(e, tp_bytes, 2), "tp all-reduce"},
-				    {bwd ? BP_EXEC_REDUCESCATTER : BP_EXEC_ALLGATHER, e->g_cp, e->cin,
-				     e->cout, cap_bytes(e, kv_bytes, e->n_cp),
+				   {{BP_EXEC_ALLREDUCE, r->n_tp > 1 ? r->g_tp : NULL, e->tp_buf,
+				     e->tp_buf, cap_bytes(e, tp_bytes, 2), "tp all-reduce"},
+				    {bwd ? BP_EXEC_REDUCESCATTER : BP_EXEC_ALLGATHER,
+				     r->n_cp > 1 ? r->g_cp : NULL, e->cin, e->cout,
+				     cap_bytes(e, kv_bytes, r->n_cp),
 				     bwd ? "cp reduce-scatter of dK and dV"
 					 : "cp all-gather of K and V"}},
 				   w};
@@ -356,33 +398,28 @@ static int run_step(struct bp_engine *e, size_t si, double *rec, struct bp_error
 		double *slot = rec + REC_HEAD + REC_MB * j;
 		slot[bwd * 2] = t_op - t0;
 		slot[bwd * 2 + 1] = t_end - t_op;
-		if (!bwd && e->next >= 0)
-			rc = send_p2p(e, e->next, j, 0, p2p_bytes, err);
-		else if (bwd && e->prev >= 0)
-			rc = send_p2p(e, e->prev, j, 1, p2p_bytes, err);
+		if (!bwd && r->next >= 0)
+			rc = send_p2p(e, r->next, j, 0, p2p_bytes, err);
+		else if (bwd && r->prev >= 0)
+			rc = send_p2p(e, r->prev, j, 1, p2p_bytes, err);
 		if (rc != 0)
 			return rc;
 	}
 	double t_pipe = be->now_us(e->st);
 	w.mb = -1;
-	if (e->g_sync) {
+	if (r->n_sync > 1) {
 		/* Distributed optimizer: reduce-scatter then all-gather of the stage's bf16
-		 * gradients over the dp*cp replicas; the emulated time starts on arrival. */
-		double params = (double)bp_model_layer_params(&p->model) * e->cm->stage_layers[s];
-		if (s == 0)
-			params += (double)p->model.hidden * p->model.vocab; /* embedding */
-		if (s == pp - 1)
-			params += (double)p->model.hidden * p->model.vocab; /* LM head */
-		double gbytes = 2.0 * params / c->tp;
-		size_t n = cap_bytes(e, gbytes / e->n_sync, e->n_sync);
+		 * gradients over its replicas; the emulated time starts on arrival. */
+		double gbytes = 2.0 * bp_cost_stage_params(cm, s) / tp;
+		size_t n = cap_bytes(e, gbytes / r->n_sync, r->n_sync);
 		w.what = "gradient reduce-scatter";
-		if ((rc = be->reducescatter(e->st, e->g_sync, e->cin, e->cout, n, &w, err)) != 0)
+		if ((rc = be->reducescatter(e->st, r->g_sync, e->cin, e->cout, n, &w, err)) != 0)
 			return rc;
 		w.what = "gradient all-gather";
-		if ((rc = be->allgather(e->st, e->g_sync, e->cout, e->cin, n, &w, err)) != 0)
+		if ((rc = be->allgather(e->st, r->g_sync, e->cout, e->cin, n, &w, err)) != 0)
 			return rc;
 		if (be->idle_until &&
-		    be->idle_until(e->st, t_pipe + bp_cost_grad_sync(e->cm, s) * scale, err) < 0)
+		    be->idle_until(e->st, t_pipe + bp_cost_grad_sync(cm, s) * scale, err) < 0)
 			return -1;
 	}
 	double t_sync = be->now_us(e->st);
@@ -411,7 +448,6 @@ int bp_engine_gather(struct bp_engine *e, const char *plan_sha, struct bp_trace 
 		     struct bp_error *err)
 {
 	const struct bp_plan *p = e->plan;
-	const struct bp_cluster *c = &p->cluster;
 	size_t bytes = e->nsteps * e->rec_len * sizeof(double);
 	double *all = NULL;
 	int rc = -1;
@@ -432,10 +468,6 @@ int bp_engine_gather(struct bp_engine *e, const char *plan_sha, struct bp_trace 
 	tr->max_bytes = e->o.max_bytes;
 	tr->warmup = e->o.warmup;
 	tr->world = e->world;
-	tr->tp = c->tp;
-	tr->cp = c->cp;
-	tr->pp = c->pp;
-	tr->dp = c->dp;
 	tr->steps = bp_calloc(e->nsteps, sizeof(*tr->steps), err);
 	if (!tr->steps)
 		goto out;
@@ -452,13 +484,14 @@ int bp_engine_gather(struct bp_engine *e, const char *plan_sha, struct bp_trace 
 		for (int r = 0; r < e->world; r++) {
 			const double *rec = all + ((size_t)r * e->nsteps + i) * e->rec_len;
 			struct bp_trace_rank *tr_r = &ts->ranks[r];
-			struct bp_role ro = bp_rank_role(c, r);
-			size_t m = ps->pipes[ro.dp_i].nmbs;
+			struct bp_place ro = bp_layout_place(bp_plan_layout(p, ps), r);
+			size_t m = ro.pipe >= 0 ? ps->pipes[ro.pipe].nmbs : 0;
 			tr_r->rank = r;
-			tr_r->tp_i = ro.tp_i;
+			tr_r->layout = ps->layout;
+			tr_r->pipe = ro.pipe;
+			tr_r->stage = ro.stage;
 			tr_r->cp_i = ro.cp_i;
-			tr_r->dp_i = ro.dp_i;
-			tr_r->pp_i = ro.pp_i;
+			tr_r->tp_i = ro.tp_i;
 			tr_r->step_us = rec[0];
 			tr_r->pipeline_us = rec[1];
 			tr_r->grad_sync_us = rec[2];

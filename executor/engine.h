@@ -1,8 +1,9 @@
 /* engine.h: balexec's backend-agnostic replay engine (DESIGN.md "Executor", issue 4).
  *
- * The engine reads a plan (through the planner's codec), maps its rank to a role with
- * Megatron's order rank = tp_i + tp * (cp_i + cp * (dp_i + dp * pp_i)) (plans/README.md),
- * builds every communication group once, and replays steps: the rank's micro-batches in the
+ * The engine reads a plan (through the planner's codec), finds its rank's role in each of
+ * the plan's layouts (pipeline, stage, CP and TP position; layout.h), builds every
+ * communication group once per layout (groups of unequal size across pipelines of a
+ * heterogeneous layout), and replays steps on the step's layout: the rank's micro-batches in the
  * 1F1B order of planner/sim.c (stage s: min(pp-s-1, m) warm-up forwards, then one forward
  * and one backward, then the drain), with PP send/recv of activations, a TP all-reduce and a
  * CP all-gather per operation, then the gradient synchronisation (reduce-scatter and
@@ -144,20 +145,14 @@ struct bp_engine_opts {
 			     * first step (the front end then exits at once); -1: none */
 };
 
-/* A rank's role (plans/README.md "cluster"). */
-struct bp_role {
-	int tp_i, cp_i, dp_i, pp_i;
-};
-struct bp_role bp_rank_role(const struct bp_cluster *c, int rank);
-int bp_role_rank(const struct bp_cluster *c, struct bp_role r);
-
 struct bp_engine;
 
-/* Makes an engine for this rank: checks the world against the plan, builds the groups (a
- * collective over every rank). plan, cm and the backend state are borrowed and must outlive
- * the engine; cm is the plan's cost model (for the p2p times and per-stage gradient sync).
- * Returns NULL with err; the caller frees with bp_engine_free. */
-struct bp_engine *bp_engine_new(const struct bp_plan *plan, const struct bp_costmodel *cm,
+/* Makes an engine for this rank: checks the world against the plan, finds the rank's role
+ * in every layout (layout.h), builds each layout's groups (a collective over every rank).
+ * plan, costs and the backend state are borrowed and must outlive the engine; costs serves
+ * the plan's layouts (p2p times, stage layers, per-stage gradient sync). Returns NULL with
+ * err; the caller frees with bp_engine_free. */
+struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *costs,
 				const struct bp_backend *be, void *st, int rank, int world,
 				const struct bp_engine_opts *o, struct bp_error *err);
 void bp_engine_free(struct bp_engine *e);

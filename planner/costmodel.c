@@ -9,8 +9,9 @@
  *     segments measured on the table as (q, kv) = (segment length, its end position);
  *   - the TP/CP group waits for its slowest member (WLB-LLM Sec. 3.1, Fig. 5);
  *   - activation and model-state memory (Hydraulis App. B.1) and the T(l,P) fit (App. B.2).
- * Placement: rank = tp_i + tp*(cp_i + cp*(dp_i + dp*pp_i)) (Megatron's order); a group
- * "crosses nodes" when its span of consecutive ranks exceeds gpus_per_node. */
+ * Placement comes from the layout (layout.h): a group "crosses nodes" when its ranks lie on
+ * more than one node of gpus_per_node GPUs. A cost model serves one pipeline of a layout;
+ * struct bp_costs keeps one per (layout, pipeline) a plan uses. */
 #include "costmodel.h"
 
 #include <math.h>
@@ -155,15 +156,19 @@ double bp_cost_coll(const struct bp_profile *p, enum bp_coll_op op, int ranks, i
 	return vb + t * (va - vb);
 }
 
-int bp_costmodel_init(struct bp_costmodel *cm, const struct bp_profile *p,
-		      struct bp_scheme sc, int dp, struct bp_error *err)
+int bp_costmodel_init_pipe(struct bp_costmodel *cm, const struct bp_profile *p,
+			   const struct bp_layout *l, size_t k, struct bp_error *err)
 {
 	memset(cm, 0, sizeof(*cm));
+	const struct bp_lpipe *pi = &l->pipes[k];
+	struct bp_scheme sc = pi->sc;
 	cm->prof = p;
 	cm->sc = sc;
-	cm->dp = dp;
+	for (size_t j = 0; j < l->npipes; j++)
+		cm->dp += l->pipes[j].sc.tp == sc.tp && l->pipes[j].sc.cp == sc.cp &&
+			  l->pipes[j].sc.pp == sc.pp;
 	const struct bp_model *m = &p->model;
-	if (sc.tp < 1 || sc.cp < 1 || sc.pp < 1 || dp < 1)
+	if (sc.tp < 1 || sc.cp < 1 || sc.pp < 1)
 		return bp_errorf(err, "parallel degrees must be >= 1");
 	if (sc.pp > m->layers)
 		return bp_errorf(err, "pp %d exceeds the %d layers of model '%s'", sc.pp, m->layers,
@@ -179,16 +184,75 @@ int bp_costmodel_init(struct bp_costmodel *cm, const struct bp_profile *p,
 	cm->stage_layers = bp_calloc((size_t)sc.pp, sizeof(int), err);
 	if (!cm->stage_layers)
 		return -1;
-	for (int s = 0; s < sc.pp; s++)
-		cm->stage_layers[s] = m->layers / sc.pp + (s < m->layers % sc.pp);
+	memcpy(cm->stage_layers, pi->stage_layers, (size_t)sc.pp * sizeof(int));
 	int gpn = p->hw.gpus_per_node;
-	cm->tp_inter = sc.tp > gpn;
-	cm->cp_inter = sc.tp * sc.cp > gpn;
-	cm->dp_inter = sc.tp * sc.cp * dp > gpn;
-	cm->pp_inter = sc.tp * sc.cp * dp * sc.pp > gpn;
+	cm->tp_inter = bp_lpipe_tp_inter(pi, gpn);
+	cm->cp_inter = bp_lpipe_cp_inter(pi, gpn);
+	cm->pp_inter = bp_lpipe_pp_inter(pi, gpn);
+	cm->dp_inter = bp_layout_sync_inter(l, k, gpn);
 	cm->token_bytes = 2.0 * m->hidden;
 	cm->kv_token_bytes = 2.0 * 2.0 * m->kv_heads * (m->hidden / m->heads);
 	return 0;
+}
+
+int bp_costmodel_init(struct bp_costmodel *cm, const struct bp_profile *p,
+		      struct bp_scheme sc, int dp, struct bp_error *err)
+{
+	struct bp_layout l;
+	memset(cm, 0, sizeof(*cm));
+	if (sc.tp < 1 || sc.cp < 1 || sc.pp < 1 || dp < 1)
+		return bp_errorf(err, "parallel degrees must be >= 1");
+	if (sc.pp > p->model.layers)
+		return bp_errorf(err, "pp %d exceeds the %d layers of model '%s'", sc.pp,
+				 p->model.layers, p->model.name);
+	bp_layout_init(&l);
+	/* One pipeline in Megatron's place stands for all dp (they are alike); the sync
+	 * group's node crossing comes from dp's span as Megatron lays it out. */
+	int rc = bp_layout_megatron(&l, sc, dp, p->model.layers, 1, err);
+	if (!rc)
+		rc = bp_costmodel_init_pipe(cm, p, &l, 0, err);
+	bp_layout_release(&l);
+	return rc;
+}
+
+void bp_costs_init(struct bp_costs *c, const struct bp_profile *p)
+{
+	memset(c, 0, sizeof(*c));
+	c->prof = p;
+}
+
+void bp_costs_release(struct bp_costs *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		bp_costmodel_release(&c->e[i]->cm);
+		free(c->e[i]);
+	}
+	free(c->e);
+	bp_costs_init(c, c->prof);
+}
+
+const struct bp_costmodel *bp_costs_pipe(struct bp_costs *c, const struct bp_layout *l,
+					 size_t k, struct bp_error *err)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (c->e[i]->layout == l && c->e[i]->pipe == k)
+			return &c->e[i]->cm;
+	struct bp_costs_entry **ne = bp_realloc_array(c->e, c->n + 1, sizeof(*ne), err);
+	if (!ne)
+		return NULL;
+	c->e = ne;
+	struct bp_costs_entry *x = bp_calloc(1, sizeof(*x), err);
+	if (!x)
+		return NULL;
+	x->layout = l;
+	x->pipe = k;
+	if (bp_costmodel_init_pipe(&x->cm, c->prof, l, k, err) < 0) {
+		bp_costmodel_release(&x->cm);
+		free(x);
+		return NULL;
+	}
+	ne[c->n++] = x;
+	return &x->cm;
 }
 
 void bp_costmodel_release(struct bp_costmodel *cm)
@@ -285,21 +349,22 @@ size_t bp_shard_segments(const struct bp_span *spans, size_t n, enum bp_shard mo
 	return k;
 }
 
-/* One layer's time on one CP rank: attention over its segments + GEMMs + TP collectives. */
-static double rank_layer_time(const struct bp_costmodel *cm, int64_t (*seg)[2], size_t nseg,
-			      int64_t tokens, int bwd, double *attn_out)
+/* One layer on one CP rank, in parts: attention over its segments (dense, or none when it
+ * runs on attention servers), GEMMs, TP collectives. */
+static void rank_layer(const struct bp_costmodel *cm, int64_t (*seg)[2], size_t nseg,
+		       int64_t tokens, int bwd, int attn_here, double part[3])
 {
 	double attn = 0.0;
-	for (size_t i = 0; i < nseg; i++)
+	for (size_t i = 0; attn_here && i < nseg; i++)
 		attn += bp_cost_attn(cm->attn, (double)seg[i][0], (double)seg[i][1], bwd);
-	if (attn_out)
-		*attn_out = attn;
 	double lin = bp_cost_linear(cm->linear, (double)tokens, bwd);
 	double tpc = 0.0;
 	if (cm->sc.tp > 1) /* two all-reduces of the layer's activations (Megatron TP) */
 		tpc = 2.0 * bp_cost_coll(cm->prof, BP_COLL_ALLREDUCE, cm->sc.tp, cm->tp_inter,
 					 (double)tokens * cm->token_bytes);
-	return attn + lin + tpc;
+	part[0] = attn;
+	part[1] = lin;
+	part[2] = tpc;
 }
 
 /* LM head GEMM cost as a multiple of one layer's GEMMs (same tokens). */
@@ -309,34 +374,68 @@ static double lm_head_ratio(const struct bp_model *m)
 	return lp > 0 ? (double)m->hidden * m->vocab / (double)lp : 0.0;
 }
 
-int bp_cost_microbatch(const struct bp_costmodel *cm, const struct bp_span *spans, size_t n,
-		       enum bp_shard mode, double *fwd, double *bwd, double *cp_attn,
-		       struct bp_error *err)
+static const char *const attn_kind_names[BP_ATTN_NKINDS] = {"dense", "sparse",
+							    "disaggregated"};
+
+const char *bp_attn_kind_name(enum bp_attn_kind k)
+{
+	return (unsigned)k < BP_ATTN_NKINDS ? attn_kind_names[k] : "?";
+}
+
+int bp_attn_kind_parse(const char *s, enum bp_attn_kind *out)
+{
+	for (int i = 0; i < BP_ATTN_NKINDS; i++)
+		if (!strcmp(s, attn_kind_names[i])) {
+			*out = (enum bp_attn_kind)i;
+			return 0;
+		}
+	return -1;
+}
+
+/* Sparse attention (SparseBalance): per layer its own budget k[l]. */
+static int bp_cost_mb_sparse(const struct bp_costmodel *cm, const struct bp_mb_desc *d,
+			     double *fwd, double *bwd, struct bp_mb_part *pf,
+			     struct bp_mb_part *pb, struct bp_error *err)
+{
+	(void)cm; (void)d; (void)fwd; (void)bwd; (void)pf; (void)pb;
+	return bp_errorf(err, "sparse attention is not costed yet");
+}
+
+int bp_cost_mb(const struct bp_costmodel *cm, const struct bp_mb_desc *d, double *fwd,
+	       double *bwd, struct bp_mb_part *pf, struct bp_mb_part *pb, struct bp_error *err)
 {
 	int cp = cm->sc.cp, pp = cm->sc.pp;
-	size_t cap = 2 * n + 4;
+	size_t n = d->n, cap = 2 * n + 4;
+	if (d->attn == BP_ATTN_SPARSE)
+		return bp_cost_mb_sparse(cm, d, fwd, bwd, pf, pb, err);
+	int attn_here = d->attn == BP_ATTN_DENSE;
 	int64_t(*seg)[2] = bp_calloc(cap, sizeof(*seg), err);
 	if (!seg)
 		return -1;
 	double worst_f = 0.0, worst_b = 0.0, worst_lm_f = 0.0, worst_lm_b = 0.0;
+	double wf[3] = {0, 0, 0}, wb[3] = {0, 0, 0};
 	int64_t max_tokens = 0;
 	double lmr = lm_head_ratio(&cm->prof->model);
 	for (int r = 0; r < cp; r++) {
 		int64_t tokens = 0;
-		size_t k = bp_shard_segments(spans, n, mode, cp, r, seg, cap, &tokens);
+		size_t k = bp_shard_segments(d->spans, n, d->shard, cp, r, seg, cap, &tokens);
 		if (k > cap) { /* cannot happen with 2n+4, kept as a guard */
 			free(seg);
 			return bp_errorf(err, "internal: %zu shard segments exceed %zu", k, cap);
 		}
-		double a = 0.0;
-		double f = rank_layer_time(cm, seg, k, tokens, 0, &a);
-		double b = rank_layer_time(cm, seg, k, tokens, 1, NULL);
-		if (cp_attn)
-			cp_attn[r] = a;
-		if (f > worst_f)
+		double a[3], b[3];
+		rank_layer(cm, seg, k, tokens, 0, attn_here, a);
+		rank_layer(cm, seg, k, tokens, 1, attn_here, b);
+		double f = a[0] + a[1] + a[2], bw = b[0] + b[1] + b[2];
+		/* the TP/CP group waits for its slowest member (WLB-LLM Sec. 3.1) */
+		if (f > worst_f) {
 			worst_f = f;
-		if (b > worst_b)
-			worst_b = b;
+			memcpy(wf, a, sizeof(wf));
+		}
+		if (bw > worst_b) {
+			worst_b = bw;
+			memcpy(wb, b, sizeof(wb));
+		}
 		double lf = lmr * bp_cost_linear(cm->linear, (double)tokens, 0);
 		double lb = lmr * bp_cost_linear(cm->linear, (double)tokens, 1);
 		if (lf > worst_lm_f)
@@ -349,21 +448,50 @@ int bp_cost_microbatch(const struct bp_costmodel *cm, const struct bp_span *span
 	free(seg);
 	/* CP: all-gather K and V per layer forward, reduce-scatter their gradients backward. */
 	double cpf = 0.0, cpb = 0.0;
-	if (cp > 1) {
+	if (cp > 1 && attn_here) {
 		double bytes = (double)max_tokens * cp * cm->kv_token_bytes / cm->sc.tp;
 		cpf = bp_cost_coll(cm->prof, BP_COLL_ALLGATHER, cp, cm->cp_inter, bytes);
 		cpb = bp_cost_coll(cm->prof, BP_COLL_REDUCESCATTER, cp, cm->cp_inter, bytes);
 	}
 	for (int s = 0; s < pp; s++) {
 		int L = cm->stage_layers[s];
+		int last = s == pp - 1;
 		fwd[s] = L * (worst_f + cpf);
 		bwd[s] = L * (worst_b + cpb);
-		if (s == pp - 1) {
+		if (last) {
 			fwd[s] += worst_lm_f;
 			bwd[s] += worst_lm_b;
 		}
+		if (pf)
+			pf[s] = (struct bp_mb_part){L * wf[0], L * wf[1], L * wf[2], L * cpf,
+						    last ? worst_lm_f : 0.0};
+		if (pb)
+			pb[s] = (struct bp_mb_part){L * wb[0], L * wb[1], L * wb[2], L * cpb,
+						    last ? worst_lm_b : 0.0};
 	}
 	return 0;
+}
+
+int bp_cost_microbatch(const struct bp_costmodel *cm, const struct bp_span *spans, size_t n,
+		       enum bp_shard mode, double *fwd, double *bwd, double *cp_attn,
+		       struct bp_error *err)
+{
+	struct bp_mb_desc d = {spans, n, mode, BP_ATTN_DENSE, 0, NULL};
+	if (cp_attn) {
+		size_t cap = 2 * n + 4;
+		int64_t(*seg)[2] = bp_calloc(cap, sizeof(*seg), err);
+		if (!seg)
+			return -1;
+		for (int r = 0; r < cm->sc.cp; r++) {
+			int64_t tokens = 0;
+			size_t k = bp_shard_segments(spans, n, mode, cm->sc.cp, r, seg, cap, &tokens);
+			double a[3];
+			rank_layer(cm, seg, k < cap ? k : cap, tokens, 0, 1, a);
+			cp_attn[r] = a[0];
+		}
+		free(seg);
+	}
+	return bp_cost_mb(cm, &d, fwd, bwd, NULL, NULL, err);
 }
 
 int bp_shard_resolve(const struct bp_costmodel *cm, const struct bp_span *spans, size_t n,
@@ -431,7 +559,7 @@ double bp_cost_p2p(const struct bp_costmodel *cm, int64_t tokens)
 }
 
 /* Parameters held by a rank of stage s (before TP division). */
-static double stage_params(const struct bp_costmodel *cm, int stage)
+double bp_cost_stage_params(const struct bp_costmodel *cm, int stage)
 {
 	const struct bp_model *m = &cm->prof->model;
 	double p = (double)cm->stage_layers[stage] * (double)bp_model_layer_params(m);
@@ -447,7 +575,7 @@ double bp_cost_grad_sync(const struct bp_costmodel *cm, int stage)
 	int n = cm->dp * cm->sc.cp;
 	if (n < 2)
 		return 0.0;
-	double bytes = 2.0 * stage_params(cm, stage) / cm->sc.tp;
+	double bytes = 2.0 * bp_cost_stage_params(cm, stage) / cm->sc.tp;
 	int inter = cm->dp > 1 ? cm->dp_inter : cm->cp_inter;
 	return bp_cost_coll(cm->prof, BP_COLL_REDUCESCATTER, n, inter, bytes) +
 	       bp_cost_coll(cm->prof, BP_COLL_ALLGATHER, n, inter, bytes);
@@ -464,7 +592,7 @@ int64_t bp_cost_state_bytes(const struct bp_costmodel *cm, int stage)
 	/* Hydraulis App. B.1 (b) with the distributed optimizer: weights and gradients (6 of
 	 * the 18 bytes per parameter) stay per TP shard, the optimizer's 12 are sharded over
 	 * the dp*cp replicas. alpha = 12/18 = 2/3. */
-	double per = stage_params(cm, stage) / cm->sc.tp;
+	double per = bp_cost_stage_params(cm, stage) / cm->sc.tp;
 	double spb = cm->prof->mem.state_bytes_per_param;
 	double alpha = 2.0 / 3.0;
 	return (int64_t)(per * spb * ((1.0 - alpha) + alpha / (cm->dp * cm->sc.cp)));

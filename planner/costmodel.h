@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "bp.h"
+#include "layout.h"
 #include "profile.h"
 
 struct bp_span {
@@ -28,6 +29,11 @@ enum bp_shard { BP_SHARD_SEQUENCE, BP_SHARD_DOCUMENT, BP_SHARD_ADAPTIVE, BP_SHAR
 const char *bp_shard_name(enum bp_shard s);
 int bp_shard_parse(const char *s, enum bp_shard *out);
 
+/* How a micro-batch's core attention runs (plan.h "attention"). */
+enum bp_attn_kind { BP_ATTN_DENSE, BP_ATTN_SPARSE, BP_ATTN_DISAGG, BP_ATTN_NKINDS };
+const char *bp_attn_kind_name(enum bp_attn_kind k);
+int bp_attn_kind_parse(const char *s, enum bp_attn_kind *out);
+
 struct bp_costmodel {
 	const struct bp_profile *prof; /* borrowed; outlives the cost model */
 	struct bp_scheme sc;
@@ -40,12 +46,37 @@ struct bp_costmodel {
 	double kv_token_bytes; /* bytes of one token's K and V (bf16) */
 };
 
-/* Prepares a cost model for scheme sc with dp pipelines. Fails when the profile has no
- * attention or linear table for sc.tp, or pp exceeds the model's layers. Release after
- * success or failure. */
+/* Prepares a cost model for pipeline k of layout l: its scheme, its stage layers, and the
+ * node boundaries its TP, CP, PP and gradient-sync groups cross (from the layout's ranks and
+ * the profile's gpus_per_node); dp counts the layout's pipelines of the same scheme (the
+ * gradient-sync replicas). Fails when the profile has no attention or linear table for the
+ * scheme's tp, or pp exceeds the model's layers. Release after success or failure. */
+int bp_costmodel_init_pipe(struct bp_costmodel *cm, const struct bp_profile *p,
+			   const struct bp_layout *l, size_t k, struct bp_error *err);
+/* The same for dp pipelines of scheme sc in Megatron's placement (bp_layout_megatron). */
 int bp_costmodel_init(struct bp_costmodel *cm, const struct bp_profile *p,
 		      struct bp_scheme sc, int dp, struct bp_error *err);
 void bp_costmodel_release(struct bp_costmodel *cm);
+
+/* Cost models per (layout, pipeline), built on first use and kept: the one thing prediction,
+ * validation and the executor ask for a pipeline's times. Layouts are identified by
+ * address, so a cache serves one plan (or one solve) and is released with it. */
+struct bp_costs_entry {
+	const struct bp_layout *layout;
+	size_t pipe;
+	struct bp_costmodel cm;
+};
+struct bp_costs {
+	const struct bp_profile *prof; /* borrowed */
+	struct bp_costs_entry **e;     /* owned, each entry too (pointers to them stay valid) */
+	size_t n;
+};
+void bp_costs_init(struct bp_costs *c, const struct bp_profile *p);
+void bp_costs_release(struct bp_costs *c);
+/* The cost model of pipeline k of layout l (borrowed from the cache; lives until release).
+ * NULL with err when the profile cannot serve the pipeline's scheme. */
+const struct bp_costmodel *bp_costs_pipe(struct bp_costs *c, const struct bp_layout *l,
+					 size_t k, struct bp_error *err);
 
 /* Table lookups (us per layer). q, kv in tokens (kv is clamped to >= q), bytes >= 0. */
 double bp_cost_attn(const struct bp_attn_table *t, double q, double kv, int bwd);
@@ -66,6 +97,29 @@ size_t bp_shard_segments(const struct bp_span *spans, size_t n, enum bp_shard mo
 int bp_shard_resolve(const struct bp_costmodel *cm, const struct bp_span *spans, size_t n,
 		     enum bp_shard mode, enum bp_shard *out, struct bp_error *err);
 
+/* A micro-batch as the cost model sees it: spans, CP sharding, attention kind. */
+struct bp_mb_desc {
+	const struct bp_span *spans;
+	size_t n;
+	enum bp_shard shard;
+	enum bp_attn_kind attn;
+	int sparse_block;     /* SPARSE */
+	const int *sparse_k;  /* SPARSE: [model layers] */
+};
+
+/* The decomposed time of one micro-batch on one stage in one direction, us (core-v2 Sec. 4):
+ * attention on the slowest CP rank (0 for DISAGG: it runs on the servers), its GEMMs, its TP
+ * all-reduces, the CP collectives, the LM head (last stage). attn + linear + tp_coll +
+ * cp_coll + lm equals the stage time to rounding. */
+struct bp_mb_part {
+	double attn, linear, tp_coll, cp_coll, lm;
+};
+
+/* Per stage fwd/bwd times of a described micro-batch (each pp entries) and, when pf/pb are
+ * not NULL, their parts (pp entries each). */
+int bp_cost_mb(const struct bp_costmodel *cm, const struct bp_mb_desc *d, double *fwd,
+	       double *bwd, struct bp_mb_part *pf, struct bp_mb_part *pb, struct bp_error *err);
+
 /* Forward and backward time of one micro-batch on every stage of the pipeline: the slowest
  * CP rank's attention + linear layers + TP/CP collectives (WLB-LLM Sec. 3.1: a TP/CP group
  * waits for its slowest member). fwd and bwd have sc.pp entries. cp_attn, when not NULL, gets
@@ -80,6 +134,9 @@ double bp_cost_doc(const struct bp_costmodel *cm, int64_t len);
 
 /* Point-to-point time to hand a micro-batch of tokens to the next stage (activations). */
 double bp_cost_p2p(const struct bp_costmodel *cm, int64_t tokens);
+/* Parameters a stage holds before TP division: its layers, plus the embedding on the first
+ * stage and the LM head on the last. */
+double bp_cost_stage_params(const struct bp_costmodel *cm, int stage);
 /* Gradient synchronisation at the end of a step over the dp*cp replicas of a stage: a
  * reduce-scatter and an all-gather of the stage's bf16 gradients (distributed optimizer). */
 double bp_cost_grad_sync(const struct bp_costmodel *cm, int stage);

@@ -59,6 +59,23 @@ static double pct(double a, double b)
 	return a != 0 ? 100.0 * (b - a) / a : 0.0;
 }
 
+static int layout_same(const struct bp_layout *a, const struct bp_layout *b)
+{
+	if (strcmp(a->schedule, b->schedule) || a->npipes != b->npipes ||
+	    a->nservers != b->nservers ||
+	    (a->nservers && memcmp(a->servers, b->servers, a->nservers * sizeof(int))))
+		return 0;
+	for (size_t i = 0; i < a->npipes; i++) {
+		const struct bp_lpipe *x = &a->pipes[i], *y = &b->pipes[i];
+		size_t n = (size_t)x->sc.tp * x->sc.cp * x->sc.pp;
+		if (memcmp(&x->sc, &y->sc, sizeof(x->sc)) || x->mb_max_tokens != y->mb_max_tokens ||
+		    memcmp(x->ranks, y->ranks, n * sizeof(int)) ||
+		    memcmp(x->stage_layers, y->stage_layers, (size_t)x->sc.pp * sizeof(int)))
+			return 0;
+	}
+	return 1;
+}
+
 static int cmp_span(const void *x, const void *y)
 {
 	const struct bp_span *a = x, *b = y;
@@ -70,7 +87,8 @@ static int cmp_span(const void *x, const void *y)
 /* Same micro-batch: same shard mode and the same spans as a set. */
 static int mb_same(const struct bp_mb *x, const struct bp_mb *y)
 {
-	if (x->nspans != y->nspans || x->shard != y->shard)
+	if (x->nspans != y->nspans || x->shard != y->shard || x->attn != y->attn ||
+	    x->sparse_block != y->sparse_block || !x->sparse_k != !y->sparse_k)
 		return 0;
 	size_t n = x->nspans;
 	struct bp_span *a = malloc((n ? n : 1) * sizeof(*a) * 2);
@@ -122,6 +140,22 @@ static struct loc *locate(const struct bp_step *st, size_t *n)
 static void diff_step(struct ctx *c, const struct bp_step *a, const struct bp_step *b)
 {
 	long long si = (long long)a->index;
+	if (a->layout != b->layout)
+		add(c, "step %lld: layout %d -> %d", si, a->layout, b->layout);
+	if (strcmp(a->sync, b->sync))
+		add(c, "step %lld: sync %s -> %s", si, a->sync, b->sync);
+	if (a->nca != b->nca || (a->nca && memcmp(a->ca, b->ca, a->nca * sizeof(*a->ca))))
+		add(c, "step %lld: CA-tasks differ (%zu -> %zu)", si, a->nca, b->nca);
+	if (!a->record_ops != !b->record_ops ||
+	    (a->record_ops && a->record_ops != b->record_ops)) {
+		add(c, "step %lld: record %s -> %s", si, a->record_ops ? a->record_ops->name : "none",
+		    b->record_ops ? b->record_ops->name : "none");
+	} else if (a->record_ops && a->record_ops->diff) {
+		char buf[256];
+		a->record_ops->diff(a->record, b->record, buf, sizeof(buf));
+		if (buf[0])
+			add(c, "step %lld: %s", si, buf);
+	}
 	int docs_same = a->ndocs == b->ndocs;
 	for (size_t i = 0; docs_same && i < a->ndocs; i++)
 		docs_same = a->docs[i].id == b->docs[i].id && a->docs[i].len == b->docs[i].len;
@@ -207,11 +241,19 @@ int bp_plan_diff(const struct bp_plan *a, const struct bp_plan *b, size_t max_li
 		add(&c, "seed: %llu -> %llu", (unsigned long long)a->seed,
 		    (unsigned long long)b->seed);
 	const struct bp_cluster *x = &a->cluster, *y = &b->cluster;
-	if (strcmp(x->gpu, y->gpu) || x->gpus != y->gpus || x->gpus_per_node != y->gpus_per_node ||
-	    x->tp != y->tp || x->cp != y->cp || x->pp != y->pp || x->dp != y->dp)
-		add(&c, "cluster: %d x %s (tp %d cp %d pp %d dp %d) -> %d x %s (tp %d cp %d pp %d "
-			"dp %d)", x->gpus, x->gpu, x->tp, x->cp, x->pp, x->dp, y->gpus, y->gpu,
-		    y->tp, y->cp, y->pp, y->dp);
+	if (strcmp(x->gpu, y->gpu) || x->gpus != y->gpus || x->gpus_per_node != y->gpus_per_node)
+		add(&c, "cluster: %d x %s (%d per node) -> %d x %s (%d per node)", x->gpus, x->gpu,
+		    x->gpus_per_node, y->gpus, y->gpu, y->gpus_per_node);
+	for (size_t i = 0; i < a->nlayouts || i < b->nlayouts; i++) {
+		char da[160] = "(none)", db[160] = "(none)";
+		if (i < a->nlayouts)
+			bp_layout_describe(&a->layouts[i], da, sizeof(da));
+		if (i < b->nlayouts)
+			bp_layout_describe(&b->layouts[i], db, sizeof(db));
+		if (i >= a->nlayouts || i >= b->nlayouts ||
+		    !layout_same(&a->layouts[i], &b->layouts[i]))
+			add(&c, "layout %zu: %s -> %s", i, da, db);
+	}
 	if (memcmp(&a->model, &b->model, sizeof(a->model)))
 		add(&c, "model: '%s' -> '%s'", a->model.name, b->model.name);
 	if (strcmp(a->method, b->method))
@@ -237,7 +279,6 @@ int bp_plan_diff(const struct bp_plan *a, const struct bp_plan *b, size_t max_li
 	}
 	if (a->nsteps_drawn != b->nsteps_drawn || a->tokens_per_step != b->tokens_per_step ||
 	    a->docs_per_step != b->docs_per_step || a->max_tokens != b->max_tokens ||
-	    a->mb_max_tokens != b->mb_max_tokens ||
 	    a->overlen != b->overlen)
 		add(&c, "sampling: %lld steps, %lld tokens/step, %lld docs/step, max %lld -> "
 			"%lld steps, %lld tokens/step, %lld docs/step, max %lld",

@@ -26,7 +26,7 @@ static int fixed_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
 		rc = 0;
 		goto out;
 	}
-	rc = bp_pack_fixed_greedy(ctx->cm, b, out->cluster.dp, out->max_tokens, out->max_tokens,
+	rc = bp_pack_fixed_greedy(ctx->cm, b, bp_plan_dp(out), out->max_tokens, out->max_tokens,
 				  cost, len, bin_of, &load, &m, err);
 	if (rc == 0)
 		rc = bp_emit_balanced(b, cost, len, bin_of, m, st, ctx->shard, err);

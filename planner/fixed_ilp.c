@@ -21,7 +21,7 @@ int bp_method_fixed_ilp(const struct bp_method_ctx *ctx, const struct bp_batches
 	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
 		return -1;
 	for (size_t s = 0; s < in->n; s++) {
-		int rc = bp_ilp_pack_step(ctx, &in->b[s], &out->steps[s], out->cluster.dp,
+		int rc = bp_ilp_pack_step(ctx, &in->b[s], &out->steps[s], bp_plan_dp(out),
 					  out->max_tokens, out->max_tokens, &o, err);
 		if (rc < 0)
 			return rc;

@@ -22,7 +22,10 @@
  * the root. Invariant: the packing returned is never worse than the greedy it starts from. */
 #include "ilp_pack.h"
 
+#include "jsonutil.h"
+
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -269,7 +272,9 @@ int bp_ilp_pack_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
 		goto out;
 	rc = -1;
 	size_t nbins = m * (size_t)dp;
-	st->solver.present = 1;
+	struct bp_solver *sv = bp_step_set_record(st, &bp_record_ilp, err);
+	if (!sv)
+		goto out;
 	if (o->max_vars > 0 && (double)n * (double)nbins > (double)o->max_vars) {
 		/* Too large for a reproducible search: keep the greedy, report its bound. */
 		double obj = 0.0;
@@ -277,19 +282,19 @@ int bp_ilp_pack_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
 			if (load[k] > obj)
 				obj = load[k];
 		memcpy(bin_of, warm, n * sizeof(*bin_of));
-		snprintf(st->solver.status, sizeof(st->solver.status), "too-large");
-		st->solver.objective = obj;
-		st->solver.bound = bp_pack_bound(cost, n, nbins);
-		st->solver.gap = obj > 0 ? (obj - st->solver.bound) / obj : 0.0;
+		snprintf(sv->status, sizeof(sv->status), "too-large");
+		sv->objective = obj;
+		sv->bound = bp_pack_bound(cost, n, nbins);
+		sv->gap = obj > 0 ? (obj - sv->bound) / obj : 0.0;
 	} else {
 		struct bp_ilp_pack in = {cost, len, n, nbins, cap, warm, 1, 1, 1};
 		if (bp_ilp_pack_solve(&in, o, bin_of, &res, err) < 0)
 			goto out;
-		snprintf(st->solver.status, sizeof(st->solver.status), "%s",
+		snprintf(sv->status, sizeof(sv->status), "%s",
 			 bp_ilp_status_name(res.status));
-		st->solver.objective = res.objective;
-		st->solver.bound = res.bound;
-		st->solver.gap = res.gap;
+		sv->objective = res.objective;
+		sv->bound = res.bound;
+		sv->gap = res.gap;
 	}
 	/* Deal and emit as fixed.c: bins in decreasing cost, spans in packing order. */
 	rc = bp_emit_balanced(b, cost, len, bin_of, m, st, ctx->shard, err);
@@ -300,4 +305,100 @@ out:
 	free(bin_of);
 	free(load);
 	return rc;
+}
+
+/* ---- the per-step record (plan.h struct bp_record_ops) ---- */
+
+static json_t *solver_to_json(const void *rec)
+{
+	const struct bp_solver *s = rec;
+	json_t *o = json_object();
+	int ok = o != NULL;
+	bp_json_set(o, "status", json_string(s->status), &ok);
+	bp_json_set(o, "objective_us", bp_json_real(s->objective), &ok);
+	bp_json_set(o, "bound_us", bp_json_real(s->bound), &ok);
+	bp_json_set(o, "gap", bp_json_real(s->gap), &ok);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static int solver_from_json(void *rec, json_t *o, const char *where, struct bp_error *err)
+{
+	static const char *const keys[] = {"status", "objective_us", "bound_us", "gap", NULL};
+	static const char *const statuses[] = {"optimal", "feasible", "warm-start",
+					       "too-large", NULL};
+	struct bp_solver *s = rec;
+	const double big = 1e300;
+	if (bp_json_check_keys(o, keys, where, err) < 0 ||
+	    bp_json_get_str(o, "status", 1, s->status, sizeof(s->status), where, err) < 0 ||
+	    bp_json_get_real(o, "objective_us", 1, 0, big, &s->objective, where, err) < 0 ||
+	    bp_json_get_real(o, "bound_us", 1, 0, big, &s->bound, where, err) < 0 ||
+	    bp_json_get_real(o, "gap", 1, -big, big, &s->gap, where, err) < 0)
+		return -1;
+	for (size_t i = 0; statuses[i]; i++)
+		if (!strcmp(s->status, statuses[i]))
+			return 0;
+	return bp_errorf(err, "%s.status \"%s\" is not optimal, feasible, warm-start or "
+			 "too-large", where, s->status);
+}
+
+/* The record's objective is the step's packing objective (the largest micro-batch cost). */
+static int solver_validate(const void *rec, const struct bp_step *st, struct bp_error *err)
+{
+	const struct bp_solver *s = rec;
+	if (s->bound > s->objective * (1 + 1e-9) + 1e-3)
+		return bp_errorf(err, "bound %.3f us exceeds the objective %.3f us", s->bound,
+				 s->objective);
+	(void)st;
+	return 0;
+}
+
+static void solver_diff(const void *a, const void *b, char *buf, size_t n)
+{
+	const struct bp_solver *x = a, *y = b;
+	buf[0] = 0;
+	if (strcmp(x->status, y->status) || x->objective != y->objective ||
+	    x->bound != y->bound)
+		snprintf(buf, n, "solver %s %.3f us (bound %.3f) -> %s %.3f us (bound %.3f)",
+			 x->status, x->objective, x->bound, y->status, y->objective, y->bound);
+}
+
+const struct bp_record_ops bp_record_ilp = {
+	"ilp", sizeof(struct bp_solver), solver_to_json, solver_from_json, solver_validate,
+	solver_diff,
+};
+
+void bp_ilp_warn(const struct bp_plan *p, char *buf, size_t n)
+{
+	int64_t nonopt = 0, ilp_steps = 0, too_large = 0;
+	double gap_max = 0.0;
+	size_t k = 0;
+	buf[0] = 0;
+	for (size_t s = 0; s < p->nsteps; s++) {
+		const struct bp_solver *sv = p->steps[s].record;
+		if (!sv || p->steps[s].record_ops != &bp_record_ilp)
+			continue;
+		ilp_steps++;
+		too_large += !strcmp(sv->status, "too-large");
+		if (strcmp(sv->status, "optimal")) {
+			nonopt++;
+			if (sv->gap > gap_max)
+				gap_max = sv->gap;
+		}
+	}
+	if (too_large)
+		k += (size_t)snprintf(buf, n, "%lld of %lld steps have more documents x "
+				      "micro-batches than ilp_max_vars and keep the greedy packing "
+				      "unsearched (raising the limit can make plans depend on "
+				      "machine speed)", (long long)too_large, (long long)ilp_steps);
+	nonopt -= too_large;
+	if (nonopt && k < n)
+		snprintf(buf + k, n - k, "%s%lld of %lld steps not proven optimal (ilp_node_limit "
+			 "or ilp_time_limit_s reached, largest gap %.2f%%); each keeps its best "
+			 "packing, never worse than the greedy; a step ended by the time limit "
+			 "may differ between runs", k ? "\n" : "", (long long)nonopt,
+			 (long long)ilp_steps, 100.0 * gap_max);
 }

@@ -51,4 +51,18 @@ int bp_ilp_pack_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
 		     struct bp_step *st, int dp, int64_t window, int64_t cap,
 		     const struct bp_ilp_opts *o, struct bp_error *err);
 
+/* What an exact solver said about one step: the ILP methods' per-step record (plan v2
+ * steps[i].record, kind "ilp"; v1's "solver"). */
+struct bp_solver {
+	char status[24];  /* "optimal", "feasible", "warm-start", "too-large" */
+	double objective; /* best packing objective found, us */
+	double bound;     /* best proven lower bound, us */
+	double gap;       /* (objective - bound) / objective */
+};
+extern const struct bp_record_ops bp_record_ilp;
+
+/* The method table's warning for fixed-ilp and wlb-ilp: how many steps were not proven
+ * optimal or too large to search. */
+void bp_ilp_warn(const struct bp_plan *p, char *buf, size_t n);
+
 #endif

@@ -302,6 +302,130 @@ void bp_json_append(json_t *arr, json_t *value, int *ok)
 		*ok = 0;
 }
 
+/* A growing text buffer for the canonical emitter. */
+struct outbuf {
+	char *s;
+	size_t n, cap;
+	int failed;
+};
+
+static void put(struct outbuf *b, const char *t, size_t n)
+{
+	if (b->failed)
+		return;
+	if (b->n + n + 2 > b->cap) {
+		size_t nc = b->cap ? b->cap : 4096;
+		while (b->n + n + 2 > nc)
+			nc *= 2;
+		char *ns = realloc(b->s, nc);
+		if (!ns) {
+			b->failed = 1;
+			return;
+		}
+		b->s = ns;
+		b->cap = nc;
+	}
+	memcpy(b->s + b->n, t, n);
+	b->n += n;
+	b->s[b->n] = 0;
+}
+
+static void puts_(struct outbuf *b, const char *t)
+{
+	put(b, t, strlen(t));
+}
+
+static void indent(struct outbuf *b, int depth)
+{
+	put(b, "\n", 1);
+	for (int i = 0; i < depth; i++)
+		put(b, " ", 1);
+}
+
+static void scalar(struct outbuf *b, const json_t *v)
+{
+	char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
+	if (!t) {
+		b->failed = 1;
+		return;
+	}
+	puts_(b, t);
+	free(t);
+}
+
+static int all_scalars(const json_t *a)
+{
+	size_t i;
+	const json_t *x;
+	json_array_foreach(a, i, x) if (json_is_array(x) || json_is_object(x)) return 0;
+	return 1;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Objects: one key per line, sorted; arrays of scalars on one line; other arrays one
+ * element per line. */
+static void emit(struct outbuf *b, const json_t *v, int depth)
+{
+	if (json_is_object(v)) {
+		size_t n = json_object_size(v), k = 0;
+		if (!n) {
+			puts_(b, "{}");
+			return;
+		}
+		const char **keys = malloc(n * sizeof(*keys));
+		if (!keys) {
+			b->failed = 1;
+			return;
+		}
+		const char *key;
+		json_t *x;
+		json_object_foreach((json_t *)v, key, x) keys[k++] = key;
+		qsort(keys, n, sizeof(*keys), cmp_key);
+		puts_(b, "{");
+		for (size_t i = 0; i < n; i++) {
+			indent(b, depth + 1);
+			json_t *ks = json_string(keys[i]);
+			if (!ks) {
+				b->failed = 1;
+				break;
+			}
+			scalar(b, ks);
+			json_decref(ks);
+			puts_(b, ": ");
+			emit(b, json_object_get(v, keys[i]), depth + 1);
+			if (i + 1 < n)
+				puts_(b, ",");
+		}
+		free(keys);
+		indent(b, depth);
+		puts_(b, "}");
+	} else if (json_is_array(v)) {
+		size_t n = json_array_size(v);
+		if (!n) {
+			puts_(b, "[]");
+			return;
+		}
+		int flat = all_scalars(v);
+		puts_(b, "[");
+		for (size_t i = 0; i < n; i++) {
+			if (!flat)
+				indent(b, depth + 1);
+			emit(b, json_array_get(v, i), depth + 1);
+			if (i + 1 < n)
+				puts_(b, flat ? ", " : ",");
+		}
+		if (!flat)
+			indent(b, depth);
+		puts_(b, "]");
+	} else {
+		scalar(b, v);
+	}
+}
+
 char *bp_json_dump_canonical(const json_t *root)
 {
 	char *s = json_dumps(root, JSON_SORT_KEYS | JSON_INDENT(1) | JSON_REAL_PRECISION(15));
@@ -316,4 +440,82 @@ char *bp_json_dump_canonical(const json_t *root)
 	t[n] = '\n';
 	t[n + 1] = 0;
 	return t;
+}
+
+char *bp_json_dump_lines(const json_t *root)
+{
+	struct outbuf b = {NULL, 0, 0, 0};
+	emit(&b, root, 0);
+	put(&b, "\n", 1);
+	if (b.failed) {
+		free(b.s);
+		return NULL;
+	}
+	return b.s;
+}
+
+int bp_json_read_fields(json_t *obj, const struct bp_field *f, size_t n, void *base,
+			const char *const *extra, int strict, const char *where,
+			struct bp_error *err)
+{
+	char *b = base;
+	if (!json_is_object(obj))
+		return bp_errorf(err, "%s is not an object", where);
+	if (strict) {
+		const char *key;
+		json_t *v;
+		json_object_foreach(obj, key, v) {
+			int known = 0;
+			for (size_t i = 0; i < n && !known; i++)
+				known = !strcmp(f[i].key, key);
+			for (size_t i = 0; extra && extra[i] && !known; i++)
+				known = !strcmp(extra[i], key);
+			if (!known)
+				return bp_errorf(err, "unknown key \"%s\" in %s", key, where);
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct bp_field *x = &f[i];
+		int rc = 0;
+		switch (x->type) {
+		case BP_FT_I64:
+			rc = bp_json_get_int(obj, x->key, 1,
+					     x->lo <= -9.2e18 ? INT64_MIN : (int64_t)x->lo,
+					     x->hi >= 9.2e18 ? INT64_MAX : (int64_t)x->hi,
+					     (int64_t *)(b + x->off), where, err);
+			break;
+		case BP_FT_INT:
+			rc = bp_json_get_int32(obj, x->key, 1, (int)x->lo, (int)x->hi,
+					       (int *)(b + x->off), where, err);
+			break;
+		case BP_FT_REAL:
+			rc = bp_json_get_real(obj, x->key, 1, x->lo, x->hi, (double *)(b + x->off),
+					      where, err);
+			break;
+		case BP_FT_STR:
+			rc = bp_json_get_str(obj, x->key, 1, b + x->off, x->size, where, err);
+			break;
+		}
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int bp_json_write_fields(json_t *obj, const struct bp_field *f, size_t n, const void *base)
+{
+	const char *b = base;
+	int ok = obj != NULL;
+	for (size_t i = 0; ok && i < n; i++) {
+		const struct bp_field *x = &f[i];
+		json_t *v = NULL;
+		switch (x->type) {
+		case BP_FT_I64: v = json_integer(*(const int64_t *)(b + x->off)); break;
+		case BP_FT_INT: v = json_integer(*(const int *)(b + x->off)); break;
+		case BP_FT_REAL: v = bp_json_real(*(const double *)(b + x->off)); break;
+		case BP_FT_STR: v = json_string(b + x->off); break;
+		}
+		bp_json_set(obj, x->key, v, &ok);
+	}
+	return ok ? 0 : -1;
 }

@@ -4,12 +4,17 @@
  * unknown keys by bp_json_check_keys, and every getter checks type and range. Error texts
  * name the JSON path ("profile.hardware.gpus_per_node"). bp_json_parse_text turns an
  * "unknown key" error into one that also carries the key's line and column in the text.
- * Writing is canonical: sorted keys, one-space indent, reals rounded to 1e-3 and printed with
- * 15 significant digits, trailing newline, so the same structs give the same bytes. */
+ * Writing is canonical: sorted keys, one-space indent, scalar arrays on one line, reals
+ * rounded to 1e-3 and printed with 15 significant digits, trailing newline, so the same
+ * structs give the same bytes.
+ *
+ * Field tables name each field of a struct once (key, type, offset, range): the same table
+ * drives the reader, the writer and the unknown-key check. */
 #ifndef BP_JSONUTIL_H
 #define BP_JSONUTIL_H
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "bp.h"
@@ -66,8 +71,36 @@ json_t *bp_json_real_array(const double *v, size_t n);
 void bp_json_set(json_t *obj, const char *key, json_t *value, int *ok);
 void bp_json_append(json_t *arr, json_t *value, int *ok);
 
-/* Canonical text of root: sorted keys, indent 1, trailing newline. Caller free()s. NULL on
- * failure. */
+/* Canonical text of root: sorted keys, indent 1, trailing newline (datasets, profiles,
+ * traces). Caller free()s. NULL on failure. */
 char *bp_json_dump_canonical(const json_t *root);
+/* Canonical text for plans: sorted keys, one key per line with one space of indent per
+ * level, an array of scalars on one line ("[3, 0, 4096]"), any other array one element per
+ * line, trailing newline. So a plan's tuples read one per line and a git diff of two plans
+ * shows what moved (plans/README.md). Caller free()s. NULL on failure. */
+char *bp_json_dump_lines(const json_t *root);
+
+/* A struct field as JSON sees it. */
+enum bp_ftype { BP_FT_I64, BP_FT_INT, BP_FT_REAL, BP_FT_STR };
+struct bp_field {
+	const char *key;
+	enum bp_ftype type;
+	size_t off;   /* offsetof the member */
+	size_t size;  /* BP_FT_STR: the buffer's size */
+	double lo, hi; /* inclusive range (numbers) */
+};
+#define BP_FIELD_I64(T, m, k, lo, hi) {k, BP_FT_I64, offsetof(T, m), 0, lo, hi}
+#define BP_FIELD_INT(T, m, k, lo, hi) {k, BP_FT_INT, offsetof(T, m), 0, lo, hi}
+#define BP_FIELD_REAL(T, m, k, lo, hi) {k, BP_FT_REAL, offsetof(T, m), 0, lo, hi}
+#define BP_FIELD_STR(T, m, k) {k, BP_FT_STR, offsetof(T, m), sizeof(((T *)0)->m), 0, 0}
+
+/* Reads every field of the table (all required) from obj into base. When extra is not NULL
+ * it lists the other keys obj may have (NULL-terminated); with strict set, any key outside
+ * the table and extra is an error. */
+int bp_json_read_fields(json_t *obj, const struct bp_field *f, size_t n, void *base,
+			const char *const *extra, int strict, const char *where,
+			struct bp_error *err);
+/* Writes every field of the table from base into obj. Returns 0 or -1 (allocation). */
+int bp_json_write_fields(json_t *obj, const struct bp_field *f, size_t n, const void *base);
 
 #endif

@@ -247,7 +247,7 @@ out:
 static int kk_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
 		      struct bp_step *st, const struct bp_plan *out, struct bp_error *err)
 {
-	int dp = out->cluster.dp;
+	int dp = bp_plan_dp(out);
 	int64_t cap = out->max_tokens;
 	size_t n = b->ndocs;
 	int64_t coef = bp_kk_coef(&ctx->cm->prof->model);

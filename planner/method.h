@@ -14,14 +14,23 @@
 #include "rng.h"
 
 struct bp_method_ctx {
-	const struct bp_costmodel *cm; /* for the plan's scheme and dp */
+	const struct bp_costmodel *cm; /* pipeline 0 of the request's layout (plan layout 0) */
 	struct bp_rng *rng;            /* the plan's seeded generator */
 	enum bp_shard shard;           /* CP sharding the user asked for */
+	struct bp_costs *costs;        /* every (layout, pipeline)'s cost model, for methods
+					* that add layouts of their own */
 };
 
-/* Fills out->steps (out's cluster, max_tokens, mb_max_tokens = max_tokens and params are set;
- * a variable-length method raises mb_max_tokens). Returns 0, -1 (error) or
- * BP_INFEASIBLE. */
+/* Pipelines of the request's layout (plan layout 0): v1's dp. */
+static inline int bp_plan_dp(const struct bp_plan *p)
+{
+	return (int)p->layouts[0].npipes;
+}
+
+/* Fills out->steps (out's cluster, max_tokens, params and layout 0, the request's, are set,
+ * its pipelines capped at max_tokens; a variable-length method raises the cap with
+ * bp_plan_set_mb_cap). Steps use layout 0 unless the method adds layouts. Returns 0, -1
+ * (error) or BP_INFEASIBLE. */
 typedef int (*bp_method_fn)(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 			    struct bp_plan *out, struct bp_error *err);
 
@@ -34,7 +43,15 @@ struct bp_method {
 	 * are in the plan's params when solve runs; the method reads them with bp_plan_param
 	 * and records every default it uses with bp_plan_set_param, so the plan names them all. */
 	const char *const *params;
+	/* The method's per-step record (NULL: none): its codec, validation and diff. */
+	const struct bp_record_ops *record;
+	/* Called after prediction with the finished plan (NULL: nothing): fills buf (n bytes)
+	 * with a warning the front end prints, or leaves it empty. */
+	void (*warn)(const struct bp_plan *p, char *buf, size_t n);
 };
+
+/* The record codec of a kind ("ilp"), searched in the method table; NULL when unknown. */
+const struct bp_record_ops *bp_record_find(const char *kind);
 
 size_t bp_method_count(void);
 const struct bp_method *bp_method_at(size_t i);     /* static; NULL past the end */

@@ -1,6 +1,8 @@
 /* methods.c: the method table (method.h). Adding a method: one file and one line here. */
 #include "method.h"
 
+#include "ilp_pack.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,31 +16,31 @@ static const char *const wlb_ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp
 static const struct bp_method methods[] = {
 	{"plain", bp_method_plain,
 	 "documents in loader order cut into fixed context windows, dealt round-robin",
-	 "Megatron-LM baseline (WLB-LLM Sec. 3, 'Plain-4D')", NULL},
+	 "Megatron-LM baseline (WLB-LLM Sec. 3, 'Plain-4D')", NULL, NULL, NULL},
 	{"fixed", bp_method_fixed,
 	 "fixed-length packing: costliest document first into the least-loaded window that fits",
-	 "WLB-LLM Sec. 3.2 'Fixed-Len Greedy' (Table 2)", NULL},
+	 "WLB-LLM Sec. 3.2 'Fixed-Len Greedy' (Table 2)", NULL, NULL, NULL},
 	{"wlb", bp_method_wlb,
 	 "variable-length packing with outlier delay queues (Alg. 1)",
-	 "WLB-LLM Sec. 4.1-4.2, Eq. 2, Alg. 1", wlb_params},
+	 "WLB-LLM Sec. 4.1-4.2, Eq. 2, Alg. 1", wlb_params, NULL, NULL},
 	{"fixed-ilp", bp_method_fixed_ilp,
 	 "fixed-length packing solved exactly by GLPK, warm-started from fixed",
-	 "WLB-LLM Sec. 3.2, Eq. 1", ilp_params},
+	 "WLB-LLM Sec. 3.2, Eq. 1", ilp_params, &bp_record_ilp, bp_ilp_warn},
 	{"wlb-ilp", bp_method_wlb_ilp,
 	 "variable-length packing solved by GLPK, warm-started from the greedy",
-	 "WLB-LLM Sec. 4.1, Eq. 2", wlb_ilp_params},
+	 "WLB-LLM Sec. 4.1, Eq. 2", wlb_ilp_params, &bp_record_ilp, bp_ilp_warn},
 	{"ffd", bp_method_ffd,
 	 "first-fit-decreasing to the context length, bins dealt round-robin",
-	 "NeMo's sequence packing (first-fit-decreasing)", NULL},
+	 "NeMo's sequence packing (first-fit-decreasing)", NULL, NULL, NULL},
 	{"bfd", bp_method_bfd,
 	 "best-fit-decreasing with a segment tree, O(n log n)",
-	 "TRL's packing (best-fit-decreasing)", NULL},
+	 "TRL's packing (best-fit-decreasing)", NULL, NULL, NULL},
 	{"multipack", bp_method_multipack,
 	 "LPT packing that balances tokens across DP ranks",
-	 "multipack sampler (longest-processing-time over ranks)", NULL},
+	 "multipack sampler (longest-processing-time over ranks)", NULL, NULL, NULL},
 	{"kk", bp_method_kk,
 	 "Karmarkar-Karp balanced partition on a workload proxy, with a token cap",
-	 "verl's seqlen balancing (Karmarkar-Karp)", NULL},
+	 "verl's seqlen balancing (Karmarkar-Karp)", NULL, NULL, NULL},
 };
 
 size_t bp_method_count(void)
@@ -49,6 +51,14 @@ size_t bp_method_count(void)
 const struct bp_method *bp_method_at(size_t i)
 {
 	return i < BP_ARRAY_LEN(methods) ? &methods[i] : NULL;
+}
+
+const struct bp_record_ops *bp_record_find(const char *kind)
+{
+	for (size_t i = 0; i < BP_ARRAY_LEN(methods); i++)
+		if (methods[i].record && !strcmp(methods[i].record->name, kind))
+			return methods[i].record;
+	return NULL;
 }
 
 const struct bp_method *bp_method_find(const char *name)
@@ -69,7 +79,8 @@ int bp_method_alloc_steps(struct bp_plan *out, const struct bp_batches *in, size
 	for (size_t i = 0; i < n; i++) {
 		struct bp_step *st = &out->steps[i];
 		st->index = (int64_t)i;
-		st->npipes = (size_t)out->cluster.dp;
+		st->npipes = out->layouts[0].npipes;
+		strcpy(st->sync, "dp-allreduce");
 		st->pipes = bp_calloc(st->npipes, sizeof(*st->pipes), err);
 		if (!st->pipes)
 			return -1;

@@ -10,7 +10,7 @@
 int bp_method_plain(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		    struct bp_plan *out, struct bp_error *err)
 {
-	int dp = out->cluster.dp;
+	int dp = bp_plan_dp(out);
 	int64_t cap = out->max_tokens;
 	struct bp_span *win = NULL;
 	size_t nwin = 0, capwin = 0;

@@ -13,30 +13,39 @@
 #include "bp.h"
 #include "costmodel.h"
 #include "dataset.h"
+#include "layout.h"
 #include "presets.h"
 
-#define BP_PLAN_FORMAT "balplan.plan/v1"
+#define BP_PLAN_FORMAT "balplan.plan/v2"
+#define BP_PLAN_FORMAT_V1 "balplan.plan/v1"
 
 struct bp_cluster {
 	char gpu[64];
 	int gpus, gpus_per_node;
-	int tp, cp, pp, dp;
 };
 
+/* A micro-batch's attention (plan v2 "attention", costmodel.h's enum bp_attn_kind):
+ * DENSE: varlen causal attention where the tokens live (every v1 plan);
+ * SPARSE: block-sparse attention, block B, k[l] blocks per query tile in layer l
+ *   (SparseBalance Sec. II-B, MoBA top-k); k has the model's layers entries;
+ * DISAGG: attention runs on attention servers as the step's CA-tasks (DistCA Sec. 4). */
 struct bp_mb {
 	struct bp_span *spans; /* owned */
 	size_t nspans;
 	enum bp_shard shard;
+	enum bp_attn_kind attn;
+	int sparse_block;      /* SPARSE: block size B in tokens */
+	int *sparse_k;         /* SPARSE: [model layers] blocks per layer; owned */
 	/* Predicted (bp_plan_predict): */
 	int64_t tokens;
-	double *fwd, *bwd; /* [pp] per stage, us; owned */
+	double *fwd, *bwd; /* [pp of the pipeline] per stage, us; owned */
 };
 
 struct bp_pipe {
 	struct bp_mb *mbs; /* owned */
 	size_t nmbs;
 	/* Predicted: */
-	double time_us;     /* 1F1B end of this pipeline, before gradient sync */
+	double time_us;     /* schedule end of this pipeline, before gradient sync */
 	double *busy_us;    /* [pp] compute per stage; owned */
 	int64_t *peak_mem;  /* [pp] activations + model state, bytes; owned */
 };
@@ -47,8 +56,19 @@ struct bp_delayed {
 	int64_t to_step;
 };
 
+/* A core-attention task (DistCA Sec. 4.1-4.2): the queries [q0, q1) of document doc, with
+ * keys and values [kv0, kv1) (its causal prefix inside the span that holds the queries: kv0
+ * the span's first token, kv1 = q1), computed on attention server `server` (index into the
+ * layout's servers) at forward tick `tick` of the distca-ticks schedule; the backward reuses
+ * the placement at the mirrored backward tick. */
+struct bp_ca_task {
+	int64_t tick;
+	int server;
+	int64_t doc, q0, q1, kv0, kv1;
+};
+
 struct bp_metrics {
-	double step_us;        /* slowest pipeline + gradient synchronisation */
+	double step_us;        /* slowest pipeline (or the ticks) + gradient synchronisation */
 	double pipe_max_us, pipe_min_us;
 	double grad_sync_us;
 	double bubble;         /* 1 - busy / (ranks * step), over (pipeline, stage) ranks */
@@ -59,29 +79,41 @@ struct bp_metrics {
 	int64_t tokens;        /* trained in this step */
 	int64_t nmbs;          /* micro-batches in this step */
 	/* The packing objective: the largest micro-batch cost W = sum of its spans' costs
-	 * w = bp_cost_doc(len), and a certified lower bound on it for this step's spans and
-	 * micro-batch count (bp_pack_bound); gap = max / bound - 1. */
+	 * w = the method's item cost (bp_cost_doc for every method so far), and a certified
+	 * lower bound on it for this step's spans and micro-batch count (bp_pack_bound);
+	 * gap = max / bound - 1. */
 	double pack_max_us, pack_bound_us, pack_gap;
 };
 
-/* What an exact solver said about one step (ILP methods); absent for heuristics. */
-struct bp_solver {
-	int present;
-	char status[24];  /* "optimal", "feasible" (time limit hit), "warm-start" */
-	double objective; /* best packing objective found, us */
-	double bound;     /* best proven lower bound, us */
-	double gap;       /* (objective - bound) / objective */
+struct bp_step;
+
+/* A method-owned per-step record (plan v2 steps[i].record): a method that keeps one gives
+ * its codec here, and the plan holds a pointer to it beside the record. */
+struct bp_record_ops {
+	const char *name;                       /* the JSON key's "kind" */
+	size_t size;                            /* bytes of the record struct */
+	json_t *(*to_json)(const void *rec);    /* new reference, NULL on failure */
+	int (*from_json)(void *rec, json_t *o, const char *where, struct bp_error *err);
+	/* Optional: checks a record against its step (NULL: nothing to check). */
+	int (*validate)(const void *rec, const struct bp_step *st, struct bp_error *err);
+	/* Optional: one line saying how a and b differ, or "" when they do not (buf n). */
+	void (*diff)(const void *a, const void *b, char *buf, size_t n);
 };
 
 struct bp_step {
 	int64_t index;
+	int layout;              /* index into the plan's layouts */
 	struct bp_doc *docs;     /* drawn for this step, draw order; owned */
 	size_t ndocs;
 	struct bp_delayed *delayed; /* of docs, those trained later; by doc id; owned */
 	size_t ndelayed;
-	struct bp_pipe *pipes;   /* dp entries; owned */
+	struct bp_pipe *pipes;   /* one per pipeline of the layout; owned */
 	size_t npipes;
-	struct bp_solver solver;
+	struct bp_ca_task *ca;   /* CA-tasks by (tick, server, doc, q0); owned */
+	size_t nca;
+	char sync[24];           /* the gradient synchronisation model: "dp-allreduce" */
+	void *record;            /* method-owned record or NULL; owned, freed by release */
+	const struct bp_record_ops *record_ops; /* static, set with record */
 	struct bp_metrics m;
 };
 
@@ -112,9 +144,9 @@ struct bp_plan {
 	size_t nparams;
 	int64_t nsteps_drawn, tokens_per_step, docs_per_step;
 	int64_t max_tokens;    /* the context cap: no drawn document is longer */
-	int64_t mb_max_tokens; /* no micro-batch holds more (>= max_tokens; variable-length
-				* packing raises it, WLB-LLM Eq. 2's L_max) */
 	enum bp_overlen overlen;
+	struct bp_layout *layouts; /* owned; steps name one each */
+	size_t nlayouts;
 	struct bp_step *steps; /* owned */
 	size_t nsteps;
 	struct bp_summary summary;
@@ -129,32 +161,49 @@ int bp_plan_set_param(struct bp_plan *p, const char *key, const char *value,
 		      struct bp_error *err);
 const char *bp_plan_param(const struct bp_plan *p, const char *key); /* NULL when absent */
 
-/* Appends a micro-batch of spans (copied) to a pipeline. */
+/* Appends a layout (moved into the plan: l is left initialised). Returns its index or -1. */
+int bp_plan_add_layout(struct bp_plan *p, struct bp_layout *l, struct bp_error *err);
+/* The layout a step uses (borrowed). */
+static inline const struct bp_layout *bp_plan_layout(const struct bp_plan *p,
+						     const struct bp_step *st)
+{
+	return &p->layouts[st->layout];
+}
+/* Adds the homogeneous layout of dp pipelines of scheme sc in Megatron's placement, capped
+ * at cap tokens per micro-batch (bp_layout_megatron, the model's layers from p->model).
+ * Returns its index or -1. */
+int bp_plan_add_megatron(struct bp_plan *p, struct bp_scheme sc, int dp, int64_t cap,
+			 struct bp_error *err);
+/* The largest per-pipeline micro-batch cap over all layouts (0 without layouts), and a
+ * setter for every pipeline of every layout (variable-length packing raises it, WLB-LLM
+ * Eq. 2's L_max). */
+int64_t bp_plan_mb_cap(const struct bp_plan *p);
+void bp_plan_set_mb_cap(struct bp_plan *p, int64_t cap);
+
+/* Appends a micro-batch of spans (copied, dense attention) to a pipeline. */
 int bp_pipe_add_mb(struct bp_pipe *pipe, const struct bp_span *spans, size_t n,
 		   enum bp_shard shard, struct bp_error *err);
+/* Copies a micro-batch's decisions (spans, shard, attention) into an initialised dst. */
+int bp_mb_copy_decisions(struct bp_mb *dst, const struct bp_mb *src, int layers,
+			 struct bp_error *err);
+void bp_mb_release(struct bp_mb *mb);
 
-/* Re-runs the 1F1B simulation of one predicted pipeline and fills each operation's start time:
- * f_start and b_start get nmbs * pp entries, [j * pp + s] (caller-owned). For timelines. */
-int bp_pipe_schedule(const struct bp_pipe *pi, const struct bp_costmodel *cm, double *f_start,
-		     double *b_start, struct bp_error *err);
+/* Gives a step a zeroed method-owned record of ops->size bytes (replacing any). Returns it,
+ * owned by the step, or NULL. */
+void *bp_step_set_record(struct bp_step *st, const struct bp_record_ops *ops,
+			 struct bp_error *err);
 
-/* Checks the cluster: all degrees >= 1, gpus = tp*cp*pp*dp, gpus_per_node divides gpus or
- * gpus < gpus_per_node. */
+/* Checks the cluster: gpus >= 1, gpus_per_node >= 1 and dividing gpus when gpus fill more
+ * than one node. */
 int bp_cluster_check(const struct bp_cluster *c, struct bp_error *err);
 
-/* Fills every predicted field: micro-batch times from the cost model, each pipeline through
- * the 1F1B simulator, the step metrics and the summary. cm must be made for the plan's
- * scheme and dp. */
-int bp_plan_predict(struct bp_plan *p, const struct bp_costmodel *cm, struct bp_error *err);
+/* Megatron scheme of a homogeneous plan (all layouts one scheme, equal pipeline counts):
+ * fills sc and dp and returns 1; returns 0 for heterogeneous plans. */
+int bp_plan_uniform(const struct bp_plan *p, struct bp_scheme *sc, int *dp);
 
-/* The plan invariants (DESIGN.md "Tests"): each drawn document trained exactly once, in its
- * step or, if delayed, in the step named; spans inside their documents and non-overlapping;
- * every micro-batch within max_tokens tokens and every rank within the memory cap (when cm is
- * given); dp pipelines per step; cluster consistent. Returns 0 or -1 naming the first breach. */
-int bp_plan_validate(const struct bp_plan *p, const struct bp_costmodel *cm,
-		     struct bp_error *err);
-
-/* Codec. from_json fills an initialised plan (release after failure too). */
+/* Codec (plan_json.c): writes balplan.plan/v2, reads v2 and v1. from_json fills an
+ * initialised plan (release after failure too); it checks formats and layouts, not the
+ * plan invariants (validate.h). */
 int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err);
 json_t *bp_plan_to_json(const struct bp_plan *p);
 

@@ -1,6 +1,11 @@
-/* plan_json.c: the balplan.plan/v1 codec (plan.h, plans/README.md). Used by solve (write),
- * check, simulate, diff and balexec (read). Reading is strict (unknown keys, types, ranges);
- * writing is canonical so the same plan gives the same bytes. */
+/* plan_json.c: the plan codec (plan.h, plans/README.md). Writes balplan.plan/v2; reads v2
+ * and v1 (a v1 plan becomes one Megatron layout, its `solver` records the ILP methods'
+ * record). Used by solve (write), check, simulate, diff, report and balexec (read).
+ *
+ * Reading is strict (unknown keys, types, ranges). Decisions and predictions are apart: each
+ * micro-batch, pipeline and step keeps what the cost model and simulator computed under its
+ * own "predicted" key, so a diff of decisions reads on its own. Flat fields are named once,
+ * in the field tables below, which drive reader and writer. */
 #include "plan.h"
 
 #include <stdio.h>
@@ -8,9 +13,71 @@
 #include <string.h>
 
 #include "jsonutil.h"
+#include "method.h"
 #include "model_json.h"
 
+#define BIG 1e300
+#define I64MAX 9.3e18
+
 static const char *const overlen_names[] = {"truncate", "drop", "error"};
+
+/* ---- field tables (each key once) ---- */
+
+static const struct bp_field metric_fields[] = {
+	BP_FIELD_REAL(struct bp_metrics, step_us, "step_us", 0, BIG),
+	BP_FIELD_REAL(struct bp_metrics, pipe_max_us, "pipeline_max_us", 0, BIG),
+	BP_FIELD_REAL(struct bp_metrics, pipe_min_us, "pipeline_min_us", 0, BIG),
+	BP_FIELD_REAL(struct bp_metrics, grad_sync_us, "grad_sync_us", 0, BIG),
+	BP_FIELD_REAL(struct bp_metrics, bubble, "bubble", -1, 1),
+	BP_FIELD_REAL(struct bp_metrics, imb_wlb, "imbalance_wlb", 0, BIG),
+	BP_FIELD_REAL(struct bp_metrics, imb_sb, "imbalance_sparsebalance", 0, BIG),
+	BP_FIELD_REAL(struct bp_metrics, gap_hyd, "rank_gap_hydraulis", 0, 1),
+	BP_FIELD_I64(struct bp_metrics, peak_mem, "peak_mem_bytes", 0, I64MAX),
+	BP_FIELD_I64(struct bp_metrics, tokens, "tokens", 0, I64MAX),
+	BP_FIELD_I64(struct bp_metrics, nmbs, "microbatches", 0, I64MAX),
+	BP_FIELD_REAL(struct bp_metrics, pack_max_us, "pack_max_us", 0, BIG),
+	BP_FIELD_REAL(struct bp_metrics, pack_bound_us, "pack_bound_us", 0, BIG),
+	BP_FIELD_REAL(struct bp_metrics, pack_gap, "pack_gap", -1, BIG),
+};
+
+static const struct bp_field summary_fields[] = {
+	BP_FIELD_I64(struct bp_summary, steps, "steps", 0, I64MAX),
+	BP_FIELD_I64(struct bp_summary, docs, "docs", 0, I64MAX),
+	BP_FIELD_I64(struct bp_summary, tokens, "tokens", 0, I64MAX),
+	BP_FIELD_I64(struct bp_summary, truncated, "truncated_docs", 0, I64MAX),
+	BP_FIELD_I64(struct bp_summary, dropped, "dropped_docs", 0, I64MAX),
+	BP_FIELD_I64(struct bp_summary, delayed, "delayed_docs", 0, I64MAX),
+	BP_FIELD_REAL(struct bp_summary, step_mean_us, "step_mean_us", 0, BIG),
+	BP_FIELD_REAL(struct bp_summary, step_p50_us, "step_p50_us", 0, BIG),
+	BP_FIELD_REAL(struct bp_summary, step_p95_us, "step_p95_us", 0, BIG),
+	BP_FIELD_REAL(struct bp_summary, step_max_us, "step_max_us", 0, BIG),
+	BP_FIELD_REAL(struct bp_summary, total_us, "total_us", 0, BIG),
+	BP_FIELD_REAL(struct bp_summary, tokens_per_s, "tokens_per_s", 0, BIG),
+	BP_FIELD_REAL(struct bp_summary, imb_wlb_mean, "imbalance_wlb_mean", 0, BIG),
+	BP_FIELD_REAL(struct bp_summary, imb_wlb_p95, "imbalance_wlb_p95", 0, BIG),
+	BP_FIELD_REAL(struct bp_summary, imb_sb_mean, "imbalance_sparsebalance_mean", 0, BIG),
+	BP_FIELD_REAL(struct bp_summary, gap_hyd_mean, "rank_gap_hydraulis_mean", 0, 1),
+	BP_FIELD_REAL(struct bp_summary, bubble_mean, "bubble_mean", -1, 1),
+	BP_FIELD_REAL(struct bp_summary, delay_steps_mean, "delay_steps_mean", 0, BIG),
+	BP_FIELD_I64(struct bp_summary, peak_mem, "peak_mem_bytes", 0, I64MAX),
+	BP_FIELD_REAL(struct bp_summary, pack_gap_mean, "pack_gap_mean", -1, BIG),
+	BP_FIELD_REAL(struct bp_summary, pack_gap_max, "pack_gap_max", -1, BIG),
+};
+
+static const struct bp_field sampling_fields[] = {
+	BP_FIELD_I64(struct bp_plan, nsteps_drawn, "steps", 1, I64MAX),
+	BP_FIELD_I64(struct bp_plan, tokens_per_step, "tokens_per_step", 0, I64MAX),
+	BP_FIELD_I64(struct bp_plan, docs_per_step, "docs_per_step", 0, I64MAX),
+	BP_FIELD_I64(struct bp_plan, max_tokens, "max_tokens", 1, I64MAX),
+};
+
+static const struct bp_field cluster_fields[] = {
+	BP_FIELD_STR(struct bp_cluster, gpu, "gpu"),
+	BP_FIELD_INT(struct bp_cluster, gpus, "gpus", 0, 1 << 24),
+	BP_FIELD_INT(struct bp_cluster, gpus_per_node, "gpus_per_node", 0, 1024),
+};
+
+/* ---- writing ---- */
 
 static json_t *int_array(const int64_t *v, size_t n)
 {
@@ -25,58 +92,79 @@ static json_t *int_array(const int64_t *v, size_t n)
 	return a;
 }
 
-static json_t *mb_to_json(const struct bp_mb *mb, int pp)
+static json_t *int32_array(const int *v, size_t n)
 {
-	json_t *o = json_object(), *spans = json_array();
-	int ok = o && spans;
+	json_t *a = json_array();
+	int ok = a != NULL;
+	for (size_t i = 0; ok && i < n; i++)
+		bp_json_append(a, json_integer(v[i]), &ok);
+	if (!ok) {
+		json_decref(a);
+		return NULL;
+	}
+	return a;
+}
+
+static json_t *done(json_t *o, int ok)
+{
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_t *mb_to_json(const struct bp_mb *mb, int pp, int layers)
+{
+	json_t *o = json_object(), *spans = json_array(), *pr = json_object();
+	int ok = o && spans && pr;
 	for (size_t i = 0; ok && i < mb->nspans; i++) {
 		int64_t t[3] = {mb->spans[i].doc, mb->spans[i].offset, mb->spans[i].len};
 		bp_json_append(spans, int_array(t, 3), &ok);
 	}
 	bp_json_set(o, "spans", spans, &ok);
 	bp_json_set(o, "shard", json_string(bp_shard_name(mb->shard)), &ok);
-	bp_json_set(o, "tokens", json_integer(mb->tokens), &ok);
+	if (mb->attn != BP_ATTN_DENSE) {
+		json_t *a = json_object();
+		int aok = a != NULL;
+		bp_json_set(a, "kind", json_string(bp_attn_kind_name(mb->attn)), &aok);
+		if (mb->attn == BP_ATTN_SPARSE) {
+			bp_json_set(a, "block", json_integer(mb->sparse_block), &aok);
+			bp_json_set(a, "k", int32_array(mb->sparse_k, (size_t)layers), &aok);
+		}
+		bp_json_set(o, "attention", done(a, aok), &ok);
+	}
+	bp_json_set(pr, "tokens", json_integer(mb->tokens), &ok);
 	if (mb->fwd && mb->bwd) {
-		bp_json_set(o, "fwd_us", bp_json_real_array(mb->fwd, (size_t)pp), &ok);
-		bp_json_set(o, "bwd_us", bp_json_real_array(mb->bwd, (size_t)pp), &ok);
+		bp_json_set(pr, "fwd_us", bp_json_real_array(mb->fwd, (size_t)pp), &ok);
+		bp_json_set(pr, "bwd_us", bp_json_real_array(mb->bwd, (size_t)pp), &ok);
 	}
-	if (!ok) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
+	bp_json_set(o, "predicted", pr, &ok);
+	return done(o, ok);
 }
 
-static json_t *metrics_to_json(const struct bp_metrics *m)
+static json_t *pipe_to_json(const struct bp_pipe *pi, int pp, int layers)
 {
-	json_t *o = json_object();
-	int ok = o != NULL;
-	bp_json_set(o, "step_us", bp_json_real(m->step_us), &ok);
-	bp_json_set(o, "pipeline_max_us", bp_json_real(m->pipe_max_us), &ok);
-	bp_json_set(o, "pipeline_min_us", bp_json_real(m->pipe_min_us), &ok);
-	bp_json_set(o, "grad_sync_us", bp_json_real(m->grad_sync_us), &ok);
-	bp_json_set(o, "bubble", bp_json_real(m->bubble), &ok);
-	bp_json_set(o, "imbalance_wlb", bp_json_real(m->imb_wlb), &ok);
-	bp_json_set(o, "imbalance_sparsebalance", bp_json_real(m->imb_sb), &ok);
-	bp_json_set(o, "rank_gap_hydraulis", bp_json_real(m->gap_hyd), &ok);
-	bp_json_set(o, "peak_mem_bytes", json_integer(m->peak_mem), &ok);
-	bp_json_set(o, "tokens", json_integer(m->tokens), &ok);
-	bp_json_set(o, "microbatches", json_integer(m->nmbs), &ok);
-	bp_json_set(o, "pack_max_us", bp_json_real(m->pack_max_us), &ok);
-	bp_json_set(o, "pack_bound_us", bp_json_real(m->pack_bound_us), &ok);
-	bp_json_set(o, "pack_gap", bp_json_real(m->pack_gap), &ok);
-	if (!ok) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
+	json_t *o = json_object(), *mbs = json_array(), *pr = json_object();
+	int ok = o && mbs && pr;
+	for (size_t j = 0; ok && j < pi->nmbs; j++)
+		bp_json_append(mbs, mb_to_json(&pi->mbs[j], pp, layers), &ok);
+	bp_json_set(o, "microbatches", mbs, &ok);
+	bp_json_set(pr, "time_us", bp_json_real(pi->time_us), &ok);
+	if (pi->busy_us)
+		bp_json_set(pr, "busy_us", bp_json_real_array(pi->busy_us, (size_t)pp), &ok);
+	if (pi->peak_mem)
+		bp_json_set(pr, "peak_mem_bytes", int_array(pi->peak_mem, (size_t)pp), &ok);
+	bp_json_set(o, "predicted", pr, &ok);
+	return done(o, ok);
 }
 
-static json_t *step_to_json(const struct bp_step *st, int pp)
+static json_t *step_to_json(const struct bp_plan *p, const struct bp_step *st)
 {
 	json_t *o = json_object(), *docs = json_array(), *del = json_array(),
-	       *pipes = json_array();
-	int ok = o && docs && del && pipes;
+	       *pipes = json_array(), *pr = json_object();
+	int ok = o && docs && del && pipes && pr;
+	const struct bp_layout *l = bp_plan_layout(p, st);
 	for (size_t i = 0; ok && i < st->ndocs; i++) {
 		int64_t t[2] = {st->docs[i].id, st->docs[i].len};
 		bp_json_append(docs, int_array(t, 2), &ok);
@@ -85,129 +173,108 @@ static json_t *step_to_json(const struct bp_step *st, int pp)
 		int64_t t[3] = {st->delayed[i].doc, st->delayed[i].len, st->delayed[i].to_step};
 		bp_json_append(del, int_array(t, 3), &ok);
 	}
-	for (size_t i = 0; ok && i < st->npipes; i++) {
-		const struct bp_pipe *pi = &st->pipes[i];
-		json_t *po = json_object(), *mbs = json_array();
-		int pok = po && mbs;
-		for (size_t j = 0; pok && j < pi->nmbs; j++)
-			bp_json_append(mbs, mb_to_json(&pi->mbs[j], pp), &pok);
-		bp_json_set(po, "microbatches", mbs, &pok);
-		mbs = NULL;
-		bp_json_set(po, "time_us", bp_json_real(pi->time_us), &pok);
-		if (pi->busy_us)
-			bp_json_set(po, "busy_us", bp_json_real_array(pi->busy_us, (size_t)pp), &pok);
-		if (pi->peak_mem)
-			bp_json_set(po, "peak_mem_bytes", int_array(pi->peak_mem, (size_t)pp), &pok);
-		if (!pok) {
-			json_decref(mbs);
-			json_decref(po);
-			po = NULL;
-		}
-		bp_json_append(pipes, po, &ok);
-	}
+	for (size_t i = 0; ok && i < st->npipes; i++)
+		bp_json_append(pipes, pipe_to_json(&st->pipes[i], l->pipes[i].sc.pp,
+						   p->model.layers), &ok);
 	bp_json_set(o, "index", json_integer(st->index), &ok);
+	bp_json_set(o, "layout", json_integer(st->layout), &ok);
 	bp_json_set(o, "docs", docs, &ok);
 	bp_json_set(o, "delayed", del, &ok);
 	bp_json_set(o, "pipelines", pipes, &ok);
-	bp_json_set(o, "metrics", metrics_to_json(&st->m), &ok);
-	if (st->solver.present) {
-		json_t *so = json_object();
-		int sok = so != NULL;
-		bp_json_set(so, "status", json_string(st->solver.status), &sok);
-		bp_json_set(so, "objective_us", bp_json_real(st->solver.objective), &sok);
-		bp_json_set(so, "bound_us", bp_json_real(st->solver.bound), &sok);
-		bp_json_set(so, "gap", bp_json_real(st->solver.gap), &sok);
-		if (!sok) {
-			json_decref(so);
-			so = NULL;
+	bp_json_set(o, "sync", json_string(st->sync), &ok);
+	if (st->nca) {
+		json_t *ca = json_array();
+		int cok = ca != NULL;
+		for (size_t i = 0; cok && i < st->nca; i++) {
+			const struct bp_ca_task *c = &st->ca[i];
+			int64_t t[7] = {c->tick, c->server, c->doc, c->q0, c->q1, c->kv0, c->kv1};
+			bp_json_append(ca, int_array(t, 7), &cok);
 		}
-		bp_json_set(o, "solver", so, &ok);
+		bp_json_set(o, "ca_tasks", done(ca, cok), &ok);
 	}
-	if (!ok) {
-		json_decref(o);
-		return NULL;
+	if (st->record && st->record_ops) {
+		json_t *r = st->record_ops->to_json(st->record);
+		if (r && json_object_set_new(r, "kind", json_string(st->record_ops->name)) < 0) {
+			json_decref(r);
+			r = NULL;
+		}
+		bp_json_set(o, "record", r, &ok);
 	}
-	return o;
+	if (bp_json_write_fields(pr, metric_fields, BP_ARRAY_LEN(metric_fields), &st->m) < 0)
+		ok = 0;
+	bp_json_set(o, "predicted", pr, &ok);
+	return done(o, ok);
 }
 
-static json_t *summary_to_json(const struct bp_summary *s)
+static json_t *layout_to_json(const struct bp_layout *l)
+{
+	json_t *o = json_object(), *pipes = json_array();
+	int ok = o && pipes;
+	for (size_t i = 0; ok && i < l->npipes; i++) {
+		const struct bp_lpipe *p = &l->pipes[i];
+		json_t *po = json_object(), *ranks = json_array();
+		int pok = po && ranks;
+		size_t per = (size_t)p->sc.tp * p->sc.cp;
+		for (int s = 0; pok && s < p->sc.pp; s++)
+			bp_json_append(ranks, int32_array(p->ranks + (size_t)s * per, per), &pok);
+		bp_json_set(po, "tp", json_integer(p->sc.tp), &pok);
+		bp_json_set(po, "cp", json_integer(p->sc.cp), &pok);
+		bp_json_set(po, "pp", json_integer(p->sc.pp), &pok);
+		bp_json_set(po, "ranks", ranks, &pok);
+		bp_json_set(po, "stage_layers", int32_array(p->stage_layers, (size_t)p->sc.pp),
+			    &pok);
+		bp_json_set(po, "max_microbatch_tokens", json_integer(p->mb_max_tokens), &pok);
+		bp_json_append(pipes, done(po, pok), &ok);
+	}
+	bp_json_set(o, "schedule", json_string(l->schedule), &ok);
+	bp_json_set(o, "pipelines", pipes, &ok);
+	bp_json_set(o, "servers", int32_array(l->servers, l->nservers), &ok);
+	return done(o, ok);
+}
+
+static json_t *named(const char *name, const char *sha)
 {
 	json_t *o = json_object();
 	int ok = o != NULL;
-	bp_json_set(o, "steps", json_integer(s->steps), &ok);
-	bp_json_set(o, "docs", json_integer(s->docs), &ok);
-	bp_json_set(o, "tokens", json_integer(s->tokens), &ok);
-	bp_json_set(o, "truncated_docs", json_integer(s->truncated), &ok);
-	bp_json_set(o, "dropped_docs", json_integer(s->dropped), &ok);
-	bp_json_set(o, "delayed_docs", json_integer(s->delayed), &ok);
-	bp_json_set(o, "step_mean_us", bp_json_real(s->step_mean_us), &ok);
-	bp_json_set(o, "step_p50_us", bp_json_real(s->step_p50_us), &ok);
-	bp_json_set(o, "step_p95_us", bp_json_real(s->step_p95_us), &ok);
-	bp_json_set(o, "step_max_us", bp_json_real(s->step_max_us), &ok);
-	bp_json_set(o, "total_us", bp_json_real(s->total_us), &ok);
-	bp_json_set(o, "tokens_per_s", bp_json_real(s->tokens_per_s), &ok);
-	bp_json_set(o, "imbalance_wlb_mean", bp_json_real(s->imb_wlb_mean), &ok);
-	bp_json_set(o, "imbalance_wlb_p95", bp_json_real(s->imb_wlb_p95), &ok);
-	bp_json_set(o, "imbalance_sparsebalance_mean", bp_json_real(s->imb_sb_mean), &ok);
-	bp_json_set(o, "rank_gap_hydraulis_mean", bp_json_real(s->gap_hyd_mean), &ok);
-	bp_json_set(o, "bubble_mean", bp_json_real(s->bubble_mean), &ok);
-	bp_json_set(o, "delay_steps_mean", bp_json_real(s->delay_steps_mean), &ok);
-	bp_json_set(o, "peak_mem_bytes", json_integer(s->peak_mem), &ok);
-	bp_json_set(o, "pack_gap_mean", bp_json_real(s->pack_gap_mean), &ok);
-	bp_json_set(o, "pack_gap_max", bp_json_real(s->pack_gap_max), &ok);
-	if (!ok) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
+	bp_json_set(o, "name", json_string(name), &ok);
+	bp_json_set(o, "sha256", json_string(sha), &ok);
+	return done(o, ok);
 }
 
 json_t *bp_plan_to_json(const struct bp_plan *p)
 {
-	json_t *root = json_object(), *inputs = json_object(), *ds = json_object(),
-	       *pr = json_object(), *cl = json_object(), *me = json_object(),
-	       *params = json_object(), *sa = json_object(), *steps = json_array();
-	int ok = root && inputs && ds && pr && cl && me && params && sa && steps;
-	const struct bp_cluster *c = &p->cluster;
-	bp_json_set(ds, "name", json_string(p->dataset), &ok);
-	bp_json_set(ds, "sha256", json_string(p->dataset_sha), &ok);
-	bp_json_set(pr, "name", json_string(p->profile), &ok);
-	bp_json_set(pr, "sha256", json_string(p->profile_sha), &ok);
-	bp_json_set(inputs, "dataset", ds, &ok);
-	bp_json_set(inputs, "profile", pr, &ok);
+	json_t *root = json_object(), *inputs = json_object(), *cl = json_object(),
+	       *me = json_object(), *params = json_object(), *sa = json_object(),
+	       *lays = json_array(), *steps = json_array(), *sum = json_object();
+	int ok = root && inputs && cl && me && params && sa && lays && steps && sum;
+	bp_json_set(inputs, "dataset", named(p->dataset, p->dataset_sha), &ok);
+	bp_json_set(inputs, "profile", named(p->profile, p->profile_sha), &ok);
 	bp_json_set(inputs, "seed", json_integer((json_int_t)p->seed), &ok);
-	bp_json_set(cl, "gpu", json_string(c->gpu), &ok);
-	bp_json_set(cl, "gpus", json_integer(c->gpus), &ok);
-	bp_json_set(cl, "gpus_per_node", json_integer(c->gpus_per_node), &ok);
-	bp_json_set(cl, "tp", json_integer(c->tp), &ok);
-	bp_json_set(cl, "cp", json_integer(c->cp), &ok);
-	bp_json_set(cl, "pp", json_integer(c->pp), &ok);
-	bp_json_set(cl, "dp", json_integer(c->dp), &ok);
+	if (bp_json_write_fields(cl, cluster_fields, BP_ARRAY_LEN(cluster_fields),
+				 &p->cluster) < 0 ||
+	    bp_json_write_fields(sa, sampling_fields, BP_ARRAY_LEN(sampling_fields), p) < 0 ||
+	    bp_json_write_fields(sum, summary_fields, BP_ARRAY_LEN(summary_fields),
+				 &p->summary) < 0)
+		ok = 0;
 	for (size_t i = 0; i < p->nparams; i++)
 		bp_json_set(params, p->params[i].key, json_string(p->params[i].value), &ok);
 	bp_json_set(me, "name", json_string(p->method), &ok);
-	bp_json_set(me, "max_microbatch_tokens", json_integer(p->mb_max_tokens), &ok);
 	bp_json_set(me, "params", params, &ok);
-	bp_json_set(sa, "steps", json_integer(p->nsteps_drawn), &ok);
-	bp_json_set(sa, "tokens_per_step", json_integer(p->tokens_per_step), &ok);
-	bp_json_set(sa, "docs_per_step", json_integer(p->docs_per_step), &ok);
-	bp_json_set(sa, "max_tokens", json_integer(p->max_tokens), &ok);
 	bp_json_set(sa, "over_length", json_string(overlen_names[p->overlen]), &ok);
+	for (size_t i = 0; ok && i < p->nlayouts; i++)
+		bp_json_append(lays, layout_to_json(&p->layouts[i]), &ok);
 	for (size_t i = 0; ok && i < p->nsteps; i++)
-		bp_json_append(steps, step_to_json(&p->steps[i], c->pp), &ok);
+		bp_json_append(steps, step_to_json(p, &p->steps[i]), &ok);
 	bp_json_set(root, "format", json_string(BP_PLAN_FORMAT), &ok);
 	bp_json_set(root, "inputs", inputs, &ok);
 	bp_json_set(root, "cluster", cl, &ok);
 	bp_json_set(root, "model", bp_model_to_json(&p->model), &ok);
 	bp_json_set(root, "method", me, &ok);
 	bp_json_set(root, "sampling", sa, &ok);
+	bp_json_set(root, "layouts", lays, &ok);
 	bp_json_set(root, "steps", steps, &ok);
-	bp_json_set(root, "summary", summary_to_json(&p->summary), &ok);
-	if (!ok) {
-		json_decref(root);
-		return NULL;
-	}
-	return root;
+	bp_json_set(root, "summary", sum, &ok);
+	return done(root, ok);
 }
 
 /* ---- reading ---- */
@@ -226,6 +293,29 @@ static int read_int_tuple(json_t *a, size_t n, int64_t *out, const char *where,
 	return 0;
 }
 
+static int read_int32_vec(json_t *o, const char *key, size_t n, int lo, int hi, int **out,
+			  const char *where, struct bp_error *err)
+{
+	json_t *a = bp_json_get_array(o, key, where, err);
+	if (!a)
+		return -1;
+	if (json_array_size(a) != n)
+		return bp_errorf(err, "%s.%s has %zu entries, expected %zu", where, key,
+				 json_array_size(a), n);
+	*out = bp_calloc(n ? n : 1, sizeof(int), err);
+	if (!*out)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		json_t *x = json_array_get(a, i);
+		if (!json_is_integer(x) || json_integer_value(x) < lo ||
+		    json_integer_value(x) > hi)
+			return bp_errorf(err, "%s.%s[%zu] is not an integer in [%d, %d]", where,
+					 key, i, lo, hi);
+		(*out)[i] = (int)json_integer_value(x);
+	}
+	return 0;
+}
+
 static int read_real_vec(json_t *o, const char *key, int pp, double **out, const char *where,
 			 struct bp_error *err)
 {
@@ -235,41 +325,8 @@ static int read_real_vec(json_t *o, const char *key, int pp, double **out, const
 	if (n != (size_t)pp)
 		return bp_errorf(err, "%s.%s has %zu entries, expected pp = %d", where, key, n, pp);
 	for (size_t i = 0; i < n; i++)
-		if ((*out)[i] < 0)
-			return bp_errorf(err, "%s.%s[%zu] is negative", where, key, i);
-	return 0;
-}
-
-static int mb_from_json(struct bp_mb *mb, json_t *o, int pp, const char *where,
-			struct bp_error *err)
-{
-	static const char *const keys[] = {"spans", "shard", "tokens", "fwd_us", "bwd_us",
-					   NULL};
-	char shard[32], w[256];
-	if (bp_json_check_keys(o, keys, where, err) < 0)
-		return -1;
-	json_t *spans = bp_json_get_array(o, "spans", where, err);
-	if (!spans)
-		return -1;
-	mb->nspans = json_array_size(spans);
-	mb->spans = bp_calloc(mb->nspans, sizeof(*mb->spans), err);
-	if (!mb->spans)
-		return -1;
-	for (size_t i = 0; i < mb->nspans; i++) {
-		int64_t t[3] = {0, 0, 0};
-		snprintf(w, sizeof(w), "%.200s.spans[%zu]", where, i);
-		if (read_int_tuple(json_array_get(spans, i), 3, t, w, err) < 0)
-			return -1;
-		mb->spans[i] = (struct bp_span){t[0], t[1], t[2]};
-	}
-	if (bp_json_get_str(o, "shard", 1, shard, sizeof(shard), where, err) < 0)
-		return -1;
-	if (bp_shard_parse(shard, &mb->shard) < 0 || mb->shard == BP_SHARD_ADAPTIVE)
-		return bp_errorf(err, "%s.shard \"%s\" is not a sharding mode", where, shard);
-	if (bp_json_get_int(o, "tokens", 1, 0, INT64_MAX, &mb->tokens, where, err) < 0 ||
-	    read_real_vec(o, "fwd_us", pp, &mb->fwd, where, err) < 0 ||
-	    read_real_vec(o, "bwd_us", pp, &mb->bwd, where, err) < 0)
-		return -1;
+		if ((*out)[i] < 0 || (*out)[i] > BIG)
+			return bp_errorf(err, "%s.%s[%zu] is outside [0, 1e300]", where, key, i);
 	return 0;
 }
 
@@ -295,97 +352,193 @@ static int read_i64_vec(json_t *o, const char *key, int pp, int64_t **out, const
 	return 0;
 }
 
-static int pipe_from_json(struct bp_pipe *pi, json_t *o, int pp, const char *where,
-			  struct bp_error *err)
+static int read_spans(struct bp_mb *mb, json_t *o, const char *where, struct bp_error *err)
 {
-	static const char *const keys[] = {"microbatches", "time_us", "busy_us",
-					   "peak_mem_bytes", NULL};
 	char w[256];
-	if (bp_json_check_keys(o, keys, where, err) < 0)
+	json_t *spans = bp_json_get_array(o, "spans", where, err);
+	if (!spans)
+		return -1;
+	mb->nspans = json_array_size(spans);
+	mb->spans = bp_calloc(mb->nspans ? mb->nspans : 1, sizeof(*mb->spans), err);
+	if (!mb->spans)
+		return -1;
+	for (size_t i = 0; i < mb->nspans; i++) {
+		int64_t t[3] = {0, 0, 0};
+		snprintf(w, sizeof(w), "%.200s.spans[%zu]", where, i);
+		if (read_int_tuple(json_array_get(spans, i), 3, t, w, err) < 0)
+			return -1;
+		mb->spans[i] = (struct bp_span){t[0], t[1], t[2]};
+	}
+	return 0;
+}
+
+static int read_shard(struct bp_mb *mb, json_t *o, const char *where, struct bp_error *err)
+{
+	char shard[32];
+	if (bp_json_get_str(o, "shard", 1, shard, sizeof(shard), where, err) < 0)
+		return -1;
+	if (bp_shard_parse(shard, &mb->shard) < 0 || mb->shard == BP_SHARD_ADAPTIVE)
+		return bp_errorf(err, "%s.shard \"%s\" is not a sharding mode", where, shard);
+	return 0;
+}
+
+/* v1 micro-batch: {spans, shard, tokens, fwd_us, bwd_us}. */
+static int mb_from_v1(struct bp_mb *mb, json_t *o, int pp, const char *where,
+		      struct bp_error *err)
+{
+	static const char *const keys[] = {"spans", "shard", "tokens", "fwd_us", "bwd_us",
+					   NULL};
+	if (bp_json_check_keys(o, keys, where, err) < 0 || read_spans(mb, o, where, err) < 0 ||
+	    read_shard(mb, o, where, err) < 0 ||
+	    bp_json_get_int(o, "tokens", 1, 0, INT64_MAX, &mb->tokens, where, err) < 0 ||
+	    read_real_vec(o, "fwd_us", pp, &mb->fwd, where, err) < 0 ||
+	    read_real_vec(o, "bwd_us", pp, &mb->bwd, where, err) < 0)
+		return -1;
+	return 0;
+}
+
+static int attention_from_json(struct bp_mb *mb, json_t *a, int layers, const char *where,
+			       struct bp_error *err)
+{
+	static const char *const keys[] = {"kind", "block", "k", NULL};
+	char kind[32], w[256];
+	snprintf(w, sizeof(w), "%.200s.attention", where);
+	if (bp_json_check_keys(a, keys, w, err) < 0 ||
+	    bp_json_get_str(a, "kind", 1, kind, sizeof(kind), w, err) < 0)
+		return -1;
+	if (bp_attn_kind_parse(kind, &mb->attn) < 0)
+		return bp_errorf(err, "%s.kind \"%s\" is not dense, sparse or disaggregated", w,
+				 kind);
+	int has_k = json_object_get(a, "k") != NULL, has_b = json_object_get(a, "block") != NULL;
+	if (mb->attn != BP_ATTN_SPARSE) {
+		if (has_k || has_b)
+			return bp_errorf(err, "%s: block and k belong to sparse attention only", w);
+		return 0;
+	}
+	if (bp_json_get_int32(a, "block", 1, 1, 1 << 20, &mb->sparse_block, w, err) < 0 ||
+	    read_int32_vec(a, "k", (size_t)layers, -(1 << 30), 1 << 30, &mb->sparse_k, w,
+			   err) < 0)
+		return -1;
+	return 0;
+}
+
+/* v2 micro-batch: {spans, shard, attention?, predicted {tokens, fwd_us, bwd_us}}. */
+static int mb_from_v2(struct bp_mb *mb, json_t *o, int pp, int layers, const char *where,
+		      struct bp_error *err)
+{
+	static const char *const keys[] = {"spans", "shard", "attention", "predicted", NULL};
+	static const char *const pkeys[] = {"tokens", "fwd_us", "bwd_us", NULL};
+	char w[256];
+	if (bp_json_check_keys(o, keys, where, err) < 0 || read_spans(mb, o, where, err) < 0 ||
+	    read_shard(mb, o, where, err) < 0)
+		return -1;
+	json_t *a = json_object_get(o, "attention");
+	if (a && attention_from_json(mb, a, layers, where, err) < 0)
+		return -1;
+	json_t *pr = bp_json_get_object(o, "predicted", where, err);
+	snprintf(w, sizeof(w), "%.200s.predicted", where);
+	if (!pr || bp_json_check_keys(pr, pkeys, w, err) < 0 ||
+	    bp_json_get_int(pr, "tokens", 1, 0, INT64_MAX, &mb->tokens, w, err) < 0 ||
+	    read_real_vec(pr, "fwd_us", pp, &mb->fwd, w, err) < 0 ||
+	    read_real_vec(pr, "bwd_us", pp, &mb->bwd, w, err) < 0)
+		return -1;
+	return 0;
+}
+
+static int pipe_from_json(struct bp_pipe *pi, json_t *o, int pp, int layers, int v1,
+			  const char *where, struct bp_error *err)
+{
+	static const char *const keys1[] = {"microbatches", "time_us", "busy_us",
+					    "peak_mem_bytes", NULL};
+	static const char *const keys2[] = {"microbatches", "predicted", NULL};
+	static const char *const pkeys[] = {"time_us", "busy_us", "peak_mem_bytes", NULL};
+	char w[256];
+	if (bp_json_check_keys(o, v1 ? keys1 : keys2, where, err) < 0)
 		return -1;
 	json_t *mbs = bp_json_get_array(o, "microbatches", where, err);
 	if (!mbs)
 		return -1;
-	pi->mbs = bp_calloc(json_array_size(mbs), sizeof(*pi->mbs), err);
+	pi->mbs = bp_calloc(json_array_size(mbs) + 1, sizeof(*pi->mbs), err);
 	if (!pi->mbs)
 		return -1;
 	for (size_t j = 0; j < json_array_size(mbs); j++) {
 		snprintf(w, sizeof(w), "%.200s.microbatches[%zu]", where, j);
 		pi->nmbs = j + 1;
-		if (mb_from_json(&pi->mbs[j], json_array_get(mbs, j), pp, w, err) < 0)
+		json_t *m = json_array_get(mbs, j);
+		if ((v1 ? mb_from_v1(&pi->mbs[j], m, pp, w, err)
+			: mb_from_v2(&pi->mbs[j], m, pp, layers, w, err)) < 0)
 			return -1;
 	}
-	if (bp_json_get_real(o, "time_us", 1, 0, 1e300, &pi->time_us, where, err) < 0 ||
-	    read_real_vec(o, "busy_us", pp, &pi->busy_us, where, err) < 0 ||
-	    read_i64_vec(o, "peak_mem_bytes", pp, &pi->peak_mem, where, err) < 0)
+	json_t *pr = o;
+	const char *pw = where;
+	if (!v1) {
+		snprintf(w, sizeof(w), "%.200s.predicted", where);
+		pw = w;
+		pr = bp_json_get_object(o, "predicted", where, err);
+		if (!pr || bp_json_check_keys(pr, pkeys, pw, err) < 0)
+			return -1;
+	}
+	if (bp_json_get_real(pr, "time_us", 1, 0, BIG, &pi->time_us, pw, err) < 0 ||
+	    read_real_vec(pr, "busy_us", pp, &pi->busy_us, pw, err) < 0 ||
+	    read_i64_vec(pr, "peak_mem_bytes", pp, &pi->peak_mem, pw, err) < 0)
 		return -1;
 	return 0;
 }
 
-static int metrics_from_json(struct bp_metrics *m, json_t *o, const char *where,
-			     struct bp_error *err)
-{
-	static const char *const keys[] = {
-		"step_us",	 "pipeline_max_us",	 "pipeline_min_us",
-		"grad_sync_us",	 "bubble",		 "imbalance_wlb",
-		"imbalance_sparsebalance", "rank_gap_hydraulis", "peak_mem_bytes",
-		"tokens",	 "microbatches",	 "pack_max_us", "pack_bound_us", "pack_gap",
-		NULL};
-	const double big = 1e300;
-	if (!o)
-		return -1;
-	if (bp_json_check_keys(o, keys, where, err) < 0 ||
-	    bp_json_get_real(o, "step_us", 1, 0, big, &m->step_us, where, err) < 0 ||
-	    bp_json_get_real(o, "pipeline_max_us", 1, 0, big, &m->pipe_max_us, where, err) < 0 ||
-	    bp_json_get_real(o, "pipeline_min_us", 1, 0, big, &m->pipe_min_us, where, err) < 0 ||
-	    bp_json_get_real(o, "grad_sync_us", 1, 0, big, &m->grad_sync_us, where, err) < 0 ||
-	    bp_json_get_real(o, "bubble", 1, -1, 1, &m->bubble, where, err) < 0 ||
-	    bp_json_get_real(o, "imbalance_wlb", 1, 0, big, &m->imb_wlb, where, err) < 0 ||
-	    bp_json_get_real(o, "imbalance_sparsebalance", 1, 0, big, &m->imb_sb, where, err) <
-		    0 ||
-	    bp_json_get_real(o, "rank_gap_hydraulis", 1, 0, 1, &m->gap_hyd, where, err) < 0 ||
-	    bp_json_get_int(o, "peak_mem_bytes", 1, 0, INT64_MAX, &m->peak_mem, where, err) < 0 ||
-	    bp_json_get_int(o, "tokens", 1, 0, INT64_MAX, &m->tokens, where, err) < 0 ||
-	    bp_json_get_int(o, "microbatches", 1, 0, INT64_MAX, &m->nmbs, where, err) < 0 ||
-	    bp_json_get_real(o, "pack_max_us", 1, 0, big, &m->pack_max_us, where, err) < 0 ||
-	    bp_json_get_real(o, "pack_bound_us", 1, 0, big, &m->pack_bound_us, where, err) < 0 ||
-	    bp_json_get_real(o, "pack_gap", 1, -1, big, &m->pack_gap, where, err) < 0)
-		return -1;
-	return 0;
-}
-
-static int solver_from_json(struct bp_solver *s, json_t *o, const char *where,
+static int record_from_json(struct bp_step *st, json_t *ro, const char *where,
 			    struct bp_error *err)
 {
-	static const char *const keys[] = {"status", "objective_us", "bound_us", "gap", NULL};
-	const double big = 1e300;
-	if (bp_json_check_keys(o, keys, where, err) < 0 ||
-	    bp_json_get_str(o, "status", 1, s->status, sizeof(s->status), where, err) < 0 ||
-	    bp_json_get_real(o, "objective_us", 1, 0, big, &s->objective, where, err) < 0 ||
-	    bp_json_get_real(o, "bound_us", 1, 0, big, &s->bound, where, err) < 0 ||
-	    bp_json_get_real(o, "gap", 1, -big, big, &s->gap, where, err) < 0)
+	char kind[32];
+	if (bp_json_get_str(ro, "kind", 1, kind, sizeof(kind), where, err) < 0)
 		return -1;
-	s->present = 1;
-	return 0;
+	const struct bp_record_ops *ops = bp_record_find(kind);
+	if (!ops)
+		return bp_errorf(err, "%s.kind \"%s\" is no method's record", where, kind);
+	void *r = bp_step_set_record(st, ops, err);
+	if (!r)
+		return -1;
+	json_t *copy = json_copy(ro);
+	if (!copy)
+		return bp_errorf(err, "out of memory");
+	json_object_del(copy, "kind");
+	int rc = ops->from_json(r, copy, where, err);
+	json_decref(copy);
+	return rc;
 }
 
-static int step_from_json(struct bp_step *st, json_t *o, int pp, const char *where,
-			  struct bp_error *err)
+static int step_from_json(const struct bp_plan *p, struct bp_step *st, json_t *o, int v1,
+			  const char *where, struct bp_error *err)
 {
-	static const char *const keys[] = {"index", "docs", "delayed", "pipelines", "metrics",
-					   "solver", NULL};
+	static const char *const keys1[] = {"index", "docs", "delayed", "pipelines", "metrics",
+					    "solver", NULL};
+	static const char *const keys2[] = {"index", "layout", "docs", "delayed", "pipelines",
+					    "sync", "ca_tasks", "record", "predicted", NULL};
 	char w[256];
-	if (bp_json_check_keys(o, keys, where, err) < 0 ||
+	int64_t layout = 0;
+	if (bp_json_check_keys(o, v1 ? keys1 : keys2, where, err) < 0 ||
 	    bp_json_get_int(o, "index", 1, 0, INT64_MAX, &st->index, where, err) < 0)
 		return -1;
+	if (!v1) {
+		if (bp_json_get_int(o, "layout", 1, 0, (int64_t)p->nlayouts - 1, &layout, where,
+				    err) < 0 ||
+		    bp_json_get_str(o, "sync", 1, st->sync, sizeof(st->sync), where, err) < 0)
+			return -1;
+	} else {
+		strcpy(st->sync, "dp-allreduce");
+	}
+	st->layout = (int)layout;
+	const struct bp_layout *l = &p->layouts[st->layout];
 	json_t *docs = bp_json_get_array(o, "docs", where, err);
 	json_t *del = docs ? bp_json_get_array(o, "delayed", where, err) : NULL;
 	json_t *pipes = del ? bp_json_get_array(o, "pipelines", where, err) : NULL;
 	if (!pipes)
 		return -1;
-	st->docs = bp_calloc(json_array_size(docs), sizeof(*st->docs), err);
-	st->delayed = bp_calloc(json_array_size(del), sizeof(*st->delayed), err);
-	st->pipes = bp_calloc(json_array_size(pipes), sizeof(*st->pipes), err);
+	if (json_array_size(pipes) != l->npipes)
+		return bp_errorf(err, "%s has %zu pipelines but layout %d has %zu", where,
+				 json_array_size(pipes), st->layout, l->npipes);
+	st->docs = bp_calloc(json_array_size(docs) + 1, sizeof(*st->docs), err);
+	st->delayed = bp_calloc(json_array_size(del) + 1, sizeof(*st->delayed), err);
+	st->pipes = bp_calloc(json_array_size(pipes) + 1, sizeof(*st->pipes), err);
 	if (!st->docs || !st->delayed || !st->pipes)
 		return -1;
 	for (size_t i = 0; i < json_array_size(docs); i++) {
@@ -407,58 +560,49 @@ static int step_from_json(struct bp_step *st, json_t *o, int pp, const char *whe
 	for (size_t i = 0; i < json_array_size(pipes); i++) {
 		snprintf(w, sizeof(w), "%.200s.pipelines[%zu]", where, i);
 		st->npipes = i + 1;
-		if (pipe_from_json(&st->pipes[i], json_array_get(pipes, i), pp, w, err) < 0)
+		if (pipe_from_json(&st->pipes[i], json_array_get(pipes, i), l->pipes[i].sc.pp,
+				   p->model.layers, v1, w, err) < 0)
 			return -1;
 	}
-	json_t *so = json_object_get(o, "solver");
-	if (so) {
-		snprintf(w, sizeof(w), "%.200s.solver", where);
-		if (solver_from_json(&st->solver, so, w, err) < 0)
+	json_t *ca = json_object_get(o, "ca_tasks");
+	if (ca) {
+		if (!json_is_array(ca))
+			return bp_errorf(err, "%s.ca_tasks is not an array", where);
+		st->ca = bp_calloc(json_array_size(ca) + 1, sizeof(*st->ca), err);
+		if (!st->ca)
 			return -1;
+		for (size_t i = 0; i < json_array_size(ca); i++) {
+			int64_t t[7];
+			snprintf(w, sizeof(w), "%.200s.ca_tasks[%zu]", where, i);
+			if (read_int_tuple(json_array_get(ca, i), 7, t, w, err) < 0)
+				return -1;
+			if (t[1] < -1 || t[1] > (1 << 24))
+				return bp_errorf(err, "%s[1] (server) is out of range", w);
+			st->ca[i] = (struct bp_ca_task){t[0], (int)t[1], t[2], t[3], t[4], t[5], t[6]};
+			st->nca = i + 1;
+		}
 	}
-	snprintf(w, sizeof(w), "%.200s.metrics", where);
-	return metrics_from_json(&st->m, bp_json_get_object(o, "metrics", where, err), w, err);
-}
-
-static int summary_from_json(struct bp_summary *s, json_t *o, struct bp_error *err)
-{
-	static const char *const keys[] = {
-		"steps", "docs", "tokens", "truncated_docs", "dropped_docs", "delayed_docs",
-		"step_mean_us", "step_p50_us", "step_p95_us", "step_max_us", "total_us",
-		"tokens_per_s", "imbalance_wlb_mean", "imbalance_wlb_p95",
-		"imbalance_sparsebalance_mean", "rank_gap_hydraulis_mean", "bubble_mean",
-		"delay_steps_mean", "peak_mem_bytes", "pack_gap_mean", "pack_gap_max", NULL};
-	const char *w = "plan.summary";
-	const double big = 1e300;
-	if (!o)
+	json_t *ro = json_object_get(o, v1 ? "solver" : "record");
+	if (ro) {
+		snprintf(w, sizeof(w), "%.200s.%s", where, v1 ? "solver" : "record");
+		if (v1) { /* v1's solver record is the ILP methods' */
+			json_t *c = json_copy(ro);
+			int rc = !c || json_object_set_new(c, "kind", json_string("ilp")) < 0
+					 ? bp_errorf(err, "out of memory")
+					 : record_from_json(st, c, w, err);
+			json_decref(c);
+			if (rc < 0)
+				return -1;
+		} else if (record_from_json(st, ro, w, err) < 0) {
+			return -1;
+		}
+	}
+	snprintf(w, sizeof(w), "%.200s.%s", where, v1 ? "metrics" : "predicted");
+	json_t *mo = bp_json_get_object(o, v1 ? "metrics" : "predicted", where, err);
+	if (!mo)
 		return -1;
-	if (bp_json_check_keys(o, keys, w, err) < 0 ||
-	    bp_json_get_int(o, "steps", 1, 0, INT64_MAX, &s->steps, w, err) < 0 ||
-	    bp_json_get_int(o, "docs", 1, 0, INT64_MAX, &s->docs, w, err) < 0 ||
-	    bp_json_get_int(o, "tokens", 1, 0, INT64_MAX, &s->tokens, w, err) < 0 ||
-	    bp_json_get_int(o, "truncated_docs", 1, 0, INT64_MAX, &s->truncated, w, err) < 0 ||
-	    bp_json_get_int(o, "dropped_docs", 1, 0, INT64_MAX, &s->dropped, w, err) < 0 ||
-	    bp_json_get_int(o, "delayed_docs", 1, 0, INT64_MAX, &s->delayed, w, err) < 0 ||
-	    bp_json_get_real(o, "step_mean_us", 1, 0, big, &s->step_mean_us, w, err) < 0 ||
-	    bp_json_get_real(o, "step_p50_us", 1, 0, big, &s->step_p50_us, w, err) < 0 ||
-	    bp_json_get_real(o, "step_p95_us", 1, 0, big, &s->step_p95_us, w, err) < 0 ||
-	    bp_json_get_real(o, "step_max_us", 1, 0, big, &s->step_max_us, w, err) < 0 ||
-	    bp_json_get_real(o, "total_us", 1, 0, big, &s->total_us, w, err) < 0 ||
-	    bp_json_get_real(o, "tokens_per_s", 1, 0, big, &s->tokens_per_s, w, err) < 0 ||
-	    bp_json_get_real(o, "imbalance_wlb_mean", 1, 0, big, &s->imb_wlb_mean, w, err) < 0 ||
-	    bp_json_get_real(o, "imbalance_wlb_p95", 1, 0, big, &s->imb_wlb_p95, w, err) < 0 ||
-	    bp_json_get_real(o, "imbalance_sparsebalance_mean", 1, 0, big, &s->imb_sb_mean, w,
-			     err) < 0 ||
-	    bp_json_get_real(o, "rank_gap_hydraulis_mean", 1, 0, 1, &s->gap_hyd_mean, w, err) <
-		    0 ||
-	    bp_json_get_real(o, "bubble_mean", 1, -1, 1, &s->bubble_mean, w, err) < 0 ||
-	    bp_json_get_real(o, "delay_steps_mean", 1, 0, big, &s->delay_steps_mean, w, err) <
-		    0 ||
-	    bp_json_get_int(o, "peak_mem_bytes", 1, 0, INT64_MAX, &s->peak_mem, w, err) < 0 ||
-	    bp_json_get_real(o, "pack_gap_mean", 1, -1, big, &s->pack_gap_mean, w, err) < 0 ||
-	    bp_json_get_real(o, "pack_gap_max", 1, -1, big, &s->pack_gap_max, w, err) < 0)
-		return -1;
-	return 0;
+	return bp_json_read_fields(mo, metric_fields, BP_ARRAY_LEN(metric_fields), &st->m, NULL,
+				   1, w, err);
 }
 
 static int sha_ok(const char *s)
@@ -487,21 +631,139 @@ static int read_named(json_t *o, const char *key, char *name, size_t nn, char *s
 	return 0;
 }
 
+static int layout_from_json(struct bp_layout *l, json_t *o, int layers, const char *where,
+			    struct bp_error *err)
+{
+	static const char *const keys[] = {"schedule", "pipelines", "servers", NULL};
+	static const char *const pkeys[] = {"tp", "cp", "pp", "ranks", "stage_layers",
+					    "max_microbatch_tokens", NULL};
+	char w[256];
+	int *ranks = NULL, *sl = NULL, rc = -1;
+	if (bp_json_check_keys(o, keys, where, err) < 0 ||
+	    bp_json_get_str(o, "schedule", 1, l->schedule, sizeof(l->schedule), where, err) < 0)
+		return -1;
+	json_t *pipes = bp_json_get_array(o, "pipelines", where, err);
+	json_t *servers = pipes ? bp_json_get_array(o, "servers", where, err) : NULL;
+	if (!servers)
+		return -1;
+	for (size_t i = 0; i < json_array_size(pipes); i++) {
+		json_t *po = json_array_get(pipes, i);
+		struct bp_scheme sc = {0, 0, 0};
+		int64_t cap = 0;
+		snprintf(w, sizeof(w), "%.200s.pipelines[%zu]", where, i);
+		if (bp_json_check_keys(po, pkeys, w, err) < 0 ||
+		    bp_json_get_int32(po, "tp", 1, 1, 1 << 20, &sc.tp, w, err) < 0 ||
+		    bp_json_get_int32(po, "cp", 1, 1, 1 << 20, &sc.cp, w, err) < 0 ||
+		    bp_json_get_int32(po, "pp", 1, 1, 1 << 20, &sc.pp, w, err) < 0 ||
+		    bp_json_get_int(po, "max_microbatch_tokens", 1, 1, INT64_MAX, &cap, w, err) < 0)
+			goto out;
+		if ((int64_t)sc.tp * sc.cp * sc.pp > (1 << 24)) {
+			bp_errorf(err, "%s: tp*cp*pp exceeds %d", w, 1 << 24);
+			goto out;
+		}
+		json_t *ra = bp_json_get_array(po, "ranks", w, err);
+		if (!ra)
+			goto out;
+		if (json_array_size(ra) != (size_t)sc.pp) {
+			bp_errorf(err, "%s.ranks has %zu stages, expected pp = %d", w,
+				  json_array_size(ra), sc.pp);
+			goto out;
+		}
+		size_t per = (size_t)sc.tp * sc.cp;
+		ranks = bp_calloc(per * sc.pp, sizeof(int), err);
+		if (!ranks)
+			goto out;
+		for (int s = 0; s < sc.pp; s++) {
+			json_t *st = json_array_get(ra, (size_t)s);
+			char ws[300];
+			snprintf(ws, sizeof(ws), "%.200s.ranks[%d]", w, s);
+			if (!json_is_array(st) || json_array_size(st) != per) {
+				bp_errorf(err, "%s is not an array of tp*cp = %zu ranks", ws, per);
+				goto out;
+			}
+			for (size_t k = 0; k < per; k++) {
+				json_t *x = json_array_get(st, k);
+				if (!json_is_integer(x) || json_integer_value(x) < 0 ||
+				    json_integer_value(x) >= (1 << 24)) {
+					bp_errorf(err, "%s[%zu] is not a rank", ws, k);
+					goto out;
+				}
+				ranks[s * per + k] = (int)json_integer_value(x);
+			}
+		}
+		if (read_int32_vec(po, "stage_layers", (size_t)sc.pp, 0, 1 << 20, &sl, w, err) < 0 ||
+		    bp_layout_add_pipe(l, sc, ranks, sl, layers, cap, err) < 0)
+			goto out;
+		free(ranks);
+		free(sl);
+		ranks = sl = NULL;
+	}
+	if (json_array_size(servers)) {
+		if (read_int32_vec(o, "servers", json_array_size(servers), 0, (1 << 24) - 1,
+				   &l->servers, where, err) < 0)
+			goto out;
+		l->nservers = json_array_size(servers);
+	}
+	rc = 0;
+out:
+	free(ranks);
+	free(sl);
+	return rc;
+}
+
+/* v1's cluster {tp, cp, pp, dp} and method.max_microbatch_tokens: one Megatron layout. */
+static int layout_from_v1(struct bp_plan *p, json_t *co, json_t *me, struct bp_error *err)
+{
+	struct bp_scheme sc;
+	int dp;
+	int64_t cap;
+	struct bp_layout l;
+	const char *w = "plan.cluster";
+	if (bp_json_get_int32(co, "tp", 1, 1, 1 << 24, &sc.tp, w, err) < 0 ||
+	    bp_json_get_int32(co, "cp", 1, 1, 1 << 24, &sc.cp, w, err) < 0 ||
+	    bp_json_get_int32(co, "pp", 1, 1, 1 << 24, &sc.pp, w, err) < 0 ||
+	    bp_json_get_int32(co, "dp", 1, 1, 1 << 24, &dp, w, err) < 0 ||
+	    bp_json_get_int(me, "max_microbatch_tokens", 1, 1, INT64_MAX, &cap, "plan.method",
+			    err) < 0)
+		return -1;
+	int64_t prod = (int64_t)sc.tp * sc.cp * sc.pp * dp;
+	if (prod != p->cluster.gpus)
+		return bp_errorf(err, "plan.cluster: tp*cp*pp*dp = %lld does not match %d GPUs",
+				 (long long)prod, p->cluster.gpus);
+	if (sc.pp > p->model.layers)
+		return bp_errorf(err, "plan.cluster: pp %d exceeds the model's %d layers", sc.pp,
+				 p->model.layers);
+	bp_layout_init(&l);
+	if (bp_layout_megatron(&l, sc, dp, p->model.layers, cap, err) < 0 ||
+	    bp_plan_add_layout(p, &l, err) < 0) {
+		bp_layout_release(&l);
+		return -1;
+	}
+	return 0;
+}
+
 int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 {
-	static const char *const keys[] = {"format", "inputs", "cluster", "model", "method",
-					   "sampling", "steps", "summary", NULL};
+	static const char *const keys1[] = {"format", "inputs", "cluster", "model", "method",
+					    "sampling", "steps", "summary", NULL};
+	static const char *const keys2[] = {"format", "inputs", "cluster", "model", "method",
+					    "sampling", "layouts", "steps", "summary", NULL};
 	static const char *const ikeys[] = {"dataset", "profile", "seed", NULL};
-	static const char *const ckeys[] = {"gpu", "gpus", "gpus_per_node", "tp", "cp", "pp",
-					    "dp", NULL};
-	static const char *const mkeys[] = {"name", "params", "max_microbatch_tokens", NULL};
-	static const char *const skeys[] = {"steps", "tokens_per_step", "docs_per_step",
-					    "max_tokens", "over_length", NULL};
-	char w[64], ol[16];
+	static const char *const cextra1[] = {"tp", "cp", "pp", "dp", NULL};
+	static const char *const mkeys1[] = {"name", "params", "max_microbatch_tokens", NULL};
+	static const char *const mkeys2[] = {"name", "params", NULL};
+	static const char *const sextra[] = {"over_length", NULL};
+	char w[64], ol[16], fmt[32];
 	int64_t seed = 0;
-	struct bp_cluster *c = &p->cluster;
-	if (bp_json_check_format(root, BP_PLAN_FORMAT, "plan", err) < 0 ||
-	    bp_json_check_keys(root, keys, "plan", err) < 0)
+	if (!json_is_object(root))
+		return bp_errorf(err, "plan is not a JSON object");
+	if (bp_json_get_str(root, "format", 1, fmt, sizeof(fmt), "plan", err) < 0)
+		return -1;
+	int v1 = !strcmp(fmt, BP_PLAN_FORMAT_V1);
+	if (!v1 && strcmp(fmt, BP_PLAN_FORMAT))
+		return bp_errorf(err, "unsupported format \"%s\" (expected \"%s\" or \"%s\")", fmt,
+				 BP_PLAN_FORMAT, BP_PLAN_FORMAT_V1);
+	if (bp_json_check_keys(root, v1 ? keys1 : keys2, "plan", err) < 0)
 		return -1;
 	json_t *in = bp_json_get_object(root, "inputs", "plan", err);
 	if (!in || bp_json_check_keys(in, ikeys, "plan.inputs", err) < 0 ||
@@ -511,26 +773,18 @@ int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 		return -1;
 	p->seed = (uint64_t)seed;
 	json_t *co = bp_json_get_object(root, "cluster", "plan", err);
-	if (!co || bp_json_check_keys(co, ckeys, "plan.cluster", err) < 0 ||
-	    bp_json_get_str(co, "gpu", 1, c->gpu, sizeof(c->gpu), "plan.cluster", err) < 0 ||
-	    bp_json_get_int32(co, "gpus", 1, 0, 1 << 24, &c->gpus, "plan.cluster", err) < 0 ||
-	    bp_json_get_int32(co, "gpus_per_node", 1, 0, 1024, &c->gpus_per_node,
-			      "plan.cluster", err) < 0 ||
-	    bp_json_get_int32(co, "tp", 1, 0, 1 << 24, &c->tp, "plan.cluster", err) < 0 ||
-	    bp_json_get_int32(co, "cp", 1, 0, 1 << 24, &c->cp, "plan.cluster", err) < 0 ||
-	    bp_json_get_int32(co, "pp", 1, 0, 1 << 24, &c->pp, "plan.cluster", err) < 0 ||
-	    bp_json_get_int32(co, "dp", 1, 0, 1 << 24, &c->dp, "plan.cluster", err) < 0)
+	if (!co || bp_json_read_fields(co, cluster_fields, BP_ARRAY_LEN(cluster_fields),
+				       &p->cluster, v1 ? cextra1 : NULL, 1, "plan.cluster",
+				       err) < 0)
 		return -1;
-	if (bp_cluster_check(c, err) < 0)
+	if (bp_cluster_check(&p->cluster, err) < 0)
 		return bp_error_prefix(err, "plan.cluster");
 	json_t *mo = bp_json_get_object(root, "model", "plan", err);
 	if (!mo || bp_model_from_json(&p->model, mo, "plan.model", err) < 0)
 		return -1;
 	json_t *me = bp_json_get_object(root, "method", "plan", err);
-	if (!me || bp_json_check_keys(me, mkeys, "plan.method", err) < 0 ||
-	    bp_json_get_str(me, "name", 1, p->method, sizeof(p->method), "plan.method", err) < 0 ||
-	    bp_json_get_int(me, "max_microbatch_tokens", 1, 1, INT64_MAX, &p->mb_max_tokens,
-			    "plan.method", err) < 0)
+	if (!me || bp_json_check_keys(me, v1 ? mkeys1 : mkeys2, "plan.method", err) < 0 ||
+	    bp_json_get_str(me, "name", 1, p->method, sizeof(p->method), "plan.method", err) < 0)
 		return -1;
 	json_t *params = bp_json_get_object(me, "params", "plan.method", err);
 	if (!params)
@@ -539,20 +793,13 @@ int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 	json_t *val;
 	json_object_foreach(params, key, val) {
 		if (!json_is_string(val))
-			return bp_errorf(err, "plan.method.params.%s is not a string", key);
+			return bp_errorf(err, "plan.method.params.%.64s is not a string", key);
 		if (bp_plan_set_param(p, key, json_string_value(val), err) < 0)
 			return -1;
 	}
 	json_t *sa = bp_json_get_object(root, "sampling", "plan", err);
-	if (!sa || bp_json_check_keys(sa, skeys, "plan.sampling", err) < 0 ||
-	    bp_json_get_int(sa, "steps", 1, 1, INT64_MAX, &p->nsteps_drawn, "plan.sampling",
-			    err) < 0 ||
-	    bp_json_get_int(sa, "tokens_per_step", 1, 0, INT64_MAX, &p->tokens_per_step,
-			    "plan.sampling", err) < 0 ||
-	    bp_json_get_int(sa, "docs_per_step", 1, 0, INT64_MAX, &p->docs_per_step,
-			    "plan.sampling", err) < 0 ||
-	    bp_json_get_int(sa, "max_tokens", 1, 1, INT64_MAX, &p->max_tokens, "plan.sampling",
-			    err) < 0 ||
+	if (!sa || bp_json_read_fields(sa, sampling_fields, BP_ARRAY_LEN(sampling_fields), p,
+				       sextra, 1, "plan.sampling", err) < 0 ||
 	    bp_json_get_str(sa, "over_length", 1, ol, sizeof(ol), "plan.sampling", err) < 0)
 		return -1;
 	int found = 0;
@@ -564,18 +811,46 @@ int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 	if (!found)
 		return bp_errorf(err, "plan.sampling.over_length \"%s\" is not truncate, drop or "
 				 "error", ol);
+	if (v1) {
+		if (layout_from_v1(p, co, me, err) < 0)
+			return -1;
+	} else {
+		json_t *lays = bp_json_get_array(root, "layouts", "plan", err);
+		if (!lays)
+			return -1;
+		for (size_t i = 0; i < json_array_size(lays); i++) {
+			struct bp_layout l;
+			bp_layout_init(&l);
+			snprintf(w, sizeof(w), "plan.layouts[%zu]", i);
+			if (layout_from_json(&l, json_array_get(lays, i), p->model.layers, w,
+					     err) < 0 ||
+			    bp_plan_add_layout(p, &l, err) < 0) {
+				bp_layout_release(&l);
+				return -1;
+			}
+		}
+		if (!p->nlayouts)
+			return bp_errorf(err, "plan.layouts is empty");
+	}
+	for (size_t i = 0; i < p->nlayouts; i++)
+		if (bp_layout_check(&p->layouts[i], p->cluster.gpus, p->cluster.gpus_per_node,
+				    p->model.layers, err) < 0)
+			return bp_error_prefix(err, "plan.layouts[%zu]", i);
 	json_t *steps = bp_json_get_array(root, "steps", "plan", err);
 	if (!steps)
 		return -1;
-	p->steps = bp_calloc(json_array_size(steps), sizeof(*p->steps), err);
+	p->steps = bp_calloc(json_array_size(steps) + 1, sizeof(*p->steps), err);
 	if (!p->steps)
 		return -1;
 	for (size_t i = 0; i < json_array_size(steps); i++) {
 		snprintf(w, sizeof(w), "plan.steps[%zu]", i);
 		p->nsteps = i + 1;
-		if (step_from_json(&p->steps[i], json_array_get(steps, i), c->pp, w, err) < 0)
+		if (step_from_json(p, &p->steps[i], json_array_get(steps, i), v1, w, err) < 0)
 			return -1;
 	}
-	return summary_from_json(&p->summary, bp_json_get_object(root, "summary", "plan", err),
-				 err);
+	json_t *so = bp_json_get_object(root, "summary", "plan", err);
+	if (!so)
+		return -1;
+	return bp_json_read_fields(so, summary_fields, BP_ARRAY_LEN(summary_fields), &p->summary,
+				   NULL, 1, "plan.summary", err);
 }

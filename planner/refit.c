@@ -2,12 +2,9 @@
  * into attention / linear / collective parts, fit measured ~ alpha*attention + beta*linear +
  * collectives by weighted least squares, rescale a profile's tables by the factors.
  *
- * Called by `balplan report --refit` (cmd/cmd_report.c). bp_refit_split mirrors how
- * bp_cost_microbatch (costmodel.c) composes a micro-batch's time: per CP rank, a layer is
- * attention over the rank's segments + GEMMs + TP all-reduces; the group waits for the slowest
- * rank (WLB-LLM Sec. 3.1); each layer adds the CP all-gather / reduce-scatter; the last stage
- * adds the LM head. tests/unit/test_trace.c checks that the parts add up to bp_cost_microbatch
- * on every shard mode, so the two cannot drift apart silently. */
+ * Called by `balplan report --refit` (cmd/cmd_report.c). bp_refit_split takes the cost
+ * model's own decomposition (bp_cost_mb's struct bp_mb_part), so prediction and refit share
+ * one composition; tests/unit/test_trace.c checks the parts add up to the stage time. */
 #include "refit.h"
 
 #include <math.h>
@@ -16,76 +13,36 @@
 
 #include "jsonutil.h"
 
-/* LM head GEMM cost as a multiple of one layer's GEMMs (as costmodel.c's lm_head_ratio). */
-static double lm_head_ratio(const struct bp_model *m)
-{
-	int64_t lp = bp_model_layer_params(m);
-	return lp > 0 ? (double)m->hidden * m->vocab / (double)lp : 0.0;
-}
-
 int bp_refit_split(const struct bp_costmodel *cm, const struct bp_span *spans, size_t n,
 		   enum bp_shard mode, int stage, struct bp_refit_parts *fwd,
 		   struct bp_refit_parts *bwd, struct bp_error *err)
 {
-	int cp = cm->sc.cp, pp = cm->sc.pp;
+	int pp = cm->sc.pp, rc = -1;
 	if (stage < 0 || stage >= pp)
 		return bp_errorf(err, "stage %d is outside [0, %d)", stage, pp);
 	if (mode != BP_SHARD_SEQUENCE && mode != BP_SHARD_DOCUMENT)
 		return bp_errorf(err, "shard mode '%s' is not resolved", bp_shard_name(mode));
-	size_t cap = 2 * n + 4;
-	int64_t(*seg)[2] = bp_calloc(cap, sizeof(*seg), err);
-	if (!seg)
-		return -1;
-	/* The slowest rank's parts of one layer, forward and backward (the first slowest, as
-	 * bp_cost_microbatch keeps it: a strict > from zero). */
-	double worst[2] = {0.0, 0.0}, part[2][3] = {{0, 0, 0}, {0, 0, 0}}, lm[2] = {0.0, 0.0};
-	int64_t max_tokens = 0;
-	double lmr = lm_head_ratio(&cm->prof->model);
-	for (int r = 0; r < cp; r++) {
-		int64_t tokens = 0;
-		size_t k = bp_shard_segments(spans, n, mode, cp, r, seg, cap, &tokens);
-		if (k > cap) {
-			free(seg);
-			return bp_errorf(err, "internal: %zu shard segments exceed %zu", k, cap);
-		}
-		double tpc = 0.0;
-		if (cm->sc.tp > 1)
-			tpc = 2.0 * bp_cost_coll(cm->prof, BP_COLL_ALLREDUCE, cm->sc.tp,
-						 cm->tp_inter, (double)tokens * cm->token_bytes);
-		for (int b = 0; b < 2; b++) {
-			double a = 0.0;
-			for (size_t i = 0; i < k; i++)
-				a += bp_cost_attn(cm->attn, (double)seg[i][0], (double)seg[i][1], b);
-			double l = bp_cost_linear(cm->linear, (double)tokens, b);
-			if (a + l + tpc > worst[b]) {
-				worst[b] = a + l + tpc;
-				part[b][0] = a;
-				part[b][1] = l;
-				part[b][2] = tpc;
-			}
-			double h = lmr * l;
-			if (h > lm[b])
-				lm[b] = h;
-		}
-		if (tokens > max_tokens)
-			max_tokens = tokens;
-	}
-	free(seg);
-	double cpc[2] = {0.0, 0.0};
-	if (cp > 1) {
-		double bytes = (double)max_tokens * cp * cm->kv_token_bytes / cm->sc.tp;
-		cpc[0] = bp_cost_coll(cm->prof, BP_COLL_ALLGATHER, cp, cm->cp_inter, bytes);
-		cpc[1] = bp_cost_coll(cm->prof, BP_COLL_REDUCESCATTER, cp, cm->cp_inter, bytes);
-	}
-	double L = cm->stage_layers[stage];
-	int last = stage == pp - 1;
-	struct bp_refit_parts *out[2] = {fwd, bwd};
+	double *t = bp_calloc(2 * (size_t)pp, sizeof(double), err);
+	struct bp_mb_part *pf = bp_calloc((size_t)pp, sizeof(*pf), err);
+	struct bp_mb_part *pb = bp_calloc((size_t)pp, sizeof(*pb), err);
+	struct bp_mb_desc d = {spans, n, mode, BP_ATTN_DENSE, 0, NULL};
+	if (!t || !pf || !pb || bp_cost_mb(cm, &d, t, t + pp, pf, pb, err) < 0)
+		goto out;
+	/* The cost model's parts, grouped as the refit scales them: attention tables by alpha,
+	 * GEMMs (layers and LM head) by beta, collectives left as they are. */
+	const struct bp_mb_part *src[2] = {&pf[stage], &pb[stage]};
+	struct bp_refit_parts *dst[2] = {fwd, bwd};
 	for (int b = 0; b < 2; b++) {
-		out[b]->attn = L * part[b][0];
-		out[b]->linear = L * part[b][1] + (last ? lm[b] : 0.0);
-		out[b]->coll = L * (part[b][2] + cpc[b]);
+		dst[b]->attn = src[b]->attn;
+		dst[b]->linear = src[b]->linear + src[b]->lm;
+		dst[b]->coll = src[b]->tp_coll + src[b]->cp_coll;
 	}
-	return 0;
+	rc = 0;
+out:
+	free(t);
+	free(pf);
+	free(pb);
+	return rc;
 }
 
 double bp_refit_predict(const struct bp_refit *f, const struct bp_refit_parts *p)

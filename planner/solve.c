@@ -1,5 +1,6 @@
-/* solve.c: the solve driver (solve.h), called by `balplan solve` and the benchmarks. Every
- * method goes through it, so all are sampled, predicted and validated the same way. */
+/* solve.c: the solve driver (solve.h), called by `balplan solve` and the benchmarks, and
+ * the plan check. Every method goes through it, so all are sampled, predicted and validated
+ * the same way. */
 #include "solve.h"
 
 #include <math.h>
@@ -7,7 +8,9 @@
 #include <string.h>
 
 #include "method.h"
+#include "predict.h"
 #include "rng.h"
+#include "validate.h"
 
 /* Memory check before solving: a stage-0 rank holding min(pp, m) micro-batches of max_tokens
  * (the 1F1B in-flight maximum, Hydraulis App. B.1's "accumulated PP times in the first
@@ -29,37 +32,58 @@ static int check_memory(const struct bp_costmodel *cm, int64_t max_tokens,
 	return 0;
 }
 
-int bp_plan_costmodel(const struct bp_plan *p, const struct bp_profile *prof,
-		      struct bp_costmodel *cm, struct bp_error *err)
+int bp_plan_costs(const struct bp_plan *p, const struct bp_profile *prof,
+		  struct bp_costs *costs, struct bp_error *err)
 {
 	const struct bp_model *a = &p->model, *b = &prof->model;
+	bp_costs_init(costs, prof);
 	if (strcmp(a->name, b->name) || a->layers != b->layers || a->hidden != b->hidden ||
 	    a->heads != b->heads || a->kv_heads != b->kv_heads || a->ffn != b->ffn ||
-	    a->vocab != b->vocab || a->gated != b->gated) {
-		memset(cm, 0, sizeof(*cm));
+	    a->vocab != b->vocab || a->gated != b->gated)
 		return bp_errorf(err, "the plan's model '%s' is not the profile's model '%s'",
 				 a->name, b->name);
-	}
-	struct bp_scheme sc = {p->cluster.tp, p->cluster.cp, p->cluster.pp};
-	return bp_costmodel_init(cm, prof, sc, p->cluster.dp, err);
+	if (p->cluster.gpus_per_node != prof->hw.gpus_per_node)
+		return bp_errorf(err, "the plan's nodes have %d GPUs, the profile's %d",
+				 p->cluster.gpus_per_node, prof->hw.gpus_per_node);
+	return 0;
+}
+
+int bp_plan_repredict(struct bp_plan *p, struct bp_costs *costs, struct bp_error *err)
+{
+	return bp_plan_predict(p, costs, NULL, err);
 }
 
 int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 	     const struct bp_solve_opts *o, struct bp_plan *out, struct bp_error *err)
 {
 	struct bp_batches batches = {0};
-	struct bp_costmodel cm = {0};
+	struct bp_costs costs;
+	struct bp_layout lay;
 	struct bp_rng rng;
 	int rc = -1;
 	const struct bp_method *m = bp_method_find(o->method);
+	bp_costs_init(&costs, prof);
+	bp_layout_init(&lay);
 	if (!m)
 		return bp_errorf(err, "unknown method '%s'", o->method);
 	bp_plan_init(out);
-	out->cluster = o->cluster;
+	const struct bp_solve_layout *c = &o->cluster;
 	memcpy(out->cluster.gpu, prof->hw.gpu, sizeof(out->cluster.gpu));
+	out->cluster.gpus = c->gpus;
 	out->cluster.gpus_per_node = prof->hw.gpus_per_node;
 	if (bp_cluster_check(&out->cluster, err) < 0)
 		goto out;
+	if (c->tp < 1 || c->cp < 1 || c->pp < 1 || c->dp < 1) {
+		bp_errorf(err, "parallel degrees must be >= 1 (tp %d cp %d pp %d dp %d)", c->tp,
+			  c->cp, c->pp, c->dp);
+		goto out;
+	}
+	int64_t prod = (int64_t)c->tp * c->cp * c->pp * c->dp;
+	if (prod != c->gpus) {
+		bp_errorf(err, "tp*cp*pp*dp = %lld does not match %d GPUs", (long long)prod,
+			  c->gpus);
+		goto out;
+	}
 	out->model = prof->model;
 	snprintf(out->method, sizeof(out->method), "%s", m->name);
 	snprintf(out->dataset, sizeof(out->dataset), "%s", o->dataset_name);
@@ -71,7 +95,6 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 	out->tokens_per_step = o->tokens_per_step;
 	out->docs_per_step = o->docs_per_step;
 	out->max_tokens = o->max_tokens;
-	out->mb_max_tokens = o->max_tokens;
 	out->overlen = o->overlen;
 	if (bp_plan_set_param(out, "cp_shard", bp_shard_name(o->shard), err) < 0)
 		goto out;
@@ -91,9 +114,19 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 		bp_errorf(err, "max_tokens must be >= 1");
 		goto out;
 	}
-	if (bp_plan_costmodel(out, prof, &cm, err) < 0)
+	struct bp_scheme sc = {c->tp, c->cp, c->pp};
+	if (sc.pp > prof->model.layers) {
+		bp_errorf(err, "pp %d exceeds the %d layers of model '%s'", sc.pp,
+			  prof->model.layers, prof->model.name);
 		goto out;
-	rc = check_memory(&cm, o->max_tokens, err);
+	}
+	if (bp_layout_megatron(&lay, sc, c->dp, prof->model.layers, o->max_tokens, err) < 0 ||
+	    bp_plan_add_layout(out, &lay, err) < 0)
+		goto out;
+	const struct bp_costmodel *cm = bp_costs_pipe(&costs, &out->layouts[0], 0, err);
+	if (!cm)
+		goto out;
+	rc = check_memory(cm, o->max_tokens, err);
 	if (rc < 0)
 		goto out;
 	rc = -1;
@@ -108,16 +141,18 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 	rc = -1;
 	/* The method's generator: derived from the seed but apart from the sampler's stream. */
 	bp_rng_seed(&rng, o->seed ^ 0x6d6574686f64ULL);
-	struct bp_method_ctx ctx = {&cm, &rng, o->shard};
+	struct bp_method_ctx ctx = {cm, &rng, o->shard, &costs};
 	rc = m->solve(&ctx, &batches, out, err);
 	if (rc < 0)
 		goto out;
 	rc = -1;
-	if (bp_plan_predict(out, &cm, err) < 0)
-		goto out;
+	/* layouts may have moved (a method adding layouts): the cache keys on addresses */
+	bp_costs_release(&costs);
 	out->summary.truncated = batches.truncated;
 	out->summary.dropped = batches.dropped;
-	if (bp_plan_validate(out, &cm, err) < 0) {
+	if (bp_plan_predict(out, &costs, NULL, err) < 0)
+		goto out;
+	if (bp_plan_validate(out, &costs, err) < 0) {
 		bp_error_prefix(err, "method '%s' produced an invalid plan", m->name);
 		goto out;
 	}
@@ -125,66 +160,220 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 out:
 	if (rc < 0)
 		bp_plan_release(out);
+	bp_layout_release(&lay);
 	bp_batches_release(&batches);
-	bp_costmodel_release(&cm);
+	bp_costs_release(&costs);
 	return rc;
 }
 
+/* Two predicted numbers agree when they round alike (the plan keeps 1e-3 us). */
 static int differs(double a, double b)
 {
 	return fabs(a - b) > 1e-3 * 1.5 + 1e-9 * fabs(a);
 }
 
+#define CHECK_REAL(a, b, ...)                                                               \
+	do {                                                                                \
+		if (differs((a), (b))) {                                                    \
+			bp_errorf(err, __VA_ARGS__);                                        \
+			bp_error_prefix(err, "%s", ctx);                                    \
+			return -1;                                                          \
+		}                                                                           \
+	} while (0)
+
+/* Compares a field table's worth of numbers: every predicted metric or summary field. */
+static int compare_metrics(const struct bp_metrics *a, const struct bp_metrics *b,
+			   const char *ctx, struct bp_error *err)
+{
+	const struct {
+		const char *name;
+		double x, y;
+	} v[] = {
+		{"step_us", a->step_us, b->step_us},
+		{"pipeline_max_us", a->pipe_max_us, b->pipe_max_us},
+		{"pipeline_min_us", a->pipe_min_us, b->pipe_min_us},
+		{"grad_sync_us", a->grad_sync_us, b->grad_sync_us},
+		{"bubble", a->bubble, b->bubble},
+		{"imbalance_wlb", a->imb_wlb, b->imb_wlb},
+		{"imbalance_sparsebalance", a->imb_sb, b->imb_sb},
+		{"rank_gap_hydraulis", a->gap_hyd, b->gap_hyd},
+		{"pack_max_us", a->pack_max_us, b->pack_max_us},
+		{"pack_bound_us", a->pack_bound_us, b->pack_bound_us},
+		{"pack_gap", a->pack_gap, b->pack_gap},
+	};
+	for (size_t i = 0; i < BP_ARRAY_LEN(v); i++)
+		CHECK_REAL(v[i].x, v[i].y, "predicted %s %.3f, the profile gives %.3f", v[i].name,
+			   v[i].x, v[i].y);
+	const struct {
+		const char *name;
+		int64_t x, y;
+	} w[] = {
+		{"peak_mem_bytes", a->peak_mem, b->peak_mem},
+		{"tokens", a->tokens, b->tokens},
+		{"microbatches", a->nmbs, b->nmbs},
+	};
+	for (size_t i = 0; i < BP_ARRAY_LEN(w); i++)
+		if (w[i].x != w[i].y) {
+			bp_errorf(err, "predicted %s %lld, the plan's decisions give %lld",
+				  w[i].name, (long long)w[i].x, (long long)w[i].y);
+			return bp_error_prefix(err, "%s", ctx);
+		}
+	return 0;
+}
+
+static int compare_summary(const struct bp_summary *a, const struct bp_summary *b,
+			   struct bp_error *err)
+{
+	const char *ctx = "summary";
+	const struct {
+		const char *name;
+		double x, y;
+	} v[] = {
+		{"step_mean_us", a->step_mean_us, b->step_mean_us},
+		{"step_p50_us", a->step_p50_us, b->step_p50_us},
+		{"step_p95_us", a->step_p95_us, b->step_p95_us},
+		{"step_max_us", a->step_max_us, b->step_max_us},
+		{"total_us", a->total_us, b->total_us},
+		{"tokens_per_s", a->tokens_per_s, b->tokens_per_s},
+		{"imbalance_wlb_mean", a->imb_wlb_mean, b->imb_wlb_mean},
+		{"imbalance_wlb_p95", a->imb_wlb_p95, b->imb_wlb_p95},
+		{"imbalance_sparsebalance_mean", a->imb_sb_mean, b->imb_sb_mean},
+		{"rank_gap_hydraulis_mean", a->gap_hyd_mean, b->gap_hyd_mean},
+		{"bubble_mean", a->bubble_mean, b->bubble_mean},
+		{"delay_steps_mean", a->delay_steps_mean, b->delay_steps_mean},
+		{"pack_gap_mean", a->pack_gap_mean, b->pack_gap_mean},
+		{"pack_gap_max", a->pack_gap_max, b->pack_gap_max},
+	};
+	for (size_t i = 0; i < BP_ARRAY_LEN(v); i++)
+		CHECK_REAL(v[i].x, v[i].y, "%s %.3f, the steps give %.3f", v[i].name, v[i].x,
+			   v[i].y);
+	const struct {
+		const char *name;
+		int64_t x, y;
+	} w[] = {
+		{"steps", a->steps, b->steps},
+		{"docs", a->docs, b->docs},
+		{"tokens", a->tokens, b->tokens},
+		{"delayed_docs", a->delayed, b->delayed},
+		{"peak_mem_bytes", a->peak_mem, b->peak_mem},
+	};
+	for (size_t i = 0; i < BP_ARRAY_LEN(w); i++)
+		if (w[i].x != w[i].y) {
+			bp_errorf(err, "%s %lld, the steps give %lld", w[i].name, (long long)w[i].x,
+				  (long long)w[i].y);
+			return bp_error_prefix(err, "%s", ctx);
+		}
+	return 0;
+}
+
+/* A copy of the plan's decisions only (nothing predicted). */
+static int copy_decisions(const struct bp_plan *p, struct bp_plan *q, struct bp_error *err)
+{
+	q->cluster = p->cluster;
+	q->model = p->model;
+	q->max_tokens = p->max_tokens;
+	q->summary.truncated = p->summary.truncated;
+	q->summary.dropped = p->summary.dropped;
+	for (size_t i = 0; i < p->nlayouts; i++) {
+		struct bp_layout l;
+		if (bp_layout_copy(&l, &p->layouts[i], err) < 0)
+			return -1;
+		if (bp_plan_add_layout(q, &l, err) < 0) {
+			bp_layout_release(&l);
+			return -1;
+		}
+	}
+	q->steps = bp_calloc(p->nsteps + 1, sizeof(*q->steps), err);
+	if (!q->steps)
+		return -1;
+	q->nsteps = p->nsteps;
+	for (size_t i = 0; i < p->nsteps; i++) {
+		const struct bp_step *a = &p->steps[i];
+		struct bp_step *b = &q->steps[i];
+		b->index = a->index;
+		b->layout = a->layout;
+		memcpy(b->sync, a->sync, sizeof(b->sync));
+		b->docs = bp_calloc(a->ndocs + 1, sizeof(*b->docs), err);
+		b->delayed = bp_calloc(a->ndelayed + 1, sizeof(*b->delayed), err);
+		b->ca = bp_calloc(a->nca + 1, sizeof(*b->ca), err);
+		b->pipes = bp_calloc(a->npipes + 1, sizeof(*b->pipes), err);
+		if (!b->docs || !b->delayed || !b->ca || !b->pipes)
+			return -1;
+		memcpy(b->docs, a->docs, a->ndocs * sizeof(*a->docs));
+		b->ndocs = a->ndocs;
+		memcpy(b->delayed, a->delayed, a->ndelayed * sizeof(*a->delayed));
+		b->ndelayed = a->ndelayed;
+		memcpy(b->ca, a->ca, a->nca * sizeof(*a->ca));
+		b->nca = a->nca;
+		b->npipes = a->npipes;
+		for (size_t k = 0; k < a->npipes; k++) {
+			const struct bp_pipe *pa = &a->pipes[k];
+			struct bp_pipe *pb = &b->pipes[k];
+			pb->mbs = bp_calloc(pa->nmbs + 1, sizeof(*pb->mbs), err);
+			if (!pb->mbs)
+				return -1;
+			for (size_t j = 0; j < pa->nmbs; j++) {
+				pb->nmbs = j + 1;
+				if (bp_mb_copy_decisions(&pb->mbs[j], &pa->mbs[j], p->model.layers,
+							 err) < 0)
+					return -1;
+			}
+		}
+	}
+	return 0;
+}
+
 int bp_plan_check(const struct bp_plan *p, const struct bp_profile *prof,
 		  struct bp_error *err)
 {
-	struct bp_costmodel cm;
+	struct bp_costs costs;
 	struct bp_plan q;
+	char ctx[128];
 	int rc = -1;
 	bp_plan_init(&q);
-	if (bp_plan_costmodel(p, prof, &cm, err) < 0)
+	bp_costs_init(&costs, prof);
+	const struct bp_method *m = bp_method_find(p->method);
+	if (!m) {
+		bp_errorf(err, "method \"%.64s\" is not a method of this balplan", p->method);
 		goto out;
-	if (bp_plan_validate(p, &cm, err) < 0)
-		goto out;
-	/* Re-predict a copy made of the plan's decisions only. */
-	q.cluster = p->cluster;
-	q.model = p->model;
-	q.max_tokens = p->max_tokens;
-	q.mb_max_tokens = p->mb_max_tokens;
-	q.steps = bp_calloc(p->nsteps, sizeof(*q.steps), err);
-	if (!q.steps)
-		goto out;
-	q.nsteps = p->nsteps;
-	for (size_t i = 0; i < p->nsteps; i++) {
-		const struct bp_step *a = &p->steps[i];
-		struct bp_step *b = &q.steps[i];
-		b->index = a->index;
-		b->pipes = bp_calloc(a->npipes, sizeof(*b->pipes), err);
-		if (!b->pipes)
-			goto out;
-		b->npipes = a->npipes;
-		for (size_t k = 0; k < a->npipes; k++)
-			for (size_t j = 0; j < a->pipes[k].nmbs; j++) {
-				const struct bp_mb *mb = &a->pipes[k].mbs[j];
-				if (bp_pipe_add_mb(&b->pipes[k], mb->spans, mb->nspans, mb->shard,
-						   err) < 0)
-					goto out;
-			}
 	}
-	if (bp_plan_predict(&q, &cm, err) < 0)
+	enum bp_shard sh;
+	const char *cs = bp_plan_param(p, "cp_shard");
+	if (!cs || bp_shard_parse(cs, &sh) < 0) {
+		bp_errorf(err, "method parameter cp_shard \"%.64s\" is not sequence, document or "
+			  "adaptive", cs ? cs : "");
+		goto out;
+	}
+	for (size_t i = 0; i < p->nsteps; i++)
+		if (p->steps[i].record_ops && p->steps[i].record_ops != m->record) {
+			bp_errorf(err, "step %zu carries a \"%s\" record, which method '%s' does not "
+				  "keep", i, p->steps[i].record_ops->name, m->name);
+			goto out;
+		}
+	if (bp_plan_costs(p, prof, &costs, err) < 0)
+		goto out;
+	if (bp_plan_validate(p, &costs, err) < 0)
+		goto out;
+	if (copy_decisions(p, &q, err) < 0)
+		goto out;
+	bp_costs_release(&costs);
+	if (bp_plan_predict(&q, &costs, NULL, err) < 0)
 		goto out;
 	for (size_t i = 0; i < p->nsteps; i++) {
 		const struct bp_step *a = &p->steps[i], *b = &q.steps[i];
-		for (size_t k = 0; k < a->npipes; k++)
-			for (size_t j = 0; j < a->pipes[k].nmbs; j++) {
-				const struct bp_mb *x = &a->pipes[k].mbs[j], *y = &b->pipes[k].mbs[j];
+		const struct bp_layout *l = bp_plan_layout(p, a);
+		for (size_t k = 0; k < a->npipes; k++) {
+			int pp = l->pipes[k].sc.pp;
+			const struct bp_pipe *pa = &a->pipes[k], *pb = &b->pipes[k];
+			for (size_t j = 0; j < pa->nmbs; j++) {
+				const struct bp_mb *x = &pa->mbs[j], *y = &pb->mbs[j];
 				if (x->tokens != y->tokens) {
 					bp_errorf(err, "step %zu pipeline %zu micro-batch %zu: tokens "
 						  "%lld, the spans hold %lld", i, k, j,
 						  (long long)x->tokens, (long long)y->tokens);
 					goto out;
 				}
-				for (int s = 0; s < p->cluster.pp; s++)
+				for (int s = 0; s < pp; s++)
 					if (differs(x->fwd[s], y->fwd[s]) ||
 					    differs(x->bwd[s], y->bwd[s])) {
 						bp_errorf(err, "step %zu pipeline %zu micro-batch %zu "
@@ -194,15 +383,37 @@ int bp_plan_check(const struct bp_plan *p, const struct bp_profile *prof,
 						goto out;
 					}
 			}
-		if (differs(a->m.step_us, b->m.step_us)) {
-			bp_errorf(err, "step %zu: predicted step time %.3f us, the profile gives "
-				  "%.3f us", i, a->m.step_us, b->m.step_us);
-			goto out;
+			snprintf(ctx, sizeof(ctx), "step %zu pipeline %zu", i, k);
+			if (differs(pa->time_us, pb->time_us)) {
+				bp_errorf(err, "%s: predicted time %.3f us, the profile gives %.3f us",
+					  ctx, pa->time_us, pb->time_us);
+				goto out;
+			}
+			for (int s = 0; s < pp; s++) {
+				if (differs(pa->busy_us[s], pb->busy_us[s])) {
+					bp_errorf(err, "%s stage %d: predicted busy %.3f us, the "
+						  "profile gives %.3f us", ctx, s, pa->busy_us[s],
+						  pb->busy_us[s]);
+					goto out;
+				}
+				if (pa->peak_mem[s] != pb->peak_mem[s]) {
+					bp_errorf(err, "%s stage %d: predicted peak memory %lld bytes, "
+						  "the profile gives %lld", ctx, s,
+						  (long long)pa->peak_mem[s],
+						  (long long)pb->peak_mem[s]);
+					goto out;
+				}
+			}
 		}
+		snprintf(ctx, sizeof(ctx), "step %zu", i);
+		if (compare_metrics(&a->m, &b->m, ctx, err) < 0)
+			goto out;
 	}
+	if (compare_summary(&p->summary, &q.summary, err) < 0)
+		goto out;
 	rc = 0;
 out:
 	bp_plan_release(&q);
-	bp_costmodel_release(&cm);
+	bp_costs_release(&costs);
 	return rc;
 }

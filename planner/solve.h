@@ -9,9 +9,15 @@
 #include "plan.h"
 #include "profile.h"
 
+/* The request's homogeneous layout: gpus = tp*cp*pp*dp in Megatron's placement (plan
+ * layout 0). A method may add layouts of its own. */
+struct bp_solve_layout {
+	int gpus, tp, cp, pp, dp;
+};
+
 struct bp_solve_opts {
 	const char *method;
-	struct bp_cluster cluster;   /* gpu and gpus_per_node are taken from the profile */
+	struct bp_solve_layout cluster; /* gpu and gpus_per_node are taken from the profile */
 	int64_t steps, tokens_per_step, docs_per_step, max_tokens;
 	enum bp_overlen overlen;
 	uint64_t seed;
@@ -28,14 +34,20 @@ struct bp_solve_opts {
 int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 	     const struct bp_solve_opts *o, struct bp_plan *out, struct bp_error *err);
 
-/* Checks a plan against its profile: invariants, and that re-predicting gives the numbers
- * the plan carries (to 1e-3 us / 1 byte after rounding). Returns 0 or -1 naming the first
- * difference. */
+/* Checks a plan against its profile: the method and its parameters are known, the
+ * invariants (validate.h), and that re-predicting its decisions gives every number the plan
+ * carries (micro-batch tokens and times, pipeline times, busy time and memory, every step
+ * metric and every summary field, to 1e-3 us / 1 byte after rounding). Returns 0 or -1
+ * naming the first difference. */
 int bp_plan_check(const struct bp_plan *p, const struct bp_profile *prof,
 		  struct bp_error *err);
 
-/* Initialises cm for the plan's scheme after checking the profile's model matches the plan's. */
-int bp_plan_costmodel(const struct bp_plan *p, const struct bp_profile *prof,
-		      struct bp_costmodel *cm, struct bp_error *err);
+/* Checks the profile's model is the plan's and readies costs for its layouts (release
+ * costs after success or failure). */
+int bp_plan_costs(const struct bp_plan *p, const struct bp_profile *prof,
+		  struct bp_costs *costs, struct bp_error *err);
+
+/* Re-predicts p in place on costs with its method's item cost. */
+int bp_plan_repredict(struct bp_plan *p, struct bp_costs *costs, struct bp_error *err);
 
 #endif

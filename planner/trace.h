@@ -1,4 +1,4 @@
-/* trace.h: balplan.trace/v1 (executor/README.md "Trace"): what balexec measured, per step,
+/* trace.h: balplan.trace/v2 (executor/README.md "Trace"; v1 is read too): what balexec measured, per step,
  * per rank and per micro-batch, next to what the plan predicted. balexec writes it (rank 0,
  * after a gather); balplan report reads it.
  *
@@ -14,7 +14,8 @@
 
 #include "bp.h"
 
-#define BP_TRACE_FORMAT "balplan.trace/v1"
+#define BP_TRACE_FORMAT "balplan.trace/v2"
+#define BP_TRACE_FORMAT_V1 "balplan.trace/v1"
 
 struct bp_trace_mb {
 	double fwd_start_us, fwd_us; /* start from the step start; op time incl. collectives */
@@ -22,7 +23,11 @@ struct bp_trace_mb {
 };
 
 struct bp_trace_rank {
-	int rank, tp_i, cp_i, dp_i, pp_i;
+	int rank;
+	/* The rank's role in this step (the step's layout): pipeline and stage (-1 each when
+	 * the layout leaves the rank out of every pipeline), CP and TP position. A v1 trace's
+	 * dp_i and pp_i become pipe and stage of layout 0. */
+	int layout, pipe, stage, cp_i, tp_i;
 	double step_us;      /* step start (after the world barrier) to grad sync end */
 	double pipeline_us;  /* step start to the end of the rank's last 1F1B op */
 	double grad_sync_us; /* pipeline end to grad sync end (waits for slower replicas too) */
@@ -46,7 +51,7 @@ struct bp_trace {
 	double timeout_s;
 	int64_t max_bytes;
 	int warmup;
-	int world, tp, cp, pp, dp;
+	int world;
 	struct bp_trace_step *steps; /* owned */
 	size_t nsteps;
 };

@@ -40,10 +40,11 @@ static json_t *rank_to_json(const struct bp_trace_rank *r, int *ok)
 {
 	json_t *o = json_object(), *mbs = json_array();
 	bp_json_set(o, "rank", json_integer(r->rank), ok);
-	bp_json_set(o, "tp_i", json_integer(r->tp_i), ok);
+	bp_json_set(o, "layout", json_integer(r->layout), ok);
+	bp_json_set(o, "pipeline", json_integer(r->pipe), ok);
+	bp_json_set(o, "stage", json_integer(r->stage), ok);
 	bp_json_set(o, "cp_i", json_integer(r->cp_i), ok);
-	bp_json_set(o, "dp_i", json_integer(r->dp_i), ok);
-	bp_json_set(o, "pp_i", json_integer(r->pp_i), ok);
+	bp_json_set(o, "tp_i", json_integer(r->tp_i), ok);
 	bp_json_set(o, "step_us", bp_json_real(r->step_us), ok);
 	bp_json_set(o, "pipeline_us", bp_json_real(r->pipeline_us), ok);
 	bp_json_set(o, "grad_sync_us", bp_json_real(r->grad_sync_us), ok);
@@ -56,7 +57,7 @@ static json_t *rank_to_json(const struct bp_trace_rank *r, int *ok)
 json_t *bp_trace_to_json(const struct bp_trace *t)
 {
 	int ok = 1;
-	json_t *root = json_object(), *steps = json_array(), *cl = json_object();
+	json_t *root = json_object(), *steps = json_array();
 	bp_json_set(root, "format", json_string(BP_TRACE_FORMAT), &ok);
 	bp_json_set(root, "plan_sha256", json_string(t->plan_sha), &ok);
 	bp_json_set(root, "method", json_string(t->method), &ok);
@@ -66,11 +67,6 @@ json_t *bp_trace_to_json(const struct bp_trace *t)
 	bp_json_set(root, "max_bytes", json_integer(t->max_bytes), &ok);
 	bp_json_set(root, "warmup", json_integer(t->warmup), &ok);
 	bp_json_set(root, "world", json_integer(t->world), &ok);
-	bp_json_set(cl, "tp", json_integer(t->tp), &ok);
-	bp_json_set(cl, "cp", json_integer(t->cp), &ok);
-	bp_json_set(cl, "pp", json_integer(t->pp), &ok);
-	bp_json_set(cl, "dp", json_integer(t->dp), &ok);
-	bp_json_set(root, "cluster", cl, &ok);
 	for (size_t i = 0; steps && i < t->nsteps; i++) {
 		const struct bp_trace_step *s = &t->steps[i];
 		json_t *o = json_object(), *ranks = json_array();
@@ -105,20 +101,39 @@ static int mb_from_json(struct bp_trace_mb *m, json_t *o, const char *where,
 	return 0;
 }
 
+/* v1's global degrees, used only to range-check a v1 trace's per-rank roles. */
+struct v1_degrees {
+	int tp, cp, pp, dp;
+};
+
 static int rank_from_json(struct bp_trace_rank *r, json_t *o, const struct bp_trace *t,
-			  const char *where, struct bp_error *err)
+			  const struct v1_degrees *v1, const char *where, struct bp_error *err)
 {
-	static const char *const keys[] = {"rank", "tp_i", "cp_i", "dp_i", "pp_i", "step_us",
-					   "pipeline_us", "grad_sync_us", "microbatches", NULL};
+	static const char *const keys1[] = {"rank", "tp_i", "cp_i", "dp_i", "pp_i", "step_us",
+					    "pipeline_us", "grad_sync_us", "microbatches", NULL};
+	static const char *const keys2[] = {"rank", "layout", "pipeline", "stage", "cp_i",
+					    "tp_i", "step_us", "pipeline_us", "grad_sync_us",
+					    "microbatches", NULL};
 	const double big = 1e300;
 	char w[300];
-	if (bp_json_check_keys(o, keys, where, err) < 0 ||
-	    bp_json_get_int32(o, "rank", 1, 0, t->world - 1, &r->rank, where, err) < 0 ||
-	    bp_json_get_int32(o, "tp_i", 1, 0, t->tp - 1, &r->tp_i, where, err) < 0 ||
-	    bp_json_get_int32(o, "cp_i", 1, 0, t->cp - 1, &r->cp_i, where, err) < 0 ||
-	    bp_json_get_int32(o, "dp_i", 1, 0, t->dp - 1, &r->dp_i, where, err) < 0 ||
-	    bp_json_get_int32(o, "pp_i", 1, 0, t->pp - 1, &r->pp_i, where, err) < 0 ||
-	    bp_json_get_real(o, "step_us", 1, 0, big, &r->step_us, where, err) < 0 ||
+	if (bp_json_check_keys(o, v1 ? keys1 : keys2, where, err) < 0 ||
+	    bp_json_get_int32(o, "rank", 1, 0, t->world - 1, &r->rank, where, err) < 0)
+		return -1;
+	if (v1) {
+		r->layout = 0;
+		if (bp_json_get_int32(o, "tp_i", 1, 0, v1->tp - 1, &r->tp_i, where, err) < 0 ||
+		    bp_json_get_int32(o, "cp_i", 1, 0, v1->cp - 1, &r->cp_i, where, err) < 0 ||
+		    bp_json_get_int32(o, "dp_i", 1, 0, v1->dp - 1, &r->pipe, where, err) < 0 ||
+		    bp_json_get_int32(o, "pp_i", 1, 0, v1->pp - 1, &r->stage, where, err) < 0)
+			return -1;
+	} else if (bp_json_get_int32(o, "layout", 1, 0, 1 << 24, &r->layout, where, err) < 0 ||
+		   bp_json_get_int32(o, "pipeline", 1, -1, 1 << 24, &r->pipe, where, err) < 0 ||
+		   bp_json_get_int32(o, "stage", 1, -1, 1 << 24, &r->stage, where, err) < 0 ||
+		   bp_json_get_int32(o, "cp_i", 1, -1, 1 << 24, &r->cp_i, where, err) < 0 ||
+		   bp_json_get_int32(o, "tp_i", 1, -1, 1 << 24, &r->tp_i, where, err) < 0) {
+		return -1;
+	}
+	if (bp_json_get_real(o, "step_us", 1, 0, big, &r->step_us, where, err) < 0 ||
 	    bp_json_get_real(o, "pipeline_us", 1, 0, big, &r->pipeline_us, where, err) < 0 ||
 	    bp_json_get_real(o, "grad_sync_us", 1, 0, big, &r->grad_sync_us, where, err) < 0)
 		return -1;
@@ -139,7 +154,7 @@ static int rank_from_json(struct bp_trace_rank *r, json_t *o, const struct bp_tr
 }
 
 static int step_from_json(struct bp_trace_step *s, json_t *o, const struct bp_trace *t,
-			  const char *where, struct bp_error *err)
+			  const struct v1_degrees *v1, const char *where, struct bp_error *err)
 {
 	static const char *const keys[] = {"index", "predicted_us", "step_us", "ranks", NULL};
 	const double big = 1e300;
@@ -161,7 +176,7 @@ static int step_from_json(struct bp_trace_step *s, json_t *o, const struct bp_tr
 	for (size_t r = 0; r < (size_t)t->world; r++) {
 		snprintf(w, sizeof(w), "%.200s.ranks[%zu]", where, r);
 		s->nranks = r + 1;
-		if (rank_from_json(&s->ranks[r], json_array_get(ranks, r), t, w, err) < 0)
+		if (rank_from_json(&s->ranks[r], json_array_get(ranks, r), t, v1, w, err) < 0)
 			return -1;
 		if (s->ranks[r].rank != (int)r)
 			return bp_errorf(err, "%s.rank is %d, expected %zu (ranks are in order)", w,
@@ -172,14 +187,26 @@ static int step_from_json(struct bp_trace_step *s, json_t *o, const struct bp_tr
 
 int bp_trace_from_json(struct bp_trace *t, json_t *root, struct bp_error *err)
 {
-	static const char *const keys[] = {"format", "plan_sha256", "method", "backend",
-					   "time_scale", "timeout_s", "max_bytes", "warmup",
-					   "world", "cluster", "steps", NULL};
+	static const char *const keys1[] = {"format", "plan_sha256", "method", "backend",
+					    "time_scale", "timeout_s", "max_bytes", "warmup",
+					    "world", "cluster", "steps", NULL};
+	static const char *const keys2[] = {"format", "plan_sha256", "method", "backend",
+					    "time_scale", "timeout_s", "max_bytes", "warmup",
+					    "world", "steps", NULL};
 	static const char *const ckeys[] = {"tp", "cp", "pp", "dp", NULL};
 	const char *where = "trace";
-	char w[64];
-	if (bp_json_check_keys(root, keys, where, err) < 0 ||
-	    bp_json_check_format(root, BP_TRACE_FORMAT, where, err) < 0 ||
+	char w[64], fmt[32];
+	struct v1_degrees deg, *v1 = NULL;
+	if (!json_is_object(root))
+		return bp_errorf(err, "trace is not a JSON object");
+	if (bp_json_get_str(root, "format", 1, fmt, sizeof(fmt), where, err) < 0)
+		return -1;
+	if (!strcmp(fmt, BP_TRACE_FORMAT_V1))
+		v1 = &deg;
+	else if (strcmp(fmt, BP_TRACE_FORMAT))
+		return bp_errorf(err, "unsupported format \"%s\" (expected \"%s\" or \"%s\")", fmt,
+				 BP_TRACE_FORMAT, BP_TRACE_FORMAT_V1);
+	if (bp_json_check_keys(root, v1 ? keys1 : keys2, where, err) < 0 ||
 	    bp_json_get_str(root, "plan_sha256", 1, t->plan_sha, sizeof(t->plan_sha), where,
 			    err) < 0 ||
 	    bp_json_get_str(root, "method", 1, t->method, sizeof(t->method), where, err) < 0 ||
@@ -190,16 +217,18 @@ int bp_trace_from_json(struct bp_trace *t, json_t *root, struct bp_error *err)
 	    bp_json_get_int32(root, "warmup", 1, 0, 1 << 30, &t->warmup, where, err) < 0 ||
 	    bp_json_get_int32(root, "world", 1, 1, 1 << 24, &t->world, where, err) < 0)
 		return -1;
-	json_t *cl = bp_json_get_object(root, "cluster", where, err);
-	if (!cl || bp_json_check_keys(cl, ckeys, "trace.cluster", err) < 0 ||
-	    bp_json_get_int32(cl, "tp", 1, 1, 1 << 24, &t->tp, "trace.cluster", err) < 0 ||
-	    bp_json_get_int32(cl, "cp", 1, 1, 1 << 24, &t->cp, "trace.cluster", err) < 0 ||
-	    bp_json_get_int32(cl, "pp", 1, 1, 1 << 24, &t->pp, "trace.cluster", err) < 0 ||
-	    bp_json_get_int32(cl, "dp", 1, 1, 1 << 24, &t->dp, "trace.cluster", err) < 0)
-		return -1;
-	if ((int64_t)t->tp * t->cp * t->pp * t->dp != t->world)
-		return bp_errorf(err, "trace.world is %d, not tp*cp*pp*dp = %lld", t->world,
-				 (long long)t->tp * t->cp * t->pp * t->dp);
+	if (v1) {
+		json_t *cl = bp_json_get_object(root, "cluster", where, err);
+		if (!cl || bp_json_check_keys(cl, ckeys, "trace.cluster", err) < 0 ||
+		    bp_json_get_int32(cl, "tp", 1, 1, 1 << 24, &deg.tp, "trace.cluster", err) < 0 ||
+		    bp_json_get_int32(cl, "cp", 1, 1, 1 << 24, &deg.cp, "trace.cluster", err) < 0 ||
+		    bp_json_get_int32(cl, "pp", 1, 1, 1 << 24, &deg.pp, "trace.cluster", err) < 0 ||
+		    bp_json_get_int32(cl, "dp", 1, 1, 1 << 24, &deg.dp, "trace.cluster", err) < 0)
+			return -1;
+		if ((int64_t)deg.tp * deg.cp * deg.pp * deg.dp != t->world)
+			return bp_errorf(err, "trace.world is %d, not tp*cp*pp*dp = %lld", t->world,
+					 (long long)deg.tp * deg.cp * deg.pp * deg.dp);
+	}
 	json_t *steps = bp_json_get_array(root, "steps", where, err);
 	if (!steps)
 		return -1;
@@ -210,7 +239,7 @@ int bp_trace_from_json(struct bp_trace *t, json_t *root, struct bp_error *err)
 	for (size_t i = 0; i < n; i++) {
 		snprintf(w, sizeof(w), "trace.steps[%zu]", i);
 		t->nsteps = i + 1;
-		if (step_from_json(&t->steps[i], json_array_get(steps, i), t, w, err) < 0)
+		if (step_from_json(&t->steps[i], json_array_get(steps, i), t, v1, w, err) < 0)
 			return -1;
 		if (i > 0 && t->steps[i].index <= t->steps[i - 1].index)
 			return bp_errorf(err, "%s.index %lld is not after the previous step's", w,

@@ -208,7 +208,7 @@ static int pack_step(struct wlb *w, size_t si, struct bp_error *err)
 	}
 	/* Deal the N micro-batches to pipelines, each pipeline N/dp of them, balancing their
 	 * total workload; emit each pipeline's in decreasing workload. */
-	size_t dp = (size_t)out->cluster.dp, per = nb / dp;
+	size_t dp = (size_t)bp_plan_dp(out), per = nb / dp;
 	group_of = bp_calloc(nb, sizeof(int), err);
 	spans = bp_calloc(n ? n : 1, sizeof(*spans), err);
 	size_t *border = bp_calloc(nb, sizeof(size_t), err);
@@ -286,7 +286,8 @@ static int add_flush_step(struct bp_plan *out, struct bp_error *err)
 	struct bp_step *st = &ns[out->nsteps];
 	memset(st, 0, sizeof(*st));
 	st->index = (int64_t)out->nsteps;
-	st->npipes = (size_t)out->cluster.dp;
+	st->npipes = (size_t)bp_plan_dp(out);
+	strcpy(st->sync, "dp-allreduce");
 	st->pipes = bp_calloc(st->npipes, sizeof(*st->pipes), err);
 	if (!st->pipes)
 		return -1;
@@ -330,7 +331,7 @@ int bp_method_wlb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 	w.ctx = ctx;
 	w.out = out;
 	const struct bp_costmodel *cm = ctx->cm;
-	int64_t L = out->max_tokens, dp = out->cluster.dp;
+	int64_t L = out->max_tokens, dp = bp_plan_dp(out);
 	if (bp_method_param_int(out, "queues", 2, 0, WLB_MAX_QUEUES, &nq, err) < 0 ||
 	    bp_method_param_real(out, "max_len_factor", 2.0, 1.0, 64.0, &factor, err) < 0)
 		return -1;
@@ -358,7 +359,7 @@ int bp_method_wlb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		w.lmax = lmem;
 	if (w.lmax < L)
 		w.lmax = L; /* solve already checked max_tokens fits */
-	out->mb_max_tokens = w.lmax;
+	bp_plan_set_mb_cap(out, w.lmax);
 	/* N from the step budget (Alg. 1's fixed #Micro-Batch per Iteration). */
 	double budget = (double)out->tokens_per_step;
 	if (budget <= 0) {

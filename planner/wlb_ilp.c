@@ -55,11 +55,11 @@ int bp_method_wlb_ilp(const struct bp_method_ctx *ctx, const struct bp_batches *
 	int64_t lmax = memory_lmax(ctx->cm, (int64_t)(factor * (double)L));
 	if (lmax < L)
 		lmax = L; /* bp_solve already checked that max_tokens fits */
-	out->mb_max_tokens = lmax;
+	bp_plan_set_mb_cap(out, lmax);
 	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
 		return -1;
 	for (size_t s = 0; s < in->n; s++) {
-		int rc = bp_ilp_pack_step(ctx, &in->b[s], &out->steps[s], out->cluster.dp, L,
+		int rc = bp_ilp_pack_step(ctx, &in->b[s], &out->steps[s], bp_plan_dp(out), L,
 					  lmax, &o, err);
 		if (rc < 0)
 			return rc;

@@ -12,6 +12,7 @@
 #include "method.h"
 #include "pack.h"
 #include "solve.h"
+#include "validate.h"
 
 /* A random instance: n lengths in [1, cap] of one of several shapes. */
 static void gen(struct bp_rng *r, int64_t *len, size_t n, int64_t cap, int shape)

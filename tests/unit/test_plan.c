@@ -8,6 +8,7 @@
 #include "jsonutil.h"
 #include "method.h"
 #include "solve.h"
+#include "validate.h"
 
 static int solve(const char *dataset, const char *method, struct bp_scheme sc, int gpus,
 		 int64_t max_tokens, int64_t tps, uint64_t seed, enum bp_shard shard,
@@ -44,7 +45,7 @@ static int plan_cb(void *out, json_t *root, struct bp_error *err)
 static char *encode(const struct bp_plan *p)
 {
 	json_t *j = bp_plan_to_json(p);
-	char *s = j ? bp_json_dump_canonical(j) : NULL;
+	char *s = j ? bp_json_dump_lines(j) : NULL;
 	json_decref(j);
 	return s;
 }
@@ -92,7 +93,7 @@ static void test_all_methods(void)
 					CHECK(bp_json_parse_text(a, strlen(a), plan_cb, &back, &err) == 0);
 					char *b = encode(&back);
 					CHECK(b && !strcmp(a, b));
-					CHECK(bp_plan_check(&back, &prof, &err) == 0);
+					CHECK(bp_plan_check(&back, &prof, &err) == 0 || (fprintf(stderr, "%s\n", err.text), 0));
 					free(a);
 					free(b);
 					bp_plan_release(&back);
@@ -109,13 +110,13 @@ static void test_breaches(void)
 	struct bp_plan plan;
 	struct bp_error err;
 	struct bp_scheme sc = {2, 2, 2};
-	struct bp_costmodel cm;
+	struct bp_costs cm;
 	bp_profile_init(&prof);
 	CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"), bp_model_preset("llama3-8b"), &sc,
 				  1, 16384, &err) == 0);
 	CHECK(solve("synthetic-longtail", "fixed", sc, 16, 16384, 3 * 16384, 7,
 		    BP_SHARD_SEQUENCE, &prof, &plan) == 0);
-	CHECK(bp_costmodel_init(&cm, &prof, sc, 2, &err) == 0);
+	CHECK(bp_plan_costs(&plan, &prof, &cm, &err) == 0);
 	CHECK(bp_plan_validate(&plan, &cm, &err) == 0);
 	struct bp_mb *mb = &plan.steps[0].pipes[0].mbs[0];
 	/* a token lost */
@@ -144,25 +145,32 @@ static void test_breaches(void)
 	}
 	CHECK(bp_plan_validate(&plan, &cm, &err) == 0);
 	/* token cap */
-	int64_t keep = plan.mb_max_tokens;
-	plan.mb_max_tokens = plan.max_tokens = 1;
+	int64_t keep = bp_plan_mb_cap(&plan);
+	bp_plan_set_mb_cap(&plan, 1);
+	plan.max_tokens = 1;
 	CHECK(bp_plan_validate(&plan, &cm, &err) == -1 && strstr(err.text, "max_microbatch_tokens"));
-	plan.mb_max_tokens = plan.max_tokens = keep;
+	bp_plan_set_mb_cap(&plan, keep);
+	plan.max_tokens = keep;
 	/* memory cap */
 	int64_t mem = plan.steps[0].pipes[0].peak_mem[0];
 	plan.steps[0].pipes[0].peak_mem[0] = (int64_t)1 << 50;
 	CHECK(bp_plan_validate(&plan, &cm, &err) == -1 && strstr(err.text, "GiB cap"));
 	plan.steps[0].pipes[0].peak_mem[0] = mem;
 	/* ranks that do not match the cluster */
-	plan.cluster.dp = 3;
-	CHECK(bp_plan_validate(&plan, &cm, &err) == -1 && strstr(err.text, "does not match"));
-	plan.cluster.dp = 2;
+	plan.cluster.gpus = 8;
+	CHECK(bp_plan_validate(&plan, &cm, &err) == -1 && strstr(err.text, "outside the cluster"));
+	plan.cluster.gpus = 16;
+	/* a layout whose pipelines overlap */
+	int r0 = plan.layouts[0].pipes[1].ranks[0];
+	plan.layouts[0].pipes[1].ranks[0] = plan.layouts[0].pipes[0].ranks[0];
+	CHECK(bp_plan_validate(&plan, &cm, &err) == -1 && strstr(err.text, "two pipelines"));
+	plan.layouts[0].pipes[1].ranks[0] = r0;
 	/* a delay to a step that does not exist */
 	plan.steps[0].delayed = calloc(1, sizeof(struct bp_delayed));
 	plan.steps[0].delayed[0] = (struct bp_delayed){plan.steps[0].docs[0].id, 1, 99};
 	plan.steps[0].ndelayed = 1;
 	CHECK(bp_plan_validate(&plan, &cm, &err) == -1 && strstr(err.text, "to step 99"));
-	bp_costmodel_release(&cm);
+	bp_costs_release(&cm);
 	bp_plan_release(&plan);
 	bp_profile_release(&prof);
 }

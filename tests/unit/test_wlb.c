@@ -9,6 +9,7 @@
 #include "check.h"
 #include "method.h"
 #include "solve.h"
+#include "validate.h"
 
 static struct bp_profile prof;
 
@@ -82,7 +83,7 @@ static void test_no_loss(void)
 				CHECK(bp_plan_validate(&plan, NULL, &err) == 0);
 				CHECK(plan.summary.tokens == drawn);
 				CHECK(plan.nsteps >= 12);
-				CHECK(plan.mb_max_tokens >= plan.max_tokens);
+				CHECK(bp_plan_mb_cap(&plan) >= plan.max_tokens);
 				int64_t delayed = 0;
 				for (size_t s = 0; s < plan.nsteps; s++)
 					for (size_t k = 0; k < plan.steps[s].ndelayed; k++) {
@@ -110,7 +111,7 @@ static void test_release(void)
 	struct bp_rng rng;
 	CHECK(bp_costmodel_init(&cm, &prof, sc, 1, &err) == 0);
 	bp_rng_seed(&rng, 1);
-	struct bp_method_ctx ctx = {&cm, &rng, BP_SHARD_SEQUENCE};
+	struct bp_method_ctx ctx = {&cm, &rng, BP_SHARD_SEQUENCE, NULL};
 	/* step 0: three outliers + small docs; step 1: one outlier + small docs */
 	int64_t lens0[] = {9000, 500, 9500, 700, 10000, 300, 800};
 	int64_t lens1[] = {600, 9100, 400, 900, 200, 1000};
@@ -127,8 +128,10 @@ static void test_release(void)
 	struct bp_batch b[2] = {{d0, 7, t0}, {d1, 6, t1}};
 	struct bp_batches in = {b, 2, 0, 0};
 	bp_plan_init(&out);
-	out.cluster = (struct bp_cluster){"H100", 4, 8, 1, 1, 4, 1};
-	out.max_tokens = out.mb_max_tokens = 16384;
+	out.cluster = (struct bp_cluster){"H100", 4, 8};
+	out.model = prof.model;
+	out.max_tokens = 16384;
+	CHECK(bp_plan_add_megatron(&out, sc, 1, 16384, &err) == 0);
 	out.tokens_per_step = 4 * 16384;
 	CHECK(bp_plan_set_param(&out, "queues", "1", &err) == 0);
 	CHECK(bp_plan_set_param(&out, "thresholds", "8192", &err) == 0);

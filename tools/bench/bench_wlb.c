@@ -68,11 +68,16 @@ int main(int argc, char **argv)
 			struct bp_plan plan;
 			struct bp_rng rng;
 			bp_plan_init(&plan);
-			plan.cluster = (struct bp_cluster){"H100", 64, 8, 8, 2, 4, 1};
-			plan.max_tokens = plan.mb_max_tokens = L;
+			plan.cluster = (struct bp_cluster){"H100", 64, 8};
+			plan.model = prof.model;
+			plan.max_tokens = L;
 			plan.tokens_per_step = 4 * L;
+			if (bp_plan_add_megatron(&plan, sc, 1, L, &err) < 0) {
+				fprintf(stderr, "bench_wlb: %s\n", err.text);
+				return 1;
+			}
 			bp_rng_seed(&rng, 1);
-			struct bp_method_ctx ctx = {&cm, &rng, BP_SHARD_SEQUENCE};
+			struct bp_method_ctx ctx = {&cm, &rng, BP_SHARD_SEQUENCE, NULL};
 			double t0 = now_ms();
 			if (m->solve(&ctx, &b, &plan, &err) < 0) {
 				fprintf(stderr, "bench_wlb: %s: %s\n", m->name, err.text);

@@ -1,0 +1,361 @@
+/* predict.c: the step simulator (predict.h). Called by solve (before validating and
+ * writing), check (re-prediction), simulate and report. Implements the step-level half of
+ * DESIGN.md's simulator box: per-pipeline schedules from sim.c, the gradient synchronisation
+ * (distributed optimizer: reduce-scatter + all-gather over each stage's replicas), the
+ * three papers' imbalance metrics (WLB-LLM Sec. 6.4, SparseBalance Eq. 11, Hydraulis Sec. 8),
+ * the packing objective against its certified bound (pack.h), and the summary. */
+#include "predict.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pack.h"
+#include "sim.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Quantile by the nearest-rank method on a sorted array. */
+static double quantile(const double *v, size_t n, double f)
+{
+	if (!n)
+		return 0.0;
+	size_t k = (size_t)ceil(f * n);
+	if (k < 1)
+		k = 1;
+	return v[k - 1];
+}
+
+/* A micro-batch as the cost model sees it. */
+static struct bp_mb_desc mb_desc(const struct bp_mb *mb)
+{
+	return (struct bp_mb_desc){mb->spans, mb->nspans, mb->shard, mb->attn, mb->sparse_block,
+				   mb->sparse_k};
+}
+
+/* Predicts one micro-batch's tokens and per-stage times. */
+static int predict_mb(struct bp_mb *mb, const struct bp_costmodel *cm, struct bp_error *err)
+{
+	int pp = cm->sc.pp;
+	free(mb->fwd);
+	free(mb->bwd);
+	mb->fwd = bp_calloc((size_t)pp, sizeof(double), err);
+	mb->bwd = bp_calloc((size_t)pp, sizeof(double), err);
+	if (!mb->fwd || !mb->bwd)
+		return -1;
+	mb->tokens = 0;
+	for (size_t k = 0; k < mb->nspans; k++)
+		mb->tokens += mb->spans[k].len;
+	if (bp_shard_resolve(cm, mb->spans, mb->nspans, mb->shard, &mb->shard, err) < 0)
+		return -1;
+	struct bp_mb_desc d = mb_desc(mb);
+	return bp_cost_mb(cm, &d, mb->fwd, mb->bwd, NULL, NULL, err);
+}
+
+/* The inputs of sim.c's pipeline loop for one predicted pipeline; arrays caller-freed. */
+struct pipe_arrays {
+	double *fwd, *bwd, *p2p;
+	int64_t *act;
+};
+
+static void arrays_free(struct pipe_arrays *a)
+{
+	free(a->fwd);
+	free(a->bwd);
+	free(a->p2p);
+	free(a->act);
+}
+
+static int pipe_arrays(const struct bp_pipe *pi, const struct bp_costmodel *cm,
+		       struct pipe_arrays *a, struct bp_error *err)
+{
+	int pp = cm->sc.pp;
+	size_t m = pi->nmbs;
+	memset(a, 0, sizeof(*a));
+	a->fwd = bp_calloc(m * pp + 1, sizeof(double), err);
+	a->bwd = bp_calloc(m * pp + 1, sizeof(double), err);
+	a->p2p = bp_calloc(m + 1, sizeof(double), err);
+	a->act = bp_calloc(m * pp + 1, sizeof(int64_t), err);
+	if (!a->fwd || !a->bwd || !a->p2p || !a->act)
+		return -1;
+	for (size_t j = 0; j < m; j++) {
+		const struct bp_mb *mb = &pi->mbs[j];
+		if (!mb->fwd || !mb->bwd)
+			return bp_errorf(err, "micro-batch %zu has no predicted times", j);
+		/* tokens on the busiest CP rank: within one token of tokens/cp by construction */
+		int64_t per_rank = (mb->tokens + cm->sc.cp - 1) / cm->sc.cp;
+		for (int s = 0; s < pp; s++) {
+			a->fwd[j * pp + s] = mb->fwd[s];
+			a->bwd[j * pp + s] = mb->bwd[s];
+			a->act[j * pp + s] = bp_cost_act_bytes(cm, s, per_rank);
+		}
+		a->p2p[j] = bp_cost_p2p(cm, mb->tokens);
+	}
+	return 0;
+}
+
+/* Runs one pipeline's schedule: time, busy time and peak memory per stage. */
+static int simulate_pipe(struct bp_pipe *pi, const struct bp_costmodel *cm,
+			 struct bp_error *err)
+{
+	int pp = cm->sc.pp, rc = -1;
+	struct pipe_arrays a;
+	double *finish = NULL;
+	int64_t *peak = NULL;
+	free(pi->busy_us);
+	free(pi->peak_mem);
+	pi->busy_us = bp_calloc((size_t)pp, sizeof(double), err);
+	pi->peak_mem = bp_calloc((size_t)pp, sizeof(int64_t), err);
+	finish = bp_calloc((size_t)pp, sizeof(double), err);
+	peak = bp_calloc((size_t)pp, sizeof(int64_t), err);
+	if (pipe_arrays(pi, cm, &a, err) < 0 || !pi->busy_us || !pi->peak_mem || !finish ||
+	    !peak)
+		goto out;
+	struct bp_sim_pipe in = {pp, pi->nmbs, a.fwd, a.bwd, a.p2p, a.act};
+	struct bp_sim_result res = {0, pi->busy_us, finish, peak, NULL, NULL};
+	if (bp_sim_1f1b(&in, &res, err) < 0)
+		goto out;
+	pi->time_us = res.end;
+	for (int s = 0; s < pp; s++)
+		pi->peak_mem[s] = peak[s] + bp_cost_state_bytes(cm, s);
+	rc = 0;
+out:
+	arrays_free(&a);
+	free(finish);
+	free(peak);
+	return rc;
+}
+
+/* The packing objective of a step and its certified bound (plan.h, bp_pack_bound). */
+static int pack_metrics(struct bp_step *st, const struct bp_costmodel *const *cms,
+			bp_item_cost_fn item_cost, struct bp_error *err)
+{
+	size_t nspans = 0, k = 0;
+	for (size_t i = 0; i < st->npipes; i++)
+		for (size_t j = 0; j < st->pipes[i].nmbs; j++)
+			nspans += st->pipes[i].mbs[j].nspans;
+	double *w = bp_calloc(nspans + 1, sizeof(double), err);
+	if (!w)
+		return -1;
+	double wmax = 0.0;
+	for (size_t i = 0; i < st->npipes; i++)
+		for (size_t j = 0; j < st->pipes[i].nmbs; j++) {
+			const struct bp_mb *mb = &st->pipes[i].mbs[j];
+			double sum = 0.0;
+			for (size_t q = 0; q < mb->nspans; q++) {
+				w[k] = item_cost(cms[i], mb->spans[q].len);
+				sum += w[k++];
+			}
+			if (sum > wmax)
+				wmax = sum;
+		}
+	st->m.pack_max_us = wmax;
+	st->m.pack_bound_us = bp_pack_bound(w, nspans, (size_t)st->m.nmbs);
+	st->m.pack_gap = st->m.pack_bound_us > 0 ? wmax / st->m.pack_bound_us - 1.0 : 0.0;
+	free(w);
+	return 0;
+}
+
+/* dp-allreduce (v1's model): every stage's gradients reduce-scattered and all-gathered over
+ * the replicas of its scheme; the step waits for the slowest (pipeline, stage). */
+static double sync_dp_allreduce(const struct bp_step *st, const struct bp_costmodel *const *cms)
+{
+	double sync = 0.0;
+	for (size_t i = 0; i < st->npipes; i++)
+		for (int s = 0; s < cms[i]->sc.pp; s++) {
+			double g = bp_cost_grad_sync(cms[i], s);
+			if (g > sync)
+				sync = g;
+		}
+	return sync;
+}
+
+static int predict_step(const struct bp_plan *p, struct bp_step *st, struct bp_costs *costs,
+			bp_item_cost_fn item_cost, struct bp_error *err)
+{
+	struct bp_metrics *mt = &st->m;
+	const struct bp_layout *l = bp_plan_layout(p, st);
+	const struct bp_costmodel **cms = bp_calloc(st->npipes + 1, sizeof(*cms), err);
+	int rc = -1;
+	if (!cms)
+		return -1;
+	memset(mt, 0, sizeof(*mt));
+	double busy_max = 0.0, busy_min = INFINITY, busy_sum = 0.0;
+	double fmax = 0.0, fsum = 0.0, tmax = 0.0, tsum = 0.0;
+	size_t ranks = 0;
+	mt->pipe_min_us = INFINITY;
+	for (size_t i = 0; i < st->npipes; i++) {
+		struct bp_pipe *pi = &st->pipes[i];
+		cms[i] = bp_costs_pipe(costs, l, i, err);
+		if (!cms[i])
+			goto out;
+		int pp = cms[i]->sc.pp;
+		for (size_t j = 0; j < pi->nmbs; j++)
+			if (predict_mb(&pi->mbs[j], cms[i], err) < 0) {
+				bp_error_prefix(err, "step %lld pipeline %zu micro-batch %zu",
+						(long long)st->index, i, j);
+				goto out;
+			}
+		if (simulate_pipe(pi, cms[i], err) < 0) {
+			bp_error_prefix(err, "step %lld pipeline %zu", (long long)st->index, i);
+			goto out;
+		}
+		if (pi->time_us > mt->pipe_max_us)
+			mt->pipe_max_us = pi->time_us;
+		if (pi->time_us < mt->pipe_min_us)
+			mt->pipe_min_us = pi->time_us;
+		ranks += (size_t)pp;
+		for (int s = 0; s < pp; s++) {
+			double b = pi->busy_us[s];
+			busy_sum += b;
+			if (b > busy_max)
+				busy_max = b;
+			if (b < busy_min)
+				busy_min = b;
+			if (pi->peak_mem[s] > mt->peak_mem)
+				mt->peak_mem = pi->peak_mem[s];
+		}
+		for (size_t j = 0; j < pi->nmbs; j++) {
+			double f = 0.0, t = 0.0;
+			for (int s = 0; s < pp; s++) {
+				f += pi->mbs[j].fwd[s];
+				t += pi->mbs[j].fwd[s] + pi->mbs[j].bwd[s];
+			}
+			fsum += f;
+			tsum += t;
+			if (f > fmax)
+				fmax = f;
+			if (t > tmax)
+				tmax = t;
+			mt->tokens += pi->mbs[j].tokens;
+			mt->nmbs++;
+		}
+	}
+	if (!st->npipes)
+		mt->pipe_min_us = 0.0;
+	if (pack_metrics(st, cms, item_cost, err) < 0)
+		goto out;
+	if (strcmp(st->sync, BP_SYNC_DP_ALLREDUCE)) {
+		bp_errorf(err, "step %lld: unknown sync model \"%s\"", (long long)st->index,
+			  st->sync);
+		goto out;
+	}
+	mt->grad_sync_us = sync_dp_allreduce(st, cms);
+	mt->step_us = mt->pipe_max_us + mt->grad_sync_us;
+	mt->bubble = mt->pipe_max_us > 0 ? 1.0 - busy_sum / (ranks * mt->pipe_max_us) : 0.0;
+	mt->imb_wlb = fsum > 0 ? fmax * mt->nmbs / fsum : 1.0;
+	mt->imb_sb = tsum > 0 ? tmax * mt->nmbs / tsum : 1.0;
+	mt->gap_hyd = busy_max > 0 ? (busy_max - busy_min) / busy_max : 0.0;
+	rc = 0;
+out:
+	free(cms);
+	return rc;
+}
+
+static int summarize(struct bp_plan *p, struct bp_error *err)
+{
+	struct bp_summary *s = &p->summary;
+	int64_t truncated = s->truncated, dropped = s->dropped;
+	memset(s, 0, sizeof(*s));
+	s->truncated = truncated;
+	s->dropped = dropped;
+	size_t n = p->nsteps;
+	double *v = bp_calloc(n + 1, sizeof(double), err);
+	double *w = bp_calloc(n + 1, sizeof(double), err);
+	if (!v || !w) {
+		free(v);
+		free(w);
+		return -1;
+	}
+	double delay_tok_steps = 0.0;
+	s->steps = (int64_t)n;
+	for (size_t i = 0; i < n; i++) {
+		const struct bp_step *st = &p->steps[i];
+		s->docs += (int64_t)st->ndocs;
+		s->tokens += st->m.tokens;
+		s->delayed += (int64_t)st->ndelayed;
+		for (size_t k = 0; k < st->ndelayed; k++)
+			delay_tok_steps += (double)st->delayed[k].len *
+					   (double)(st->delayed[k].to_step - st->index);
+		s->total_us += st->m.step_us;
+		s->imb_wlb_mean += st->m.imb_wlb;
+		s->imb_sb_mean += st->m.imb_sb;
+		s->gap_hyd_mean += st->m.gap_hyd;
+		s->bubble_mean += st->m.bubble;
+		s->pack_gap_mean += st->m.pack_gap;
+		if (st->m.pack_gap > s->pack_gap_max)
+			s->pack_gap_max = st->m.pack_gap;
+		if (st->m.peak_mem > s->peak_mem)
+			s->peak_mem = st->m.peak_mem;
+		v[i] = st->m.step_us;
+		w[i] = st->m.imb_wlb;
+	}
+	if (n) {
+		s->step_mean_us = s->total_us / n;
+		s->imb_wlb_mean /= n;
+		s->imb_sb_mean /= n;
+		s->gap_hyd_mean /= n;
+		s->bubble_mean /= n;
+		s->pack_gap_mean /= n;
+		qsort(v, n, sizeof(double), cmp_double);
+		qsort(w, n, sizeof(double), cmp_double);
+		s->step_p50_us = quantile(v, n, 0.5);
+		s->step_p95_us = quantile(v, n, 0.95);
+		s->step_max_us = v[n - 1];
+		s->imb_wlb_p95 = quantile(w, n, 0.95);
+	}
+	s->tokens_per_s = s->total_us > 0 ? s->tokens / (s->total_us * 1e-6) : 0.0;
+	s->delay_steps_mean = s->tokens > 0 ? delay_tok_steps / s->tokens : 0.0;
+	free(v);
+	free(w);
+	return 0;
+}
+
+int bp_plan_predict(struct bp_plan *p, struct bp_costs *costs, bp_item_cost_fn item_cost,
+		    struct bp_error *err)
+{
+	if (!item_cost)
+		item_cost = bp_cost_doc;
+	for (size_t i = 0; i < p->nsteps; i++) {
+		struct bp_step *st = &p->steps[i];
+		if (st->layout < 0 || (size_t)st->layout >= p->nlayouts)
+			return bp_errorf(err, "step %zu names layout %d of %zu", i, st->layout,
+					 p->nlayouts);
+		if (st->npipes != p->layouts[st->layout].npipes)
+			return bp_errorf(err, "step %zu has %zu pipelines but its layout has %zu", i,
+					 st->npipes, p->layouts[st->layout].npipes);
+		if (predict_step(p, st, costs, item_cost, err) < 0)
+			return -1;
+	}
+	return summarize(p, err);
+}
+
+int bp_pipe_schedule(const struct bp_plan *p, const struct bp_step *st, size_t k,
+		     struct bp_costs *costs, double *f_start, double *b_start,
+		     struct bp_error *err)
+{
+	const struct bp_costmodel *cm = bp_costs_pipe(costs, bp_plan_layout(p, st), k, err);
+	if (!cm)
+		return -1;
+	const struct bp_pipe *pi = &st->pipes[k];
+	int pp = cm->sc.pp, rc = -1;
+	struct pipe_arrays a;
+	double *busy = bp_calloc((size_t)pp, sizeof(double), err);
+	double *finish = bp_calloc((size_t)pp, sizeof(double), err);
+	int64_t *peak = bp_calloc((size_t)pp, sizeof(int64_t), err);
+	if (pipe_arrays(pi, cm, &a, err) < 0 || !busy || !finish || !peak)
+		goto out;
+	struct bp_sim_pipe in = {pp, pi->nmbs, a.fwd, a.bwd, a.p2p, NULL};
+	struct bp_sim_result res = {0, busy, finish, peak, f_start, b_start};
+	rc = bp_sim_1f1b(&in, &res, err);
+out:
+	arrays_free(&a);
+	free(busy);
+	free(finish);
+	free(peak);
+	return rc;
+}

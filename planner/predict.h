@@ -1,0 +1,34 @@
+/* predict.h: the step simulator: what a plan's decisions cost (DESIGN.md "Simulator").
+ *
+ * Per step, each micro-batch's per-stage times come from its pipeline's cost model (struct
+ * bp_costs: one per (layout, pipeline)), each pipeline runs its layout's schedule (sim.h's
+ * table: 1F1B, or DistCA's world-synchronous ticks, where attention servers couple all
+ * pipelines), the step ends with the gradient synchronisation of its sync model, and the
+ * named imbalance metrics, the packing objective and bound, and the summary follow. Every
+ * method's predicted numbers come from here; check re-runs it and compares. */
+#ifndef BP_PREDICT_H
+#define BP_PREDICT_H
+
+#include "costmodel.h"
+#include "plan.h"
+
+/* Sync models (plan v2 steps[i].sync). */
+#define BP_SYNC_DP_ALLREDUCE "dp-allreduce"
+
+/* The packing weight of one document of len tokens on a pipeline (method.h: a method may
+ * bring its own; bp_cost_doc by default). */
+typedef double (*bp_item_cost_fn)(const struct bp_costmodel *cm, int64_t len);
+
+/* Fills every predicted field of p (micro-batch tokens and times, pipeline times, busy
+ * time and memory, step metrics, summary). costs serves p's layouts; item_cost weighs the
+ * packing metrics (NULL: bp_cost_doc). */
+int bp_plan_predict(struct bp_plan *p, struct bp_costs *costs, bp_item_cost_fn item_cost,
+		    struct bp_error *err);
+
+/* Re-runs pipeline k of step st (predicted) and fills each op's start time: f_start and
+ * b_start get nmbs * pp entries, [j * pp + s] (caller-owned). For timelines. */
+int bp_pipe_schedule(const struct bp_plan *p, const struct bp_step *st, size_t k,
+		     struct bp_costs *costs, double *f_start, double *b_start,
+		     struct bp_error *err);
+
+#endif
