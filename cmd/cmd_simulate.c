@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cmdutil.h"
+#include "jsonutil.h"
 #include "predict.h"
 #include "validate.h"
 #include "commands.h"
@@ -11,13 +12,16 @@
 
 static void simulate_usage(FILE *f)
 {
-	fprintf(f, "usage: balplan simulate [--profile FILE] [--step N] [--svg FILE] PLAN\n\n"
+	fprintf(f, "usage: balplan simulate [--profile FILE] [--step N] [--svg FILE] [-o FILE] "
+		   "PLAN\n\n"
 		   "Re-predicts a plan with the shared cost model and 1F1B simulator: on the profile\n"
 		   "it was made with (regenerated when analytic), or on another --profile to see\n"
 		   "what the same plan costs elsewhere. Prints a table per step, or with --step the\n"
 		   "busy and idle time of every (pipeline, stage) rank and each micro-batch's times.\n"
 		   "--svg FILE draws the 1F1B timeline of that step (step 0 by default); with\n"
-		   "'-' the SVG alone goes to standard output.\n\n"
+		   "'-' the SVG alone goes to standard output. -o FILE writes the plan with every\n"
+		   "predicted number recomputed on that profile (and the profile's name and\n"
+		   "sha256 recorded), e.g. to finish a hand-written plan for check and balexec.\n\n"
 		   "exit status: 0 ok, 1 data or runtime error, 2 usage error\n");
 }
 
@@ -129,6 +133,44 @@ out:
 	return rc;
 }
 
+/* -o: the plan with its predictions recomputed on prof, which it now names. */
+static int write_repredicted(struct bp_plan *plan, const struct bp_profile *prof,
+			     const char *profile_path, const char *path, const char *outp)
+{
+	struct bp_error err;
+	struct bp_profile again;
+	char sha[65];
+	if (!strcmp(outp, path))
+		return cmd_usage("simulate", "-o '%s' would overwrite the plan it reads", outp);
+	if (profile_path) {
+		bp_profile_init(&again);
+		int r = cmd_load_profile(profile_path, &again, sha, &err);
+		bp_profile_release(&again);
+		if (r < 0)
+			return cmd_error("%s", err.text);
+	} else {
+		json_t *pj = bp_profile_to_json(prof);
+		char *pt = pj ? bp_json_dump_canonical(pj) : NULL;
+		json_decref(pj);
+		if (!pt)
+			return cmd_error("cannot encode the profile: out of memory");
+		bp_sha256_hex(pt, strlen(pt), sha);
+		free(pt);
+	}
+	snprintf(plan->profile, sizeof(plan->profile), "%s", prof->name);
+	memcpy(plan->profile_sha, sha, sizeof(plan->profile_sha));
+	json_t *j = bp_plan_to_json(plan);
+	char *text = j ? bp_json_dump_lines(j) : NULL;
+	json_decref(j);
+	if (!text)
+		return cmd_error("cannot encode plan '%s': out of memory", outp);
+	int rc = cmd_write_file(outp, text, strlen(text), &err);
+	free(text);
+	if (rc < 0)
+		return cmd_error("cannot write plan '%s': %s", outp, err.text);
+	return EXIT_OK;
+}
+
 static void print_step_detail(const struct bp_plan *p, const struct bp_step *st)
 {
 	const struct bp_layout *l = bp_plan_layout(p, st);
@@ -167,13 +209,14 @@ int cmd_simulate(int argc, char **argv)
 		{"profile", required_argument, NULL, 'p'},
 		{"step", required_argument, NULL, 's'},
 		{"svg", required_argument, NULL, 'g'},
+		{"output", required_argument, NULL, 'o'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *profile = NULL, *svg = NULL;
+	const char *profile = NULL, *svg = NULL, *outp = NULL;
 	int64_t step = -1;
 	int c;
-	while ((c = getopt_long(argc, argv, "+p:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:o:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p': profile = optarg; break;
 		case 's':
@@ -181,6 +224,7 @@ int cmd_simulate(int argc, char **argv)
 				return EXIT_USAGE;
 			break;
 		case 'g': svg = optarg; break;
+		case 'o': outp = optarg; break;
 		case 'h': simulate_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("simulate", "unknown or incomplete option '%s'",
@@ -211,6 +255,10 @@ int cmd_simulate(int argc, char **argv)
 	    bp_plan_costs(&plan, &prof, &cm, &err) < 0 ||
 	    bp_plan_validate(&plan, NULL, &err) < 0 || bp_plan_repredict(&plan, &cm, &err) < 0) {
 		cmd_error("cannot simulate plan '%s': %s", path, err.text);
+		goto out;
+	}
+	if (outp) {
+		rc = write_repredicted(&plan, &prof, profile, path, outp);
 		goto out;
 	}
 	if (svg && !plan.nsteps) {
