@@ -194,7 +194,8 @@ static void test_errors(json_t *good)
 
 	r = json_deep_copy(good);
 	json_object_set_new(r, "format", json_string("balplan.profile/v0"));
-	EXPECT(r, "unsupported format \"balplan.profile/v0\" (expected \"balplan.profile/v1\")");
+	EXPECT(r, "unsupported format \"balplan.profile/v0\" (expected \"balplan.profile/v2\" or "
+		  "\"balplan.profile/v1\")");
 	json_decref(r);
 
 	r = json_deep_copy(good);
