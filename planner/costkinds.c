@@ -6,7 +6,7 @@
  *     own chunk causal plus k - 1 earlier chunks in full), in closed form;
  *   - Perf.predict of SparseBalance Sec. IV-B, Eq. 8, on the profiled M[x,k] of Eq. 10:
  *     bilinear over (x, k) (the paper: "optionally interpolating between neighbouring
- *     buckets"), the MoBA work law outside the grid (sparsebalance.md sec. 4 "above the last
+ *     buckets"), the k weight taken in MoBA's pair count so that k = ceil(x/B) is dense, the MoBA work law outside the grid (sparsebalance.md sec. 4 "above the last
  *     x, scale by P(x,k)/P(x_last,k)"), k clamped to the document's block count;
  *   - DistCA Sec. 4.2 ("Profiler") CA-task time: bilinear on the (q, kv) grid, and in the
  *     saturation region (Fig. 5: throughput flat once the kernel is saturated) work over the
@@ -66,37 +66,60 @@ static size_t bracket_int(const int *axis, size_t n, double x)
 	return lo;
 }
 
-/* Bilinear value of v at (x, k) with x in [x_0, x_last] and k in [k_0, k_last]. */
-static double sparse_grid(const struct bp_sparse_table *t, const double *v, double x, double k)
+/* Row r of v at budget k in [k_0, k_last]: piecewise linear between the two bracketing
+ * columns, with the weight taken in MoBA's pair count of the row's length rather than in k:
+ * t = (P(x_r,k) - P(x_r,k_j)) / (P(x_r,k_j+1) - P(x_r,k_j)). Where a row's block count
+ * n = ceil(x_r/B) falls between two columns (x_r = 768: n = 3, columns 2 and 4), k = n gets
+ * the dense column's value, as MoBA computes every pair there; and a table that is affine in
+ * P (the analytic one) is reproduced exactly at every k. Equal pair counts: the lower cell. */
+static double sparse_row(const struct bp_sparse_table *t, const double *v, size_t r, double k)
 {
-	size_t nx = t->nx, nk = t->nk, i = 0, j = 0, i1 = 0, j1 = 0;
-	double tx = 0.0, tk = 0.0;
-	if (nx > 1) {
-		i = bracket(t->x, nx, x);
-		i1 = i + 1;
-		tx = (x - t->x[i]) / (t->x[i1] - t->x[i]);
-	}
-	if (nk > 1) {
-		j = bracket_int(t->k, nk, k);
-		j1 = j + 1;
-		tk = (k - t->k[j]) / (double)(t->k[j1] - t->k[j]);
-	}
-	double v00 = v[i * nk + j], v01 = v[i * nk + j1];
-	double v10 = v[i1 * nk + j], v11 = v[i1 * nk + j1];
-	return (1 - tx) * ((1 - tk) * v00 + tk * v01) + tx * ((1 - tk) * v10 + tk * v11);
+	size_t nk = t->nk;
+	if (nk == 1)
+		return v[r * nk];
+	size_t j = bracket_int(t->k, nk, k);
+	double x = t->x[r], b = t->block;
+	double p0 = bp_moba_pairs(x, b, t->k[j]), p1 = bp_moba_pairs(x, b, t->k[j + 1]);
+	double w = p1 > p0 ? (bp_moba_pairs(x, b, k) - p0) / (p1 - p0) : 0.0;
+	if (w < 0)
+		w = 0;
+	if (w > 1)
+		w = 1;
+	return v[r * nk + j] + w * (v[r * nk + j + 1] - v[r * nk + j]);
 }
 
-/* M at (x, k) for x inside the x range: below the first k the first column (an upper bound
- * the grid can vouch for), above the last k the last column scaled by the work law. */
+/* v at (x, k) with x in [x_0, x_last] and k in [k_0, k_last]: the two bracketing rows at k
+ * (sparse_row), then linear in x between them (sparsebalance.md sec. 4: linear in x). */
+static double sparse_grid(const struct bp_sparse_table *t, const double *v, double x, double k)
+{
+	if (t->nx == 1)
+		return sparse_row(t, v, 0, k);
+	size_t i = bracket(t->x, t->nx, x);
+	double tx = (x - t->x[i]) / (t->x[i + 1] - t->x[i]);
+	double a = sparse_row(t, v, i, k), c = sparse_row(t, v, i + 1, k);
+	return a + tx * (c - a);
+}
+
+/* M at (x, k) for x inside the x range. Below the first k: the first column (an upper bound
+ * the grid can vouch for). Above the last k (only reached while k < ceil(x/B), else k was
+ * clamped): affine in MoBA's pair count through the last two columns, M(x,k_l) + s (P(x,k) -
+ * P(x,k_l)) with s the time per extra pair between k_{l-1} and k_l. The fixed part (selection
+ * kernels, launches) stays fixed, the attention part follows P, which is linear in k for
+ * x >> kB and reaches the dense count at k = ceil(x/B). With one column: scaled by P. */
 static double sparse_at(const struct bp_sparse_table *t, const double *v, double x, double k)
 {
-	double k0 = t->k[0], kl = t->k[t->nk - 1];
+	size_t nk = t->nk;
+	double k0 = t->k[0], kl = t->k[nk - 1], b = t->block;
 	if (k <= k0)
 		return sparse_grid(t, v, x, k0);
 	if (k <= kl)
 		return sparse_grid(t, v, x, k);
-	double b = t->block;
-	return sparse_grid(t, v, x, kl) * bp_moba_pairs(x, b, k) / bp_moba_pairs(x, b, kl);
+	double ml = sparse_grid(t, v, x, kl), pl = bp_moba_pairs(x, b, kl);
+	if (nk == 1)
+		return ml * bp_moba_pairs(x, b, k) / pl;
+	double kp = t->k[nk - 2], pp = bp_moba_pairs(x, b, kp);
+	double slope = pl > pp ? (ml - sparse_grid(t, v, x, kp)) / (pl - pp) : 0.0;
+	return ml + slope * (bp_moba_pairs(x, b, k) - pl);
 }
 
 double bp_cost_sparse_attn(const struct bp_sparse_table *t, double x, double k, int bwd)

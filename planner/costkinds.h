@@ -21,9 +21,12 @@ double bp_moba_pairs(double len, double block, double k);
 /* Perf.predict (SparseBalance Eq. 8, over the profiled M[x,k] of Eq. 10): us per layer of
  * sparse attention for one causal document of x tokens at budget k blocks, forward (bwd = 0)
  * or backward. k is clamped to [1, ceil(x/block)]: more blocks than the document has cost
- * the same as all of them (dense). Inside the grid: bilinear interpolation over (x, k).
+ * the same as all of them (dense). Inside the grid: bilinear interpolation over (x, k), the
+ * weight between two k columns taken in P(x_row, k) instead of k (exact for a table affine in
+ * P per row, and dense at k = ceil(x/B) when that falls between two columns), linear in x.
  * Below the first x: the first row. Below the first k: the first column. Above the last k
- * (x > k_last blocks): the last column scaled by P(x,k)/P(x,k_last). Above the last x: the
+ * (x > k_last blocks): affine in P(x,k) through the last two columns, so the fixed selection
+ * overhead stays fixed and k = ceil(x/B) reaches the dense time. Above the last x: the
  * value at the last x scaled by P(x,k)/P(x_last,k') (k' = k clamped at x_last): the MoBA
  * work law, quadratic in x while k covers every block and linear in x (about x*B*(k - 1/2)
  * pairs) for a fixed k below the block count. Monotone non-decreasing in x and in k. 0 for
