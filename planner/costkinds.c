@@ -6,8 +6,9 @@
  *     own chunk causal plus k - 1 earlier chunks in full), in closed form;
  *   - Perf.predict of SparseBalance Sec. IV-B, Eq. 8, on the profiled M[x,k] of Eq. 10:
  *     bilinear over (x, k) (the paper: "optionally interpolating between neighbouring
- *     buckets"), the k weight taken in MoBA's pair count so that k = ceil(x/B) is dense, the MoBA work law outside the grid (sparsebalance.md sec. 4 "above the last
- *     x, scale by P(x,k)/P(x_last,k)"), k clamped to the document's block count;
+ *     buckets"), the k weight taken in MoBA's pair count so that k = ceil(x/B) is dense;
+ *     the MoBA work law outside the grid (sparsebalance.md sec. 4 "above the last x, scale
+ *     by P(x,k)/P(x_last,k)"); k clamped to the document's block count;
  *   - DistCA Sec. 4.2 ("Profiler") CA-task time: bilinear on the (q, kv) grid, and in the
  *     saturation region (Fig. 5: throughput flat once the kernel is saturated) work over the
  *     peak measured throughput (distca.md sec. 7);

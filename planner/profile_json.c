@@ -160,9 +160,9 @@ static int read_curve(json_t *obj, const char *key, size_t want, const char *per
  * finite, > 0, non-decreasing along kv (within a row) and along q (down a column), no cell
  * above BP_PROFILE_MAX_US. rows and cols name the two axes in messages ("q" and "kv", "x" and
  * "k"). */
-static int read_matrix(json_t *obj, const char *key, size_t nq, size_t nkv, const char *rows_name,
-		       const char *cols_name, double **out, const char *where,
-		       struct bp_error *err)
+static int read_matrix(json_t *obj, const char *key, size_t nq, size_t nkv,
+		       const char *rows_name, const char *cols_name, double **out,
+		       const char *where, struct bp_error *err)
 {
 	json_t *rows = bp_json_get_array(obj, key, where, err);
 	if (!rows)
