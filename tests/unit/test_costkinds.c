@@ -85,8 +85,8 @@ static void check_monotone(const struct bp_sparse_table *t, double xmax)
 			for (double x = 1; x < xmax; x = x * 1.031 + 3) {
 				double v = bp_cost_sparse_attn(t, x, k, b);
 				if (!(v >= prev * (1 - 1e-12)) && bad++ < 5)
-					fprintf(stderr, "not monotone in x: x %.1f k %.2f: %.9g < %.9g\n",
-						x, k, v, prev);
+					fprintf(stderr, "not monotone in x: %.1f %.2f: %.9g < %.9g\n", x,
+						k, v, prev);
 				prev = v;
 			}
 		}
@@ -96,8 +96,8 @@ static void check_monotone(const struct bp_sparse_table *t, double xmax)
 			for (double k = 0.5; k < 300; k = k < 4 ? k + 0.25 : k * 1.05) {
 				double v = bp_cost_sparse_attn(t, x, k, b);
 				if (!(v >= prev * (1 - 1e-12)) && bad++ < 5)
-					fprintf(stderr, "not monotone in k: x %.1f k %.2f: %.9g < %.9g\n",
-						x, k, v, prev);
+					fprintf(stderr, "not monotone in k: %.1f %.2f: %.9g < %.9g\n", x,
+						k, v, prev);
 				prev = v;
 			}
 		}
@@ -171,7 +171,7 @@ static void test_sparse_predict(void)
 	check_monotone(&one, 100000);
 }
 
-/* ---- the analytic sparse table ---------------------------------------------------------------- */
+/* ---- the analytic sparse table -------------------------------------------------------------- */
 
 static void test_analytic_sparse(void)
 {
@@ -220,7 +220,8 @@ static void test_analytic_sparse(void)
 	double d = bp_cost_attn(a, 131072, 131072, 0), s32 = bp_cost_sparse_attn(t, 131072, 32, 0);
 	CHECK(s32 < 0.25 * d && s32 > 0.1 * d);
 	/* Roughly affine in k for x >> kB (sparsebalance.md sec. 11.1 consistency check). */
-	double s16 = bp_cost_sparse_attn(t, 131072, 16, 0), s48 = bp_cost_sparse_attn(t, 131072, 48, 0);
+	double s16 = bp_cost_sparse_attn(t, 131072, 16, 0);
+	double s48 = bp_cost_sparse_attn(t, 131072, 48, 0);
 	CHECK(fabs((s48 - s32) / (s32 - s16) - 1) < 0.05);
 	check_monotone(t, 400000);
 	check_monotone(bp_profile_sparse(&p, 2, 256), 200000);
@@ -275,7 +276,8 @@ static void test_ca_task(void)
 				  65536, &err) == 0);
 	const struct bp_attn_table *a = bp_profile_attn(&p, 8);
 	if (a) {
-		double v = bp_cost_ca_task(a, 40000, 60000, 0), w = bp_cost_attn(a, 40000, 60000, 0);
+		double v = bp_cost_ca_task(a, 40000, 60000, 0);
+		double w = bp_cost_attn(a, 40000, 60000, 0);
 		CHECK(fabs(v / w - 1) < 0.03);
 		CHECK(bp_cost_ca_task(a, 1000, 3000, 0) == bp_cost_attn(a, 1000, 3000, 0));
 	}
@@ -336,7 +338,7 @@ static void test_alltoallv(void)
 	/* p borrows the static table: nothing to release. */
 }
 
-/* ---- bp_profile_check_scheme ------------------------------------------------------------------ */
+/* ---- bp_profile_check_scheme ---------------------------------------------------------------- */
 
 static int parse_cb(void *out, json_t *root, struct bp_error *err)
 {
@@ -428,14 +430,15 @@ static void test_check_scheme(void)
 	/* Without intra-node tables the network's price them (as bp_cost_coll does). */
 	CHECK(read_without(root, "all_reduce", 0, &q) == 0);
 	EXPECT_SCHEME(&q, 8, 1, 1, 1, 8, NULL);
-	CHECK(bp_profile_has_coll(&q, BP_COLL_ALLREDUCE, 0) && bp_profile_has_coll(&q, BP_COLL_ALLREDUCE, 1));
+	CHECK(bp_profile_has_coll(&q, BP_COLL_ALLREDUCE, 0) &&
+	      bp_profile_has_coll(&q, BP_COLL_ALLREDUCE, 1));
 	json_decref(root);
 out:
 	bp_profile_release(&p);
 	bp_profile_release(&q);
 }
 
-/* ---- v1 in, v2 out --------------------------------------------------------------------------- */
+/* ---- v1 in, v2 out -------------------------------------------------------------------------- */
 
 static char *dump(const struct bp_profile *p)
 {
