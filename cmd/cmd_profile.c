@@ -13,8 +13,9 @@ static void profile_usage(FILE *f)
 {
 	fprintf(f, "usage: balplan profile --analytic [--gpu NAME] [--model NAME]\n"
 		   "                       [--scheme TPxCPxPP]... [--max-len N] [-o FILE]\n\n"
-		   "Writes a balplan.profile/v1 file. --analytic derives attention, GEMM and\n"
-		   "collective tables and memory constants from the GPU preset's specifications\n"
+		   "Writes a balplan.profile/v2 file. --analytic derives attention, block-sparse\n"
+		   "(MoBA) attention, GEMM and collective tables and memory constants from the\n"
+		   "GPU preset's specifications\n"
 		   "(profiler/README.md says how), and fits T(l,P) = a l^2 + b l + c per scheme.\n\n"
 		   "  --gpu NAME        GPU preset [H100]\n"
 		   "  --model NAME      model preset [llama3-8b]\n"

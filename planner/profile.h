@@ -1,12 +1,15 @@
-/* profile.h: balplan.profile/v1 (profiler/README.md): what the cost model knows about one
+/* profile.h: balplan.profile/v2 (profiler/README.md): what the cost model knows about one
  * cluster running one model. Tables are per layer, in microseconds:
  *   attention fwd/bwd over a (q, kv) grid per TP degree: q query tokens that are the last q
  *     positions of a causal kv-token prefix (kv >= q; cells with kv < q hold the kv = q value);
  *   linear layers (QKV, O, FFN GEMMs of one layer) over token counts per TP degree;
+ *   block-sparse (MoBA) attention fwd/bwd over (document length x, top-k budget k) per TP
+ *     degree and block size (SparseBalance Sec. IV-B, Eq. 10: the profiled table M[x,k]);
  *   collectives over message bytes per (op, intra/inter node, group size);
  * plus memory constants and fitted T(l,P) = a l^2 + b l + c per scheme (Hydraulis App. B.2).
  * A measured profile (balplan profile on GPUs) and an analytic one (from GPU specs) fill the
- * same tables. */
+ * same tables. Version 1 is version 2 without the sparse tables; the reader takes both, the
+ * writer writes version 2. */
 #ifndef BP_PROFILE_H
 #define BP_PROFILE_H
 
@@ -16,7 +19,14 @@
 #include "bp.h"
 #include "presets.h"
 
-#define BP_PROFILE_FORMAT "balplan.profile/v1"
+#define BP_PROFILE_FORMAT "balplan.profile/v2"
+#define BP_PROFILE_FORMAT_V1 "balplan.profile/v1"
+
+/* The largest time a table cell may hold, us per layer or per call. Above it a profile is
+ * absurd (11.6 days per layer), and this is also the largest magnitude whose 1e-3 rounding the
+ * writer prints exactly in 15 significant digits. With it, a plan made from the profile stays
+ * far below the plan reader's 1e300 bound even after extrapolation beyond the grids. */
+#define BP_PROFILE_MAX_US 1e12
 
 enum bp_coll_op {
 	BP_COLL_ALLREDUCE,
@@ -34,6 +44,18 @@ struct bp_attn_table {
 	size_t nq, nkv;
 	double *q, *kv;     /* strictly increasing grid axes, tokens; owned */
 	double *fwd, *bwd;  /* [iq * nkv + ikv], us per layer; owned */
+};
+
+/* Block-sparse attention of one causal document of x tokens (q = kv = x), MoBA top-k block
+ * selection with k counting the token's own block (sparsebalance.md Sec. 1, 11.1), including
+ * the selection kernels (block means, scoring, top-k). */
+struct bp_sparse_table {
+	int tp;
+	int block;          /* MoBA block size B, tokens */
+	size_t nx, nk;
+	double *x;          /* document lengths, tokens, strictly increasing; owned */
+	int *k;             /* budgets in blocks, >= 1, strictly increasing; owned */
+	double *fwd, *bwd;  /* [ix * nk + ik], us per layer; owned */
 };
 
 struct bp_linear_table {
@@ -85,6 +107,8 @@ struct bp_profile {
 	size_t nattn;
 	struct bp_linear_table *linear; /* sorted by tp; owned */
 	size_t nlinear;
+	struct bp_sparse_table *sparse; /* sorted by (tp, block); owned; none in a v1 file */
+	size_t nsparse;
 	struct bp_coll_table *coll; /* sorted by (op, inter, ranks); owned */
 	size_t ncoll;
 	struct bp_fit *fits; /* sorted by (tp, cp, pp); owned */
@@ -96,14 +120,36 @@ void bp_profile_init(struct bp_profile *p);
 void bp_profile_release(struct bp_profile *p);
 void bp_profile_free(struct bp_profile *p);
 
-/* Codec. from_json validates everything: finite non-negative values, strictly increasing
- * axes, tables non-decreasing along every axis, no duplicate (tp) or (op, inter, ranks)
- * entries. Errors name the table ("attention[tp=8].fwd[3][4]"). */
+/* Codec. from_json reads balplan.profile/v1 and v2 and validates everything: finite values,
+ * strictly increasing axes, tables non-decreasing along every axis, every time cell > 0 (a
+ * kernel or a call takes time) and <= BP_PROFILE_MAX_US, no duplicate (tp), (tp, block) or
+ * (op, inter, ranks) entries. Errors name the table ("attention[tp=8].fwd[3][4]",
+ * "sparse_attention[tp=8,block=256].fwd[3][4]"). to_json writes v2. */
 int bp_profile_from_json(struct bp_profile *p, json_t *root, struct bp_error *err);
 json_t *bp_profile_to_json(const struct bp_profile *p);
 
 /* Lookups (NULL when absent). */
 const struct bp_attn_table *bp_profile_attn(const struct bp_profile *p, int tp);
 const struct bp_linear_table *bp_profile_linear(const struct bp_profile *p, int tp);
+const struct bp_sparse_table *bp_profile_sparse(const struct bp_profile *p, int tp,
+						int block);
+
+/* 1 when bp_cost_coll finds a table for (op, inter): one of that op with that placement, or,
+ * for a group inside a node, one across nodes (the cost model falls back to it). 0 when the
+ * collective would silently cost nothing. */
+int bp_profile_has_coll(const struct bp_profile *p, enum bp_coll_op op, int inter);
+
+/* Whether p can price scheme (tp, cp, pp) with dp pipelines on nodes of gpus_per_node GPUs
+ * (<= 0: the profile's own): attention and linear tables for tp, and every collective table
+ * the cost model reads (costmodel.c; Megatron rank order tp, cp, dp, pp, a group crossing
+ * nodes when its span of consecutive ranks exceeds the node):
+ *   tp > 1: all_reduce (intra unless tp > node);
+ *   cp > 1: all_gather and reduce_scatter (across nodes when tp*cp > node);
+ *   pp > 1: send_recv (across nodes when tp*cp*dp*pp > node);
+ *   dp*cp > 1: reduce_scatter and all_gather for the gradient sync (across nodes when
+ *     tp*cp*dp > node, or tp*cp > node when dp = 1).
+ * Returns 0, or -1 with a message naming the missing table and the group needing it. */
+int bp_profile_check_scheme(const struct bp_profile *p, int tp, int cp, int pp, int dp,
+			    int gpus_per_node, struct bp_error *err);
 
 #endif

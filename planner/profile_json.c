@@ -1,13 +1,17 @@
-/* profile_json.c: the balplan.profile/v1 codec (profile.h; the format is documented field by
- * field in profiler/README.md).
+/* profile_json.c: the balplan.profile codec, v1 and v2 (profile.h; the format is documented
+ * field by field in profiler/README.md).
  *
  * Called by every front end that reads a profile (solve, simulate, check, propose) and by
  * `balplan profile`, which writes one. Reading is strict and keeps the invariants the cost
  * model's interpolation relies on (DistCA Sec. 4.2 "Profiler": bilinear lookups on a
- * (q_len, kv_len) grid): axes strictly increasing, every table finite, non-negative and
- * non-decreasing along each axis, one table per TP degree and per (op, inter, ranks), one fit
- * per scheme (Hydraulis App. B.2). Writing is canonical: arrays sorted by their documented
- * key (attention and linear by tp, collectives by (op, inter, ranks), schemes and fits by
+ * (q_len, kv_len) grid; SparseBalance Sec. IV-B Eq. 10: the M[x,k] grid): axes strictly
+ * increasing, every table finite and non-decreasing along each axis, every time > 0 (a kernel
+ * takes time: an all-zero profile would plan steps of zero seconds) and <= BP_PROFILE_MAX_US
+ * (no absurd times that push a plan's numbers out of range), one table per TP degree, per
+ * (TP degree, block) and per (op, inter, ranks), one fit per scheme (Hydraulis App. B.2).
+ * Version 1 is version 2 without `sparse_attention`; both are read, v2 is written. Writing is
+ * canonical: arrays sorted by their documented key (attention and linear by tp, sparse
+ * attention by (tp, block), collectives by (op, inter, ranks), schemes and fits by
  * (tp, cp, pp)), table values rounded to 1e-3 (bp_json_real), fit coefficients to 9
  * significant digits (they are as small as 1e-6 us per token^2). */
 #include "profile.h"
@@ -56,6 +60,56 @@ static int get_nonneg_int(json_t *obj, const char *key, int positive, int64_t *o
 
 /* ---- reading: axes and tables ---------------------------------------------------------- */
 
+/* A time cell that already passed the sign and monotonicity checks: > 0 and not absurd. Run
+ * after monotonicity, so in a table that is non-decreasing the first zero found is in its
+ * leading cells, and an ordering mistake is reported as one. */
+static int check_time(double v, const char *where, const char *key, const char *cell,
+		      struct bp_error *err)
+{
+	if (v == 0)
+		return bp_errorf(err, "%s.%s%s is zero (a kernel or a call takes time)", where, key,
+				 cell);
+	if (v > BP_PROFILE_MAX_US)
+		return bp_errorf(err, "%s.%s%s is %.6g us, above the %.0e us limit", where, key,
+				 cell, v, BP_PROFILE_MAX_US);
+	return 0;
+}
+
+/* Reads a strictly increasing axis of integers >= 1. */
+static int read_int_axis(json_t *obj, const char *key, int **out, size_t *n,
+			 const char *where, struct bp_error *err)
+{
+	json_t *a = bp_json_get_array(obj, key, where, err);
+	if (!a)
+		return -1;
+	*n = json_array_size(a);
+	if (!*n)
+		return bp_errorf(err, "%s.%s is empty", where, key);
+	int *v = bp_calloc(*n, sizeof(*v), err);
+	if (!v)
+		return -1;
+	free(*out);
+	*out = v; /* owned by the table from here on */
+	for (size_t i = 0; i < *n; i++) {
+		json_t *x = json_array_get(a, i);
+		if (!json_is_integer(x))
+			return bp_errorf(err, "%s.%s[%zu] is not an integer", where, key, i);
+		json_int_t y = json_integer_value(x);
+		if (y < 0)
+			return bp_errorf(err, "%s.%s[%zu] is negative", where, key, i);
+		if (y == 0)
+			return bp_errorf(err, "%s.%s[%zu] is zero", where, key, i);
+		if (y > (1 << 24))
+			return bp_errorf(err, "%s.%s[%zu] is %lld, above %d", where, key, i,
+					 (long long)y, 1 << 24);
+		v[i] = (int)y;
+		if (i > 0 && !(v[i] > v[i - 1]))
+			return bp_errorf(err, "%s.%s is not strictly increasing at index %zu", where,
+					 key, i);
+	}
+	return 0;
+}
+
 /* Reads a strictly increasing axis of values >= 0 (> 0 when positive). */
 static int read_axis(json_t *obj, const char *key, int positive, double **out, size_t *n,
 		     const char *where, struct bp_error *err)
@@ -93,20 +147,29 @@ static int read_curve(json_t *obj, const char *key, size_t want, const char *per
 			return bp_errorf(err, "%s.%s is not monotonic: [%zu] < [%zu]", where, key, i,
 					 i - 1);
 	}
+	for (size_t i = 0; i < n; i++) {
+		char cell[32];
+		snprintf(cell, sizeof(cell), "[%zu]", i);
+		if (check_time(v[i], where, key, cell, err) < 0)
+			return -1;
+	}
 	return 0;
 }
 
 /* Reads an nq x nkv matrix (an array of nq rows of nkv numbers) into a new row-major array:
- * finite, >= 0, non-decreasing along kv (within a row) and along q (down a column). */
-static int read_matrix(json_t *obj, const char *key, size_t nq, size_t nkv, double **out,
+ * finite, > 0, non-decreasing along kv (within a row) and along q (down a column), no cell
+ * above BP_PROFILE_MAX_US. rows and cols name the two axes in messages ("q" and "kv", "x" and
+ * "k"). */
+static int read_matrix(json_t *obj, const char *key, size_t nq, size_t nkv,
+		       const char *rows_name, const char *cols_name, double **out,
 		       const char *where, struct bp_error *err)
 {
 	json_t *rows = bp_json_get_array(obj, key, where, err);
 	if (!rows)
 		return -1;
 	if (json_array_size(rows) != nq)
-		return bp_errorf(err, "%s.%s has %zu rows, expected %zu (one per q)", where, key,
-				 json_array_size(rows), nq);
+		return bp_errorf(err, "%s.%s has %zu rows, expected %zu (one per %s)", where, key,
+				 json_array_size(rows), nq, rows_name);
 	double *v = bp_calloc(nq * nkv, sizeof(*v), err);
 	if (!v)
 		return -1;
@@ -117,8 +180,8 @@ static int read_matrix(json_t *obj, const char *key, size_t nq, size_t nkv, doub
 		if (!json_is_array(row))
 			return bp_errorf(err, "%s.%s[%zu] is not an array", where, key, i);
 		if (json_array_size(row) != nkv)
-			return bp_errorf(err, "%s.%s[%zu] has %zu values, expected %zu (one per kv)",
-					 where, key, i, json_array_size(row), nkv);
+			return bp_errorf(err, "%s.%s[%zu] has %zu values, expected %zu (one per %s)",
+					 where, key, i, json_array_size(row), nkv, cols_name);
 		for (size_t j = 0; j < nkv; j++) {
 			json_t *x = json_array_get(row, j);
 			if (!json_is_number(x))
@@ -140,6 +203,13 @@ static int read_matrix(json_t *obj, const char *key, size_t nq, size_t nkv, doub
 			if (i > 0 && v[i * nkv + j] < v[(i - 1) * nkv + j])
 				return bp_errorf(err, "%s.%s is not monotonic: [%zu][%zu] < [%zu][%zu]",
 						 where, key, i, j, i - 1, j);
+		}
+	for (size_t i = 0; i < nq; i++)
+		for (size_t j = 0; j < nkv; j++) {
+			char cell[48];
+			snprintf(cell, sizeof(cell), "[%zu][%zu]", i, j);
+			if (check_time(v[i * nkv + j], where, key, cell, err) < 0)
+				return -1;
 		}
 	return 0;
 }
@@ -215,6 +285,14 @@ static int cmp_linear(const void *a, const void *b)
 	return x->tp < y->tp ? -1 : x->tp > y->tp;
 }
 
+static int cmp_sparse(const void *a, const void *b)
+{
+	const struct bp_sparse_table *x = a, *y = b;
+	if (x->tp != y->tp)
+		return x->tp < y->tp ? -1 : 1;
+	return x->block < y->block ? -1 : x->block > y->block;
+}
+
 static int cmp_coll(const void *a, const void *b)
 {
 	const struct bp_coll_table *x = a, *y = b;
@@ -285,8 +363,8 @@ static int read_attention(struct bp_profile *p, json_t *root, struct bp_error *e
 		snprintf(w, sizeof(w), "profile.attention[tp=%d]", t->tp);
 		if (read_axis(o, "q", 1, &t->q, &t->nq, w, err) < 0 ||
 		    read_axis(o, "kv", 1, &t->kv, &t->nkv, w, err) < 0 ||
-		    read_matrix(o, "fwd", t->nq, t->nkv, &t->fwd, w, err) < 0 ||
-		    read_matrix(o, "bwd", t->nq, t->nkv, &t->bwd, w, err) < 0)
+		    read_matrix(o, "fwd", t->nq, t->nkv, "q", "kv", &t->fwd, w, err) < 0 ||
+		    read_matrix(o, "bwd", t->nq, t->nkv, "q", "kv", &t->bwd, w, err) < 0)
 			return -1;
 	}
 	qsort(p->attn, n, sizeof(*p->attn), cmp_attn);
@@ -327,6 +405,42 @@ static int read_linear(struct bp_profile *p, json_t *root, struct bp_error *err)
 		if (p->linear[i].tp == p->linear[i - 1].tp)
 			return bp_errorf(err, "profile.linear has two tables for tp %d",
 					 p->linear[i].tp);
+	return 0;
+}
+
+/* sparse_attention[] (v2): M[x,k] of SparseBalance Eq. 10, one table per (tp, block). */
+static int read_sparse(struct bp_profile *p, json_t *root, struct bp_error *err)
+{
+	static const char *const keys[] = {"tp", "block", "x", "k", "fwd", "bwd", NULL};
+	json_t *a = bp_json_get_array(root, "sparse_attention", "profile", err);
+	if (!a)
+		return -1;
+	size_t n = json_array_size(a);
+	p->sparse = bp_calloc(n, sizeof(*p->sparse), err);
+	if (!p->sparse)
+		return -1;
+	p->nsparse = n;
+	for (size_t i = 0; i < n; i++) {
+		struct bp_sparse_table *t = &p->sparse[i];
+		json_t *o = json_array_get(a, i);
+		char w[80];
+		snprintf(w, sizeof(w), "profile.sparse_attention[%zu]", i);
+		if (bp_json_check_keys(o, keys, w, err) < 0 ||
+		    bp_json_get_int32(o, "tp", 1, 1, MAX_DEGREE, &t->tp, w, err) < 0 ||
+		    bp_json_get_int32(o, "block", 1, 1, 1 << 24, &t->block, w, err) < 0)
+			return -1;
+		snprintf(w, sizeof(w), "profile.sparse_attention[tp=%d,block=%d]", t->tp, t->block);
+		if (read_axis(o, "x", 1, &t->x, &t->nx, w, err) < 0 ||
+		    read_int_axis(o, "k", &t->k, &t->nk, w, err) < 0 ||
+		    read_matrix(o, "fwd", t->nx, t->nk, "x", "k", &t->fwd, w, err) < 0 ||
+		    read_matrix(o, "bwd", t->nx, t->nk, "x", "k", &t->bwd, w, err) < 0)
+			return -1;
+	}
+	qsort(p->sparse, n, sizeof(*p->sparse), cmp_sparse);
+	for (size_t i = 1; i < n; i++)
+		if (!cmp_sparse(&p->sparse[i], &p->sparse[i - 1]))
+			return bp_errorf(err, "profile.sparse_attention has two tables for tp %d "
+					 "block %d", p->sparse[i].tp, p->sparse[i].block);
 	return 0;
 }
 
@@ -425,11 +539,27 @@ static int check_schemes(const struct bp_profile *p, struct bp_error *err)
 
 static int read_profile(struct bp_profile *p, json_t *root, struct bp_error *err)
 {
-	static const char *const keys[] = {"format", "kind",	 "name",	"hardware",
-					   "model",  "schemes", "attention", "linear",
-					   "collectives", "fits", "memory", NULL};
-	if (bp_json_check_format(root, BP_PROFILE_FORMAT, "profile", err) < 0 ||
-	    bp_json_check_keys(root, keys, "profile", err) < 0 ||
+	static const char *const keys_v2[] = {"format",  "kind",	"name",	 "hardware",
+					      "model",   "schemes",	"attention", "linear",
+					      "sparse_attention", "collectives", "fits", "memory",
+					      NULL};
+	const char *const *keys = keys_v2;
+	char fmt[64];
+	if (!json_is_object(root))
+		return bp_errorf(err, "profile is not a JSON object");
+	if (bp_json_get_str(root, "format", 1, fmt, sizeof(fmt), "profile", err) < 0)
+		return -1;
+	int v1 = !strcmp(fmt, BP_PROFILE_FORMAT_V1);
+	if (!v1 && strcmp(fmt, BP_PROFILE_FORMAT))
+		return bp_errorf(err, "unsupported format \"%s\" (expected \"%s\" or \"%s\")", fmt,
+				 BP_PROFILE_FORMAT, BP_PROFILE_FORMAT_V1);
+	if (v1) { /* the same keys less sparse_attention, which v1 does not know */
+		static const char *const keys_v1[] = {"format",	"kind",	 "name", "hardware",
+						      "model",	"schemes", "attention", "linear",
+						      "collectives", "fits", "memory", NULL};
+		keys = keys_v1;
+	}
+	if (bp_json_check_keys(root, keys, "profile", err) < 0 ||
 	    bp_json_get_str(root, "kind", 1, p->kind, sizeof(p->kind), "profile", err) < 0)
 		return -1;
 	if (strcmp(p->kind, "measured") && strcmp(p->kind, "analytic"))
@@ -440,9 +570,9 @@ static int read_profile(struct bp_profile *p, json_t *root, struct bp_error *err
 	    read_hardware(&p->hw, root, err) < 0 || !model ||
 	    bp_model_from_json(&p->model, model, "profile.model", err) < 0 ||
 	    read_schemes(p, root, err) < 0 || read_attention(p, root, err) < 0 ||
-	    read_linear(p, root, err) < 0 || read_collectives(p, root, err) < 0 ||
-	    read_fits(p, root, err) < 0 || read_memory(&p->mem, &p->hw, root, err) < 0 ||
-	    check_schemes(p, err) < 0)
+	    read_linear(p, root, err) < 0 || (!v1 && read_sparse(p, root, err) < 0) ||
+	    read_collectives(p, root, err) < 0 || read_fits(p, root, err) < 0 ||
+	    read_memory(&p->mem, &p->hw, root, err) < 0 || check_schemes(p, err) < 0)
 		return -1;
 	return 0;
 }
@@ -570,6 +700,25 @@ static json_t *linear_to_json(const struct bp_linear_table *t)
 	return o;
 }
 
+static json_t *sparse_to_json(const struct bp_sparse_table *t)
+{
+	json_t *o = json_object(), *k = json_array();
+	int ok = o != NULL && k != NULL;
+	for (size_t i = 0; ok && i < t->nk; i++)
+		bp_json_append(k, json_integer(t->k[i]), &ok);
+	bp_json_set(o, "tp", json_integer(t->tp), &ok);
+	bp_json_set(o, "block", json_integer(t->block), &ok);
+	bp_json_set(o, "x", bp_json_real_array(t->x, t->nx), &ok);
+	bp_json_set(o, "k", k, &ok);
+	bp_json_set(o, "fwd", matrix_to_json(t->fwd, t->nx, t->nk), &ok);
+	bp_json_set(o, "bwd", matrix_to_json(t->bwd, t->nx, t->nk), &ok);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 static json_t *coll_to_json(const struct bp_coll_table *t)
 {
 	json_t *o = json_object();
@@ -617,19 +766,22 @@ static void *sorted_copy(const void *v, size_t n, size_t sz,
 json_t *bp_profile_to_json(const struct bp_profile *p)
 {
 	json_t *o = json_object(), *sch = json_array(), *att = json_array(), *lin = json_array();
-	json_t *col = json_array(), *fit = json_array();
+	json_t *col = json_array(), *fit = json_array(), *spa = json_array();
 	struct bp_scheme *ss = sorted_copy(p->schemes, p->nschemes, sizeof(*ss), cmp_scheme);
 	struct bp_attn_table *sa = sorted_copy(p->attn, p->nattn, sizeof(*sa), cmp_attn);
 	struct bp_linear_table *sl = sorted_copy(p->linear, p->nlinear, sizeof(*sl), cmp_linear);
+	struct bp_sparse_table *sp = sorted_copy(p->sparse, p->nsparse, sizeof(*sp), cmp_sparse);
 	struct bp_coll_table *sc = sorted_copy(p->coll, p->ncoll, sizeof(*sc), cmp_coll);
 	struct bp_fit *sf = sorted_copy(p->fits, p->nfits, sizeof(*sf), cmp_fit);
-	int ok = o && sch && att && lin && col && fit && ss && sa && sl && sc && sf;
+	int ok = o && sch && att && lin && col && fit && spa && ss && sa && sl && sp && sc && sf;
 	for (size_t i = 0; ok && i < p->nschemes; i++)
 		bp_json_append(sch, degrees_to_json(ss[i].tp, ss[i].cp, ss[i].pp), &ok);
 	for (size_t i = 0; ok && i < p->nattn; i++)
 		bp_json_append(att, attn_to_json(&sa[i]), &ok);
 	for (size_t i = 0; ok && i < p->nlinear; i++)
 		bp_json_append(lin, linear_to_json(&sl[i]), &ok);
+	for (size_t i = 0; ok && i < p->nsparse; i++)
+		bp_json_append(spa, sparse_to_json(&sp[i]), &ok);
 	for (size_t i = 0; ok && i < p->ncoll; i++)
 		bp_json_append(col, coll_to_json(&sc[i]), &ok);
 	for (size_t i = 0; ok && i < p->nfits; i++)
@@ -638,6 +790,7 @@ json_t *bp_profile_to_json(const struct bp_profile *p)
 	bp_json_set(o, "schemes", sch, &ok);
 	bp_json_set(o, "attention", att, &ok);
 	bp_json_set(o, "linear", lin, &ok);
+	bp_json_set(o, "sparse_attention", spa, &ok);
 	bp_json_set(o, "collectives", col, &ok);
 	bp_json_set(o, "fits", fit, &ok);
 	bp_json_set(o, "format", json_string(BP_PROFILE_FORMAT), &ok);
@@ -649,6 +802,7 @@ json_t *bp_profile_to_json(const struct bp_profile *p)
 	free(ss);
 	free(sa);
 	free(sl);
+	free(sp);
 	free(sc);
 	free(sf);
 	if (!ok) {

@@ -8,8 +8,10 @@
  * reproducible. Implements: the (q_len, kv_len) attention grid of DistCA Sec. 4.2
  * ("Profiler"), kernel tile padding to 128 tokens (WLB-LLM Sec. 5.2), the per-token
  * activation memory of Korthikanti et al. 2022 (Sec. 4) that Hydraulis App. B.1's constant A
- * stands for, and the T(l,P) = a l^2 + b l + c fit of Hydraulis App. B.2 (bp_fit_scheme).
- * profiler/README.md explains every constant. */
+ * stands for, the T(l,P) = a l^2 + b l + c fit of Hydraulis App. B.2 (bp_fit_scheme), and
+ * the block-sparse M[x,k] table of SparseBalance Sec. IV-B (Eq. 10) for MoBA top-k attention
+ * (sparsebalance.md sec. 1 and 11.1): dense time scaled by MoBA's pair count plus the
+ * selection kernels. profiler/README.md explains every constant. */
 #include "analytic.h"
 
 #include <math.h>
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "costkinds.h"
 #include "costmodel.h"
 
 /* Attention kernels (FlashAttention-2/3 class). Forward reaches about 55% of dense BF16 peak
@@ -58,6 +61,24 @@
 #define RESERVED_BYTES ((int64_t)4 << 30)
 
 #define MAX_LEN_LIMIT ((int64_t)1 << 24)
+
+/* Sparse attention (MoBA, SparseBalance Sec. V-C1: block 256, top-k 32 in the paper). The grid
+ * is sparsebalance.md sec. 11.1: x in SPARSE_X within [B, max_len] plus max_len, k in
+ * SPARSE_K (includes k_base = 32 and reaches 64; Fig. 4 needs k near 50 for 90% recovery).
+ * The selection kernels (block means of K, the fp32 gate Q . mean(K) over every chunk, top-k,
+ * index build, and the LSE merge of the two attention calls) cost SPARSE_GATE_LAUNCHES kernel
+ * launches of GEMM_LAUNCH each, the gate FLOPs at GEMM_EFF of peak, and their HBM traffic at
+ * the HBM bandwidth; MoBA's split into a self-chunk call and a selected-chunks call adds one
+ * attention launch. The backward reuses the forward's selection (the gate is parameter-free
+ * and not differentiated) and adds only the second attention launch and the sum of the two
+ * dQ partials. */
+#define SPARSE_BLOCK 256
+#define SPARSE_GATE_LAUNCHES_FWD 5 /* mean-pool, gate GEMM, top-k, index build, LSE merge */
+#define SPARSE_GATE_LAUNCHES_BWD 1 /* dQ partials summed */
+static const double sparse_x[] = {256,	 512,	768,   1024,  1536,  2048,  3072,
+				  4096,	 6144,	8192,  12288, 16384, 24576, 32768,
+				  49152, 65536, 98304, 131072};
+static const int sparse_k[] = {1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64};
 
 /* Appends x to a growing array (capacity doubles). */
 static int push(double **v, size_t *n, size_t *cap, double x, struct bp_error *err)
@@ -196,6 +217,75 @@ static int fill_attention(struct bp_attn_table *t, const struct bp_gpu *g,
 	return 0;
 }
 
+double bp_analytic_sparse_gate_us(const struct bp_gpu *g, const struct bp_model *m, int tp,
+				  int block, double x, int bwd)
+{
+	if (!(x > 0) || block < 1 || tp < 1)
+		return 0.0;
+	double hl = (double)m->heads / tp, d = (double)m->hidden / m->heads;
+	double kvl = ceil((double)m->kv_heads / tp); /* KV heads are replicated below one each */
+	double n = ceil(x / block);
+	double hbm = g->hbm_gbps * 1e3; /* bytes per us */
+	if (bwd) {
+		/* Second backward call's launch; dQ of both calls read and summed (bf16). */
+		return ATTN_LAUNCH_BWD + SPARSE_GATE_LAUNCHES_BWD * GEMM_LAUNCH +
+		       3.0 * 2.0 * x * hl * d / hbm;
+	}
+	/* Gate: every query token of every head against every chunk's mean key (the official
+	 * code scores all chunks, then masks), 2 d FLOPs each, a GEMM. */
+	double flops = 2.0 * x * n * hl * d;
+	double bytes = 2.0 * x * kvl * d          /* K read by the block mean */
+		       + 2.0 * x * hl * d         /* Q read by the gate GEMM */
+		       + 2.0 * 4.0 * x * n * hl   /* fp32 gate written, read by top-k */
+		       + 3.0 * 2.0 * x * hl * d;  /* LSE merge: two partial outputs in, one out */
+	return ATTN_LAUNCH_FWD + SPARSE_GATE_LAUNCHES_FWD * GEMM_LAUNCH +
+	       flops / (g->bf16_tflops * 1e6 * GEMM_EFF) + bytes / hbm;
+}
+
+/* M[x,k] per SparseBalance Eq. 10, analytic (sparsebalance.md sec. 11.1): the dense kernel's
+ * time at (x, x) times the share of (query, key) pairs MoBA computes, P(x,k)/P(x,inf), plus the
+ * selection term. Monotone in k because P is; in x because the dense time, P and the gate grow
+ * with x, except that the dense time per pair falls with x (tile padding, efficiency ramp):
+ * a running maximum down each column guards that, and leaves the k >= ceil(x/B) cells at
+ * exactly dense + gate (the row above is at most its own dense + gate, smaller). */
+static int fill_sparse(struct bp_sparse_table *t, const struct bp_gpu *g,
+		       const struct bp_model *m, int tp, int64_t max_len, struct bp_error *err)
+{
+	size_t cap = 0;
+	t->tp = tp;
+	t->block = SPARSE_BLOCK;
+	for (size_t i = 0; i < BP_ARRAY_LEN(sparse_x); i++)
+		if (sparse_x[i] >= SPARSE_BLOCK && sparse_x[i] < (double)max_len &&
+		    push(&t->x, &t->nx, &cap, sparse_x[i], err) < 0)
+			return -1;
+	if (push(&t->x, &t->nx, &cap, (double)max_len, err) < 0)
+		return -1;
+	t->nk = BP_ARRAY_LEN(sparse_k);
+	t->k = bp_calloc(t->nk, sizeof(int), err);
+	t->fwd = bp_calloc(t->nx * t->nk, sizeof(double), err);
+	t->bwd = bp_calloc(t->nx * t->nk, sizeof(double), err);
+	if (!t->k || !t->fwd || !t->bwd)
+		return -1;
+	memcpy(t->k, sparse_k, sizeof(sparse_k));
+	int hl = m->heads / tp, hd = m->hidden / m->heads;
+	for (size_t i = 0; i < t->nx; i++) {
+		double x = t->x[i], dense = x * (x + 1.0) / 2.0;
+		for (int b = 0; b < 2; b++) {
+			double *v = b ? t->bwd : t->fwd;
+			double full = attn_us(g, x, x, hl, hd, b);
+			double gate = bp_analytic_sparse_gate_us(g, m, tp, t->block, x, b);
+			for (size_t j = 0; j < t->nk; j++) {
+				double share = bp_moba_pairs(x, t->block, t->k[j]) / dense;
+				double c = full * (share > 1.0 ? 1.0 : share) + gate;
+				if (i > 0 && c < v[(i - 1) * t->nk + j])
+					c = v[(i - 1) * t->nk + j];
+				v[i * t->nk + j] = c;
+			}
+		}
+	}
+	return 0;
+}
+
 static int fill_linear(struct bp_linear_table *t, const struct bp_gpu *g,
 		       const struct bp_model *m, int tp, int64_t max_len, struct bp_error *err)
 {
@@ -301,15 +391,17 @@ static int build(struct bp_profile *p, const struct bp_gpu *g, const struct bp_m
 	}
 	qsort(tps, ntp, sizeof(*tps), cmp_int);
 
-	/* Attention and linear tables per TP degree. */
+	/* Attention, linear and sparse-attention tables per TP degree. */
 	p->attn = bp_calloc(ntp, sizeof(*p->attn), err);
 	p->linear = bp_calloc(ntp, sizeof(*p->linear), err);
-	if (!p->attn || !p->linear)
+	p->sparse = bp_calloc(ntp, sizeof(*p->sparse), err);
+	if (!p->attn || !p->linear || !p->sparse)
 		goto out;
-	p->nattn = p->nlinear = ntp;
+	p->nattn = p->nlinear = p->nsparse = ntp;
 	for (size_t i = 0; i < ntp; i++)
 		if (fill_attention(&p->attn[i], g, m, tps[i], max_len, err) < 0 ||
-		    fill_linear(&p->linear[i], g, m, tps[i], max_len, err) < 0)
+		    fill_linear(&p->linear[i], g, m, tps[i], max_len, err) < 0 ||
+		    fill_sparse(&p->sparse[i], g, m, tps[i], max_len, err) < 0)
 			goto out;
 
 	/* Collectives, in (op, inter, ranks) order. */

@@ -194,7 +194,8 @@ static void test_errors(json_t *good)
 
 	r = json_deep_copy(good);
 	json_object_set_new(r, "format", json_string("balplan.profile/v0"));
-	EXPECT(r, "unsupported format \"balplan.profile/v0\" (expected \"balplan.profile/v1\")");
+	EXPECT(r, "unsupported format \"balplan.profile/v0\" (expected \"balplan.profile/v2\" or "
+		  "\"balplan.profile/v1\")");
 	json_decref(r);
 
 	r = json_deep_copy(good);
@@ -272,6 +273,178 @@ static void test_errors(json_t *good)
 	r = json_deep_copy(good);
 	json_object_set_new(json_object_get(r, "model"), "heads", json_integer(0));
 	EXPECT(r, "profile.model.heads is 0, outside [1, 65536]");
+	json_decref(r);
+}
+
+static json_t *sparse8(json_t *root)
+{
+	return json_array_get(json_object_get(root, "sparse_attention"), 1); /* tp 4, tp 8 */
+}
+
+static json_t *sparse_row(json_t *root, const char *key, size_t i)
+{
+	return json_array_get(json_object_get(sparse8(root), key), i);
+}
+
+/* Reader rules of sparse_attention (as for attention) and of physical sense (> 0, not
+ * absurd) on every kind of table. */
+static void test_sparse_and_sense_errors(json_t *good)
+{
+	json_t *r;
+	const char *w = "profile.sparse_attention[tp=8,block=256]";
+	char want[256];
+
+	r = json_deep_copy(good);
+	json_array_set_new(sparse_row(r, "fwd", 3), 4, json_real(-2.0));
+	snprintf(want, sizeof(want), "%s.fwd[3][4] is negative", w);
+	EXPECT(r, want);
+	json_decref(r);
+
+	r = json_deep_copy(good); /* along k */
+	json_array_set_new(sparse_row(r, "fwd", 10), 4, json_real(0.001));
+	snprintf(want, sizeof(want), "%s.fwd is not monotonic: [10][4] < [10][3]", w);
+	EXPECT(r, want);
+	json_decref(r);
+
+	r = json_deep_copy(good); /* along x: the first column, where k does not climb */
+	json_array_set_new(sparse_row(r, "bwd", 12), 0,
+			   json_real(json_number_value(json_array_get(sparse_row(r, "bwd", 11), 0)) -
+				     1));
+	snprintf(want, sizeof(want), "%s.bwd is not monotonic: [12][0] < [11][0]", w);
+	EXPECT(r, want);
+	json_decref(r);
+
+	r = json_deep_copy(good);
+	json_array_set_new(json_object_get(sparse8(r), "k"), 3, json_integer(2));
+	snprintf(want, sizeof(want), "%s.k is not strictly increasing at index 3", w);
+	EXPECT(r, want);
+	json_decref(r);
+
+	r = json_deep_copy(good);
+	json_array_set_new(json_object_get(sparse8(r), "k"), 0, json_integer(0));
+	snprintf(want, sizeof(want), "%s.k[0] is zero", w);
+	EXPECT(r, want);
+	json_decref(r);
+
+	r = json_deep_copy(good);
+	json_array_set_new(json_object_get(sparse8(r), "k"), 2, json_real(4.5));
+	snprintf(want, sizeof(want), "%s.k[2] is not an integer", w);
+	EXPECT(r, want);
+	json_decref(r);
+
+	r = json_deep_copy(good);
+	{
+		json_t *x = json_object_get(sparse8(r), "x");
+		json_array_set(x, 5, json_array_get(x, 4));
+	}
+	snprintf(want, sizeof(want), "%s.x is not strictly increasing at index 5", w);
+	EXPECT(r, want);
+	json_decref(r);
+
+	r = json_deep_copy(good);
+	json_array_remove(json_object_get(sparse8(r), "bwd"), 0);
+	snprintf(want, sizeof(want), "%s.bwd has 15 rows, expected 16 (one per x)", w);
+	EXPECT(r, want);
+	json_decref(r);
+
+	r = json_deep_copy(good);
+	json_array_remove(sparse_row(r, "fwd", 2), 0);
+	snprintf(want, sizeof(want), "%s.fwd[2] has 13 values, expected 14 (one per k)", w);
+	EXPECT(r, want);
+	json_decref(r);
+
+	r = json_deep_copy(good);
+	json_array_append(json_object_get(r, "sparse_attention"), sparse8(r));
+	EXPECT(r, "profile.sparse_attention has two tables for tp 8 block 256");
+	json_decref(r);
+
+	r = json_deep_copy(good); /* another block size for the same tp is a different table */
+	{
+		json_t *t = json_deep_copy(sparse8(r));
+		json_object_set_new(t, "block", json_integer(128));
+		json_array_append_new(json_object_get(r, "sparse_attention"), t);
+		struct bp_profile p;
+		struct bp_error err = {{0}};
+		bp_profile_init(&p);
+		CHECK(bp_profile_from_json(&p, r, &err) == 0);
+		CHECK(p.nsparse == 3 && p.sparse[1].tp == 8 && p.sparse[1].block == 128 &&
+		      bp_profile_sparse(&p, 8, 128) == &p.sparse[1]);
+		bp_profile_release(&p);
+	}
+	json_decref(r);
+
+	r = json_deep_copy(good);
+	json_object_set_new(sparse8(r), "shape", json_string("moba"));
+	EXPECT(r, "unknown key \"shape\" in profile.sparse_attention[1]");
+	json_decref(r);
+
+	r = json_deep_copy(good);
+	json_object_del(sparse8(r), "block");
+	EXPECT(r, "missing key \"block\" in profile.sparse_attention[1]");
+	json_decref(r);
+
+	/* Physical sense: a kernel takes time, and not days. */
+	r = json_deep_copy(good);
+	json_array_set_new(fwd_row(r, 0), 0, json_real(0.0));
+	EXPECT(r, "profile.attention[tp=8].fwd[0][0] is zero (a kernel or a call takes time)");
+	json_decref(r);
+
+	r = json_deep_copy(good);
+	json_array_set_new(sparse_row(r, "fwd", 0), 0, json_real(0.0));
+	snprintf(want, sizeof(want), "%s.fwd[0][0] is zero (a kernel or a call takes time)", w);
+	EXPECT(r, want);
+	json_decref(r);
+
+	r = json_deep_copy(good);
+	{
+		json_t *lin = json_array_get(json_object_get(r, "linear"), 0);
+		json_array_set_new(json_object_get(lin, "fwd"), 0, json_real(0.0));
+	}
+	EXPECT(r, "profile.linear[tp=4].fwd[0] is zero (a kernel or a call takes time)");
+	json_decref(r);
+
+	r = json_deep_copy(good);
+	{
+		json_t *c = json_array_get(json_object_get(r, "collectives"), 0);
+		json_array_set_new(json_object_get(c, "us"), 0, json_real(0.0));
+	}
+	EXPECT(r, "profile.collectives[all_reduce,intra,2].us[0] is zero (a kernel or a call "
+		  "takes time)");
+	json_decref(r);
+
+	r = json_deep_copy(good); /* the last cell is the largest: monotone, but absurd */
+	{
+		json_t *row = fwd_row(r, 17);
+		json_array_set_new(row, 17, json_real(2e12));
+	}
+	EXPECT(r, "profile.attention[tp=8].fwd[17][17] is 2e+12 us, above the 1e+12 us limit");
+	json_decref(r);
+
+	r = json_deep_copy(good);
+	json_array_set_new(sparse_row(r, "bwd", 15), 13, json_real(1.5e13));
+	snprintf(want, sizeof(want), "%s.bwd[15][13] is 1.5e+13 us, above the 1e+12 us limit", w);
+	EXPECT(r, want);
+	json_decref(r);
+
+	r = json_deep_copy(good);
+	{
+		json_t *lin = json_array_get(json_object_get(r, "linear"), 1);
+		json_t *f = json_object_get(lin, "bwd");
+		json_array_set_new(f, json_array_size(f) - 1, json_real(1e300));
+	}
+	EXPECT(r, "profile.linear[tp=8].bwd[31] is 1e+300 us, above the 1e+12 us limit");
+	json_decref(r);
+
+	r = json_deep_copy(good); /* exactly the limit is allowed */
+	{
+		json_t *row = fwd_row(r, 17);
+		json_array_set_new(row, 17, json_real(1e12));
+		struct bp_profile p;
+		struct bp_error err = {{0}};
+		bp_profile_init(&p);
+		CHECK(bp_profile_from_json(&p, r, &err) == 0);
+		bp_profile_release(&p);
+	}
 	json_decref(r);
 }
 
@@ -460,6 +633,7 @@ int main(void)
 	s3 = dump(&r);
 	CHECK(s3 && !strcmp(s1, s3));
 	test_errors(root);
+	test_sparse_and_sense_errors(root);
 	test_text_errors(s1);
 	test_analytic_errors();
 out:
