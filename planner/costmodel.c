@@ -14,6 +14,8 @@
  * struct bp_costs keeps one per (layout, pipeline) a plan uses. */
 #include "costmodel.h"
 
+#include "costkinds.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -392,13 +394,51 @@ int bp_attn_kind_parse(const char *s, enum bp_attn_kind *out)
 	return -1;
 }
 
-/* Sparse attention (SparseBalance): per layer its own budget k[l]. */
+/* Sparse attention (SparseBalance Sec. IV-B, Eq. 8-10: the latency table M[x, k]): each
+ * span is one causal document of x tokens whose layer l attends k[l] blocks per query tile;
+ * layers differ in k, so a stage sums its layers one by one. cp is 1 (validate.c): the table
+ * is measured on whole documents. */
 static int bp_cost_mb_sparse(const struct bp_costmodel *cm, const struct bp_mb_desc *d,
 			     double *fwd, double *bwd, struct bp_mb_part *pf,
 			     struct bp_mb_part *pb, struct bp_error *err)
 {
-	(void)cm; (void)d; (void)fwd; (void)bwd; (void)pf; (void)pb;
-	return bp_errorf(err, "sparse attention is not costed yet");
+	const struct bp_sparse_table *t = bp_profile_sparse(cm->prof, cm->sc.tp, d->sparse_block);
+	if (!t)
+		return bp_errorf(err, "profile '%s' has no sparse_attention table for tp %d block "
+				 "%d", cm->prof->name, cm->sc.tp, d->sparse_block);
+	if (cm->sc.cp != 1 || !d->sparse_k)
+		return bp_errorf(err, "sparse attention needs cp 1 and a budget per layer");
+	int64_t tokens = 0;
+	for (size_t i = 0; i < d->n; i++)
+		tokens += d->spans[i].len;
+	double lmr = lm_head_ratio(&cm->prof->model);
+	int layer = 0;
+	for (int s = 0; s < cm->sc.pp; s++) {
+		double a[2] = {0, 0}, part[2][3];
+		int last = s == cm->sc.pp - 1;
+		for (int l = 0; l < cm->stage_layers[s]; l++, layer++)
+			for (int b = 0; b < 2; b++)
+				for (size_t i = 0; i < d->n; i++)
+					a[b] += bp_cost_sparse_attn(t, (double)d->spans[i].len,
+								    (double)d->sparse_k[layer], b);
+		for (int b = 0; b < 2; b++) {
+			rank_layer(cm, NULL, 0, tokens, b, 0, part[b]);
+			double L = cm->stage_layers[s];
+			double lm = last ? lmr * bp_cost_linear(cm->linear, (double)tokens, b) : 0.0;
+			double v = a[b] + L * (part[b][1] + part[b][2]) + lm;
+			struct bp_mb_part q = {a[b], L * part[b][1], L * part[b][2], 0.0, lm};
+			if (b) {
+				bwd[s] = v;
+				if (pb)
+					pb[s] = q;
+			} else {
+				fwd[s] = v;
+				if (pf)
+					pf[s] = q;
+			}
+		}
+	}
+	return 0;
 }
 
 int bp_cost_mb(const struct bp_costmodel *cm, const struct bp_mb_desc *d, double *fwd,

@@ -120,6 +120,9 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 			  prof->model.layers, prof->model.name);
 		goto out;
 	}
+	if (bp_profile_check_scheme(prof, c->tp, c->cp, c->pp, c->dp, prof->hw.gpus_per_node,
+				    err) < 0)
+		goto out;
 	if (bp_layout_megatron(&lay, sc, c->dp, prof->model.layers, o->max_tokens, err) < 0 ||
 	    bp_plan_add_layout(out, &lay, err) < 0)
 		goto out;

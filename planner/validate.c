@@ -247,6 +247,10 @@ static int check_attn(const struct bp_plan *p, const struct bp_mb *mb, const str
 		return bp_errorf(err, "step %zu pipeline %zu micro-batch %zu: a sparse budget on "
 				 "%s attention", i, q, j, bp_attn_kind_name(mb->attn));
 	}
+	if (mb->attn == BP_ATTN_SPARSE && lp->sc.cp != 1)
+		return bp_errorf(err, "step %zu pipeline %zu micro-batch %zu: sparse attention "
+				 "needs cp 1 (the latency table is measured on whole documents), "
+				 "the pipeline has cp %d", i, q, j, lp->sc.cp);
 	if (mb->attn == BP_ATTN_DISAGG && lp->sc.cp != 1)
 		return bp_errorf(err, "step %zu pipeline %zu micro-batch %zu: disaggregated "
 				 "attention needs cp 1 (the servers do the context split), the "
