@@ -153,14 +153,47 @@ static int cmp_len_desc(const void *a, const void *b)
 	return (x->i > y->i) - (x->i < y->i);
 }
 
+/* Stable LSD radix sort of packed keys (mx - len) << 32 | index, ascending: longest first,
+ * ties by index. Only the low `bits` bits of the upper half are sorted on: the index bits
+ * start in order and every pass is stable. Digits of log2(n) bits (4 to 11), so a pass
+ * costs O(n + min(n, 2^11)). key and tmp hold n entries each; the result is left in key. */
+static void radix_sort_keys(uint64_t *key, uint64_t *tmp, size_t n, int bits)
+{
+	int dmax = 4;
+	while (dmax < 11 && ((size_t)1 << dmax) < n)
+		dmax++;
+	int passes = (bits + dmax - 1) / dmax, d = passes ? (bits + passes - 1) / passes : 0;
+	size_t count[(size_t)1 << 11];
+	uint64_t mask = ((uint64_t)1 << d) - 1;
+	for (int p = 0, shift = 32; p < passes; p++, shift += d) {
+		memset(count, 0, ((size_t)1 << d) * sizeof(size_t));
+		for (size_t i = 0; i < n; i++)
+			count[(key[i] >> shift) & mask]++;
+		size_t sum = 0;
+		for (size_t v = 0; v <= mask; v++) {
+			size_t c = count[v];
+			count[v] = sum;
+			sum += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			tmp[count[(key[i] >> shift) & mask]++] = key[i];
+		uint64_t *t = key;
+		key = tmp;
+		tmp = t;
+	}
+	if (passes & 1) /* the result is in the caller's tmp */
+		memcpy(tmp, key, n * sizeof(uint64_t));
+}
+
 int bp_order_by_len(const int64_t *len, size_t n, size_t *order, struct bp_error *err)
 {
 	int64_t mx = 0;
 	for (size_t i = 0; i < n; i++)
 		if (len[i] > mx)
 			mx = len[i];
-	if (mx <= (int64_t)(4 * n) + ((int64_t)1 << 20)) {
-		/* Counting sort on len, longest first; a stable pass keeps index order in ties. */
+	if (mx <= (int64_t)(2 * n) + 64) {
+		/* Counting sort on len, longest first; a stable pass keeps index order in ties.
+		 * O(n + max len), chosen only when the longest is within a few times n. */
 		size_t *start = bp_calloc((size_t)mx + 2, sizeof(size_t), err);
 		if (!start)
 			return -1;
@@ -171,6 +204,22 @@ int bp_order_by_len(const int64_t *len, size_t n, size_t *order, struct bp_error
 		for (size_t i = 0; i < n; i++)
 			order[start[mx - (len[i] > 0 ? len[i] : 0)]++] = i;
 		free(start);
+		return 0;
+	}
+	if (mx < ((int64_t)1 << 32) && n <= (size_t)UINT32_MAX) {
+		/* Radix sort on n-sized digits: O(n log(max len) / log n), no table of max len. */
+		uint64_t *key = bp_calloc(2 * n, sizeof(uint64_t), err);
+		int bits = 0;
+		if (!key)
+			return -1;
+		while (bits < 32 && ((uint64_t)mx >> bits))
+			bits++;
+		for (size_t i = 0; i < n; i++)
+			key[i] = (uint64_t)(mx - (len[i] > 0 ? len[i] : 0)) << 32 | (uint64_t)i;
+		radix_sort_keys(key, key + n, n, bits);
+		for (size_t i = 0; i < n; i++)
+			order[i] = (size_t)(key[i] & UINT32_MAX);
+		free(key);
 		return 0;
 	}
 	struct ord *o = bp_calloc(n ? n : 1, sizeof(*o), err);

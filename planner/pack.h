@@ -36,23 +36,32 @@ double bp_pack_bound(const double *cost, size_t n, size_t m);
  * their token lengths, in draw order, so the item index breaks ties as the doc id would. ---- */
 
 /* Orders item indices by length descending, ties by index ascending (a stable sort): the
- * "decreasing" order of FFD/BFD/LPT. O(n + max len) by counting sort when the longest item is
- * at most 4n + 2^20 tokens, otherwise O(n log n). Returns 0 or -1 (allocation). */
+ * "decreasing" order of FFD/BFD/LPT. Chosen by size so the cost follows n, not the longest
+ * length: a counting sort, O(n + max len), when the longest item is at most 2n + 64 tokens;
+ * otherwise a radix sort on digits of about log2 n bits, O(n log(max len) / log n), for
+ * lengths below 2^32; otherwise qsort. Returns 0 or -1 (allocation). */
 int bp_order_by_len(const int64_t *len, size_t n, size_t *order, struct bp_error *err);
+
+/* A bound on the bins any any-fit packing (FFD, BFD: a bin opens only when the item fits
+ * no open bin) of n items of tokens tokens in all opens under cap: at most one bin ends at
+ * most half full, so fewer than 2 * tokens / cap + 1; and at most n. ffd.c. */
+size_t bp_anyfit_bins_bound(size_t n, int64_t tokens, int64_t cap);
 
 /* First-fit-decreasing to capacity cap (NeMo's sequence packing; Johnson 1973): items in
  * bp_order_by_len order, each into the lowest-numbered bin with room, a new bin when none has.
- * A max segment tree over the bins' free room finds that bin in O(log n). Every len must be in
- * [1, cap] (checked: -1). bin_of gets each item's bin; *nbins the bins used, numbered in the
- * order they were opened. O(n log n). Returns 0 or -1. ffd.c. */
+ * A max segment tree over the bins' free room, with bp_anyfit_bins_bound leaves, finds that
+ * bin in O(log bins). Every len must be in [1, cap] (checked: -1). bin_of gets each item's
+ * bin; *nbins the bins used, numbered in the order they were opened. O(n log n) plus the
+ * sort. Returns 0 or -1. ffd.c. */
 int bp_pack_ffd(const int64_t *len, size_t n, int64_t cap, int *bin_of, size_t *nbins,
 		struct bp_error *err);
 
 /* Best-fit-decreasing to capacity cap (TRL's packing): items in bp_order_by_len order, each
  * into the open bin with the least room that still fits it, a new bin when none fits. Bins of
  * equal room are taken first-come (the one that reached that room first, TRL's queue per
- * room). A segment tree over room values 0..cap-1 finds the room in O(log cap); memory is
- * O(n + min(cap, sum of len)). Same contract as bp_pack_ffd. bfd.c. */
+ * room). The structure is chosen by size (a scan over few bins, TRL's tree over room values
+ * when min(cap, sum of len) is within a few times n, a treap over the bins otherwise), so
+ * time and memory follow n, not cap. Same contract as bp_pack_ffd. bfd.c. */
 int bp_pack_bfd(const int64_t *len, size_t n, int64_t cap, int *bin_of, size_t *nbins,
 		struct bp_error *err);
 

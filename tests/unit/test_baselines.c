@@ -1,6 +1,7 @@
 /* test_baselines.c: the practical packing baselines of issue 3 (ffd, bfd, multipack, kk):
  * every document exactly once, bins within the token cap, FFD/BFD equal to naive O(n*bins)
- * references and within their worst-case bound, multipack's rank loads within the longest
+ * references (in every size regime that picks a different data structure or sort) and
+ * within their worst-case bound, multipack's rank loads within the longest
  * document, KK better balanced than a round-robin split, and plans through bp_solve that
  * validate and are reproducible. */
 #include <stdlib.h>
@@ -157,6 +158,59 @@ static void test_ffd_bfd(void)
 		free(a);
 		free(b);
 	}
+}
+
+/* FFD and BFD pick their data structure by size (a scan over few bins, a segment tree over
+ * bins or over fill values, a treap over bins) and bp_order_by_len its sort (counting, radix,
+ * comparison); none of it may change a single bin. Each regime below reaches different
+ * ones: {n range, cap, largest length}; lengths drawn in the four shapes of gen, then
+ * clipped to the largest length. */
+static void test_ffd_bfd_regimes(void)
+{
+	struct {
+		size_t nmin, nmax;
+		int64_t cap, maxlen;
+	} reg[] = {
+		{1, 250, 131072, 131072},            /* 7B-128K steps: scans, radix sort */
+		{400, 2500, 131072, 131072},         /* many bins, cap >> n: treap, ffd tree */
+		{400, 2500, 1000, 1000},             /* cap << n: fill-value tree, counting sort */
+		{400, 2500, 4096, 40},               /* short items: one bin, huge n per bin */
+		{1, 1200, (int64_t)1 << 40, (int64_t)1 << 40}, /* lengths past 2^32: qsort */
+		{1, 1200, ((int64_t)1 << 32) - 1, ((int64_t)1 << 32) - 1}, /* 32-bit radix keys */
+		{1, 600, 3, 3},                      /* tiny cap: ties everywhere */
+	};
+	struct bp_rng r;
+	struct bp_error err;
+	bp_rng_seed(&r, 13);
+	for (size_t g = 0; g < sizeof(reg) / sizeof(reg[0]); g++)
+		for (int t = 0; t < 24; t++) {
+			size_t n = reg[g].nmin +
+				   (size_t)bp_rng_below(&r, (uint64_t)(reg[g].nmax - reg[g].nmin + 1));
+			int64_t cap = reg[g].cap;
+			int64_t *len = malloc(n * sizeof(int64_t));
+			int *a = malloc(n * sizeof(int)), *b = malloc(n * sizeof(int));
+			size_t *o1 = malloc(n * sizeof(size_t)), *o2 = malloc(n * sizeof(size_t));
+			gen(&r, len, n, cap, t % 4);
+			for (size_t i = 0; i < n; i++)
+				if (len[i] > reg[g].maxlen)
+					len[i] = 1 + len[i] % reg[g].maxlen;
+			CHECK(bp_order_by_len(len, n, o1, &err) == 0);
+			naive_order(len, n, o2);
+			CHECK(!memcmp(o1, o2, n * sizeof(size_t)));
+			for (int f = 0; f < 2; f++) {
+				size_t nb = 0, nref;
+				CHECK((f ? bp_pack_bfd : bp_pack_ffd)(len, n, cap, a, &nb, &err) == 0);
+				nref = f ? naive_bfd(len, n, cap, b) : naive_ffd(len, n, cap, b);
+				CHECK(nb == nref);
+				CHECK(!memcmp(a, b, n * sizeof(int)));
+				check_bins(len, n, a, nb, cap);
+			}
+			free(len);
+			free(a);
+			free(b);
+			free(o1);
+			free(o2);
+		}
 }
 
 /* Instances with a known optimum: K full bins cut into random pieces, then shuffled. FFD and
@@ -420,6 +474,7 @@ static void test_solve(void)
 int main(void)
 {
 	test_ffd_bfd();
+	test_ffd_bfd_regimes();
 	test_known_optimum();
 	test_bad_items();
 	test_lpt_tokens();
