@@ -14,11 +14,12 @@
 
 static void dataset_usage(FILE *f)
 {
-	fprintf(f, "usage: balplan dataset show [--jsonl-field KEY] [--svg FILE] NAME|FILE\n"
+	fprintf(f, "usage: balplan dataset show [--jsonl-field KEY] [--svg FILE] NAME|FILE|-\n"
 		   "       balplan dataset list\n\n"
 		   "Shows a dataset's provenance, statistics (count, tokens, mean, p50, p90, p99,\n"
 		   "max) and a histogram of document counts and token shares over log2 length bins.\n"
-		   "NAME is a built-in preset; FILE is v1 JSON, text (one length per line) or JSONL.\n"
+		   "NAME is a built-in preset; FILE is v1 JSON, text (one length per line) or JSONL\n"
+		   "('-': standard input). Options may come before or after NAME|FILE.\n"
 		   "--svg FILE also draws the histogram as an SVG image; with FILE '-' the\n"
 		   "image is written to standard output instead of the text.\n\n"
 		   "exit status: 0 ok, 1 data error, 2 usage error\n");
@@ -306,35 +307,25 @@ int cmd_dataset(int argc, char **argv)
 	};
 	const char *field = NULL, *svg = NULL;
 	int c;
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'J': field = optarg; break;
 		case 'S': svg = optarg; break;
 		case 'h': dataset_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("dataset", "unknown or incomplete option '%s'",
-					 argv[optind - 1]);
+					 cmd_cut(argv[optind - 1]));
 		}
 	}
 	if (optind >= argc)
 		return cmd_usage("dataset", "expected 'show NAME|FILE' or 'list'");
-	const char *verb = argv[optind++];
-	/* options may also follow the verb */
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'J': field = optarg; break;
-		case 'S': svg = optarg; break;
-		case 'h': dataset_usage(stdout); return EXIT_OK;
-		default:
-			return cmd_usage("dataset", "unknown or incomplete option '%s'",
-					 argv[optind - 1]);
-		}
-	}
+	const char *verb = argv[optind++]; /* getopt_long permuted options before operands */
 	if (!strcmp(verb, "list")) {
 		if (svg)
 			return cmd_usage("dataset", "'--svg' applies to 'show' only");
 		if (optind < argc)
-			return cmd_usage("dataset", "unexpected argument '%s'", argv[optind]);
+			return cmd_usage("dataset", "unexpected argument '%s'",
+					 cmd_cut(argv[optind]));
 		for (size_t i = 0; i < bp_dataset_preset_count(); i++)
 			printf("%s\n", bp_dataset_preset_name(i));
 		return EXIT_OK;
@@ -342,7 +333,12 @@ int cmd_dataset(int argc, char **argv)
 	if (!strcmp(verb, "show")) {
 		if (argc - optind != 1)
 			return cmd_usage("dataset", "'show' takes one dataset name or file");
+		if (svg && cmd_refuse_overwrite("dataset", "--svg", svg, "dataset",
+						bp_dataset_preset_text(argv[optind], &(size_t){0})
+							? NULL
+							: argv[optind]))
+			return EXIT_USAGE;
 		return show(argv[optind], field, svg);
 	}
-	return cmd_usage("dataset", "unknown verb '%s' (show or list)", verb);
+	return cmd_usage("dataset", "unknown verb '%s' (show or list)", cmd_cut(verb));
 }
