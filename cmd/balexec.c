@@ -358,7 +358,7 @@ int main(int argc, char **argv)
 			if (bp_parse_int64(optarg, &v, "", &err) < 0 || v < 0 ||
 			    v > (c == 'B' ? (1 << 30) : INT32_MAX - 1) || (c == 'B' && v < 64) ||
 			    (c == 'W' && v < 1)) {
-				exec_error("bad value '%s' for --%s", optarg,
+				exec_error("bad value '%s' for --%s", cmd_cut(optarg),
 					   c == 'w'   ? "warmup"
 					   : c == 'B' ? "max-bytes (64 to 2^30)"
 					   : c == 'r' ? "rank"
@@ -389,7 +389,8 @@ int main(int argc, char **argv)
 		case 'x':
 		case 'T':
 			if (bp_parse_double(optarg, &x, "", &err) < 0 || !(x > 0) || x > 1e6) {
-				exec_error("bad value '%s' for --%s (a positive number)", optarg,
+				exec_error("bad value '%s' for --%s (a positive number)",
+					   cmd_cut(optarg),
 					   c == 'x' ? "time-scale" : "timeout");
 				goto usage;
 			}
@@ -412,6 +413,20 @@ int main(int argc, char **argv)
 		exec_error(optind >= argc ? "no plan given" : "more than one plan given");
 		goto usage;
 	}
+	if (profile_path && !strcmp(profile_path, "-") && !strcmp(argv[optind], "-")) {
+		exec_error("the plan and --profile cannot both be standard input ('-')");
+		goto usage;
+	}
+	if (trace_path && cmd_same_file(trace_path, argv[optind])) {
+		exec_error("--trace '%s' is the plan being read: refusing to overwrite it",
+			   cmd_cut(trace_path));
+		goto usage;
+	}
+	if (trace_path && profile_path && cmd_same_file(trace_path, profile_path)) {
+		exec_error("--trace '%s' is the profile being read: refusing to overwrite it",
+			   cmd_cut(trace_path));
+		goto usage;
+	}
 	if ((f_rank >= 0) != (f_world >= 0)) {
 		exec_error("--rank and --world go together");
 		goto usage;
@@ -423,7 +438,7 @@ int main(int argc, char **argv)
 	}
 	be = bp_backend_find(backend);
 	if (!be) {
-		exec_error("unknown backend '%s' (built in: %s)", backend,
+		exec_error("unknown backend '%s' (built in: %s)", cmd_cut(backend),
 			   bp_backend_names()[0] ? bp_backend_names() : "none");
 		goto usage;
 	}
@@ -461,7 +476,7 @@ int main(int argc, char **argv)
 		goto done;
 	}
 	bp_sha256_hex(text, len, sha);
-	if (cmd_load_plan(argv[optind], &plan, &err) < 0) {
+	if (cmd_parse_plan(argv[optind], text, len, &plan, &err) < 0) { /* one read: '-' too */
 		exec_error("%s", err.text);
 		rc = EXIT_DATA;
 		goto done;
@@ -476,7 +491,7 @@ int main(int argc, char **argv)
 	eo.step_hi = plan.nsteps;
 	if (steps && parse_steps(steps, plan.nsteps, &eo.step_lo, &eo.step_hi) < 0) {
 		exec_error("bad --steps '%s': want A:B with 0 <= A < B <= %zu (the plan's steps)",
-			   steps, plan.nsteps);
+			   cmd_cut(steps), plan.nsteps);
 		rc = EXIT_USAGE;
 		goto done;
 	}

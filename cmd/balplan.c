@@ -1,6 +1,8 @@
 /* balplan.c: main and the table of subcommands. Each subcommand lives in cmd/cmd_<name>.c as
  * cmd_<name>(argc, argv), parses its own options with getopt_long and returns the exit
- * status: 0 ok, 1 data or runtime error, 2 usage error, 3 infeasible. */
+ * status: 0 ok, 1 data or runtime error, 2 usage error, 3 infeasible. The top level stops at
+ * the first operand ('+'), so a subcommand's options reach it; subcommands permute (GNU
+ * style: options may follow operands, "--" ends them). */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -53,7 +55,8 @@ int main(int argc, char **argv)
 			printf("balplan %s\n", BALPLAN_VERSION);
 			return cmd_finish(EXIT_OK);
 		default:
-			return cmd_usage(NULL, "unknown option '%s'", argv[optind - 1]);
+			return cmd_usage(NULL, "unknown option '%s'",
+					 cmd_cut(argv[optind - 1]));
 		}
 	}
 	if (optind >= argc) {
@@ -69,5 +72,5 @@ int main(int argc, char **argv)
 			opterr = 0;
 			return cmd_finish(subcommands[i].fn(sub_argc, sub_argv));
 		}
-	return cmd_usage(NULL, "unknown command '%s'", name);
+	return cmd_usage(NULL, "unknown command '%s'", cmd_cut(name));
 }

@@ -26,18 +26,21 @@ int cmd_check(int argc, char **argv)
 	};
 	const char *profile = NULL;
 	int c;
-	while ((c = getopt_long(argc, argv, "+p:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p': profile = optarg; break;
 		case 'h': check_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("check", "unknown or incomplete option '%s'",
-					 argv[optind - 1]);
+					 cmd_cut(argv[optind - 1]));
 		}
 	}
 	if (argc - optind != 1)
 		return cmd_usage("check", "expected one plan file");
 	const char *path = argv[optind];
+	if (profile && !strcmp(profile, "-") && !strcmp(path, "-"))
+		return cmd_usage("check", "the plan and --profile cannot both be standard input "
+				 "('-')");
 	struct bp_plan plan;
 	struct bp_profile prof;
 	struct bp_error err;

@@ -14,23 +14,49 @@
 
 static void dataset_usage(FILE *f)
 {
-	fprintf(f, "usage: balplan dataset show [--jsonl-field KEY] [--svg FILE] NAME|FILE\n"
+	fprintf(f, "usage: balplan dataset show [--jsonl-field KEY] [--svg FILE] NAME|FILE|-\n"
 		   "       balplan dataset list\n\n"
 		   "Shows a dataset's provenance, statistics (count, tokens, mean, p50, p90, p99,\n"
 		   "max) and a histogram of document counts and token shares over log2 length bins.\n"
-		   "NAME is a built-in preset; FILE is v1 JSON, text (one length per line) or JSONL.\n"
+		   "NAME is a built-in preset; FILE is v1 JSON, text (one length per line) or JSONL\n"
+		   "('-': standard input). Options may come before or after NAME|FILE.\n"
 		   "--svg FILE also draws the histogram as an SVG image; with FILE '-' the\n"
 		   "image is written to standard output instead of the text.\n\n"
 		   "exit status: 0 ok, 1 data error, 2 usage error\n");
 }
 
+#define NBUCKETS 63 /* [2^b, 2^(b+1) - 1] for b = 0..62: every positive int64 length */
+
+/* A dataset's documents and tokens per log2 bucket [2^b, 2^(b+1) - 1]. */
+struct buckets {
+	double cnt[NBUCKETS], tok[NBUCKETS];
+	double cmax;       /* largest document count of a bucket */
+	int first, last;   /* non-empty range; first > last when empty */
+};
+
+/* The bucket of a length v >= 1: floor(log2 v). */
+static int bucket_of(int64_t v)
+{
+	int b = 0;
+	while (v >>= 1)
+		b++;
+	return b;
+}
+
 /* Adds count documents with total tokens over [lo, hi] to log2 buckets, spreading them in
- * proportion to the overlap (uniform inside the bin). */
+ * proportion to the overlap (uniform inside the bin). A single length goes straight to its
+ * bucket: raw lengths (10^7 of them) must not cost a pass over every bucket each. */
 static void bucket_add(double *cnt, double *tok, int64_t lo, int64_t hi, double count,
 		       double tokens)
 {
+	if (lo == hi) {
+		int b = bucket_of(lo);
+		cnt[b] += count;
+		tok[b] += tokens;
+		return;
+	}
 	double span = (double)(hi - lo + 1);
-	for (int b = 0; b < 48; b++) {
+	for (int b = bucket_of(lo); b <= bucket_of(hi); b++) {
 		double blo = ldexp(1.0, b), bhi = ldexp(1.0, b + 1) - 1;
 		double x = fmax(blo, (double)lo), y = fmin(bhi, (double)hi);
 		if (x > y)
@@ -41,14 +67,16 @@ static void bucket_add(double *cnt, double *tok, int64_t lo, int64_t hi, double 
 	}
 }
 
-#define NBUCKETS 48
+/* A bucket's bounds as exact integers (the top one ends at INT64_MAX). */
+static unsigned long long bucket_lo(int b)
+{
+	return 1ULL << b;
+}
 
-/* A dataset's documents and tokens per log2 bucket [2^b, 2^(b+1) - 1]. */
-struct buckets {
-	double cnt[NBUCKETS], tok[NBUCKETS];
-	double cmax;       /* largest document count of a bucket */
-	int first, last;   /* non-empty range; first > last when empty */
-};
+static unsigned long long bucket_hi(int b)
+{
+	return (1ULL << b) - 1 + (1ULL << b);
+}
 
 static void fill_buckets(const struct bp_dataset *ds, struct buckets *bk)
 {
@@ -82,14 +110,21 @@ static void print_text(const struct bp_dataset *ds, const struct buckets *bk, co
 	printf("  documents %lld, tokens %lld, mean %.1f, p50 %lld, p90 %lld, p99 %lld, max %lld\n",
 	       (long long)s->count, (long long)s->tokens, s->mean, (long long)s->p50,
 	       (long long)s->p90, (long long)s->p99, (long long)s->max);
-	printf("\n  %-17s %9s %7s  %s\n", "length", "docs", "tokens", "documents");
+	int wid = 17; /* the length column widens for lengths past 2^26 */
 	for (int b = bk->first; b <= bk->last; b++) {
-		char range[32], bar[41];
-		snprintf(range, sizeof(range), "%.0f-%.0f", ldexp(1.0, b), ldexp(1.0, b + 1) - 1);
+		char range[48];
+		int n = snprintf(range, sizeof(range), "%llu-%llu", bucket_lo(b), bucket_hi(b));
+		if (n > wid)
+			wid = n;
+	}
+	printf("\n  %-*s %9s %7s  %s\n", wid, "length", "docs", "tokens", "documents");
+	for (int b = bk->first; b <= bk->last; b++) {
+		char range[48], bar[41];
+		snprintf(range, sizeof(range), "%llu-%llu", bucket_lo(b), bucket_hi(b));
 		int w = bk->cmax > 0 ? (int)lround(40.0 * bk->cnt[b] / bk->cmax) : 0;
 		memset(bar, '#', (size_t)w);
 		bar[w] = 0;
-		printf("  %-17s %9.0f %6.1f%%  %s\n", range, bk->cnt[b],
+		printf("  %-*s %9.0f %6.1f%%  %s\n", wid, range, bk->cnt[b],
 		       s->tokens ? 100.0 * bk->tok[b] / (double)s->tokens : 0.0, bar);
 	}
 }
@@ -154,7 +189,13 @@ static void sb_xml(struct sbuf *sb, const char *s)
 /* A power of two as a short label: 512, 4K, 128K, 1M. */
 static void pow2_label(int b, char *buf, size_t n)
 {
-	if (b >= 30)
+	if (b >= 60)
+		snprintf(buf, n, "%dE", 1 << (b - 60));
+	else if (b >= 50)
+		snprintf(buf, n, "%dP", 1 << (b - 50));
+	else if (b >= 40)
+		snprintf(buf, n, "%dT", 1 << (b - 40));
+	else if (b >= 30)
 		snprintf(buf, n, "%dG", 1 << (b - 30));
 	else if (b >= 20)
 		snprintf(buf, n, "%dM", 1 << (b - 20));
@@ -230,13 +271,13 @@ static void svg_histogram(struct sbuf *sb, const struct bp_dataset *ds, const st
 		double dt = s->tokens ? 100.0 * bk->tok[b] / (double)s->tokens : 0.0;
 		double hc = ph * dc / top, ht = ph * dt / top;
 		sb_printf(sb, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
-			      "fill=\"#4477aa\"><title>%.0f-%.0f tokens: %.2f%% of documents"
-			      "</title></rect>\n", x, T + ph - hc, bw, hc, ldexp(1.0, b),
-			  ldexp(1.0, b + 1) - 1, dc);
+			      "fill=\"#4477aa\"><title>%llu-%llu tokens: %.2f%% of documents"
+			      "</title></rect>\n", x, T + ph - hc, bw, hc, bucket_lo(b),
+			  bucket_hi(b), dc);
 		sb_printf(sb, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
-			      "fill=\"#ee7733\"><title>%.0f-%.0f tokens: %.2f%% of tokens"
-			      "</title></rect>\n", x + bw, T + ph - ht, bw, ht, ldexp(1.0, b),
-			  ldexp(1.0, b + 1) - 1, dt);
+			      "fill=\"#ee7733\"><title>%llu-%llu tokens: %.2f%% of tokens"
+			      "</title></rect>\n", x + bw, T + ph - ht, bw, ht, bucket_lo(b),
+			  bucket_hi(b), dt);
 	}
 	/* x axis: a tick at each bucket's lower edge, labelled every k-th so labels never touch */
 	int every = nb > 24 ? 4 : nb > 12 ? 2 : 1;
@@ -306,35 +347,25 @@ int cmd_dataset(int argc, char **argv)
 	};
 	const char *field = NULL, *svg = NULL;
 	int c;
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'J': field = optarg; break;
 		case 'S': svg = optarg; break;
 		case 'h': dataset_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("dataset", "unknown or incomplete option '%s'",
-					 argv[optind - 1]);
+					 cmd_cut(argv[optind - 1]));
 		}
 	}
 	if (optind >= argc)
 		return cmd_usage("dataset", "expected 'show NAME|FILE' or 'list'");
-	const char *verb = argv[optind++];
-	/* options may also follow the verb */
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'J': field = optarg; break;
-		case 'S': svg = optarg; break;
-		case 'h': dataset_usage(stdout); return EXIT_OK;
-		default:
-			return cmd_usage("dataset", "unknown or incomplete option '%s'",
-					 argv[optind - 1]);
-		}
-	}
+	const char *verb = argv[optind++]; /* getopt_long permuted options before operands */
 	if (!strcmp(verb, "list")) {
 		if (svg)
 			return cmd_usage("dataset", "'--svg' applies to 'show' only");
 		if (optind < argc)
-			return cmd_usage("dataset", "unexpected argument '%s'", argv[optind]);
+			return cmd_usage("dataset", "unexpected argument '%s'",
+					 cmd_cut(argv[optind]));
 		for (size_t i = 0; i < bp_dataset_preset_count(); i++)
 			printf("%s\n", bp_dataset_preset_name(i));
 		return EXIT_OK;
@@ -342,7 +373,12 @@ int cmd_dataset(int argc, char **argv)
 	if (!strcmp(verb, "show")) {
 		if (argc - optind != 1)
 			return cmd_usage("dataset", "'show' takes one dataset name or file");
+		if (svg && cmd_refuse_overwrite("dataset", "--svg", svg, "dataset",
+						bp_dataset_preset_text(argv[optind], &(size_t){0})
+							? NULL
+							: argv[optind]))
+			return EXIT_USAGE;
 		return show(argv[optind], field, svg);
 	}
-	return cmd_usage("dataset", "unknown verb '%s' (show or list)", verb);
+	return cmd_usage("dataset", "unknown verb '%s' (show or list)", cmd_cut(verb));
 }

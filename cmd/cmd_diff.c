@@ -1,6 +1,7 @@
 /* cmd_diff.c: `balplan diff A B`: exit 0 when the plans are equivalent, 1 when they differ,
  * 2 on error, printing what differs in human terms. */
 #include <getopt.h>
+#include <string.h>
 
 #include "cmdutil.h"
 #include "commands.h"
@@ -25,7 +26,7 @@ int cmd_diff(int argc, char **argv)
 	};
 	int64_t max_lines = 40;
 	int c;
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'l':
 			if (cmd_opt_int("diff", "--max-lines", optarg, 0, 1 << 30, &max_lines) < 0)
@@ -34,11 +35,13 @@ int cmd_diff(int argc, char **argv)
 		case 'h': diff_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("diff", "unknown or incomplete option '%s'",
-					 argv[optind - 1]);
+					 cmd_cut(argv[optind - 1]));
 		}
 	}
 	if (argc - optind != 2)
 		return cmd_usage("diff", "expected two plan files");
+	if (!strcmp(argv[optind], "-") && !strcmp(argv[optind + 1], "-"))
+		return cmd_usage("diff", "the two plans cannot both be standard input ('-')");
 	struct bp_plan a, b;
 	struct bp_diff d;
 	struct bp_error err;

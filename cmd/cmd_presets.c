@@ -16,7 +16,7 @@ int cmd_presets(int argc, char **argv)
 	};
 	const char *names = NULL;
 	int c;
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (c == 'h') {
 			printf("usage: balplan presets [--names models|gpus|datasets|methods]\n\n"
 			       "Lists the built-in models, GPUs, datasets and methods; with --names,\n"
@@ -28,10 +28,12 @@ int cmd_presets(int argc, char **argv)
 			names = optarg;
 			continue;
 		}
-		return cmd_usage("presets", "unknown or incomplete option '%s'", argv[optind - 1]);
+		return cmd_usage("presets", "unknown or incomplete option '%s'",
+				 cmd_cut(argv[optind - 1]));
 	}
 	if (optind < argc)
-		return cmd_usage("presets", "unexpected argument '%s'", argv[optind]);
+		return cmd_usage("presets", "unexpected argument '%s'",
+					 cmd_cut(argv[optind]));
 	if (names) {
 		if (!strcmp(names, "models"))
 			for (size_t i = 0; i < bp_model_preset_count(); i++)

@@ -42,7 +42,7 @@ int cmd_profile(int argc, char **argv)
 	size_t ns = 0;
 	int64_t max_len = 131072;
 	int analytic = 0, c;
-	while ((c = getopt_long(argc, argv, "+o:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'a': analytic = 1; break;
 		case 'G': gpu = optarg; break;
@@ -67,11 +67,12 @@ int cmd_profile(int argc, char **argv)
 		case 'h': profile_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("profile", "unknown or incomplete option '%s'",
-					 argv[optind - 1]);
+					 cmd_cut(argv[optind - 1]));
 		}
 	}
 	if (optind < argc)
-		return cmd_usage("profile", "unexpected argument '%s'", argv[optind]);
+		return cmd_usage("profile", "unexpected argument '%s'",
+					 cmd_cut(argv[optind]));
 	if (!analytic)
 		return cmd_error("measuring a profile needs the CUDA profiler, which this build "
 				 "does not have; use --analytic");

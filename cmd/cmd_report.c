@@ -545,7 +545,7 @@ int cmd_report(int argc, char **argv)
 	const char *refit = NULL, *profile = NULL, *chrome = NULL;
 	int64_t top = 5;
 	int c;
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
 			if (cmd_opt_int("report", "--top", optarg, 0, 1 << 30, &top) < 0)
@@ -557,7 +557,7 @@ int cmd_report(int argc, char **argv)
 		case 'h': report_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("report", "unknown or incomplete option '%s'",
-					 argv[optind - 1]);
+					 cmd_cut(argv[optind - 1]));
 		}
 	}
 	if (argc - optind != 2)
@@ -568,6 +568,23 @@ int cmd_report(int argc, char **argv)
 		return cmd_usage("report", "--refit and --chrome cannot both write to "
 				 "standard output");
 	const char *plan_path = argv[optind], *trace_path = argv[optind + 1];
+	{
+		const char *names[] = {"the plan", "the trace", "--profile"};
+		const char *paths[] = {plan_path, trace_path, profile};
+		int r = cmd_one_stdin("report", 3, names, paths);
+		const char *outs[] = {"--chrome", "--refit"}, *outp[] = {chrome, refit};
+		for (int i = 0; i < 2 && !r; i++)
+			if (outp[i])
+				for (int k = 0; k < 3 && !r; k++)
+					r = cmd_refuse_overwrite("report", outs[i], outp[i],
+								 k == 0 ? "plan" : k == 1 ? "trace"
+									: "profile", paths[k]);
+		if (!r && refit && chrome && cmd_same_file(refit, chrome))
+			r = cmd_usage("report", "--refit and --chrome name the same file '%s'",
+				      cmd_cut(refit));
+		if (r)
+			return r;
+	}
 	int json_stdout = (refit && !strcmp(refit, "-")) || (chrome && !strcmp(chrome, "-"));
 	struct bp_plan plan;
 	struct bp_trace tr;

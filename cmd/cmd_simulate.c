@@ -216,7 +216,7 @@ int cmd_simulate(int argc, char **argv)
 	const char *profile = NULL, *svg = NULL, *outp = NULL;
 	int64_t step = -1;
 	int c;
-	while ((c = getopt_long(argc, argv, "+p:o:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:o:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p': profile = optarg; break;
 		case 's':
@@ -228,12 +228,21 @@ int cmd_simulate(int argc, char **argv)
 		case 'h': simulate_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("simulate", "unknown or incomplete option '%s'",
-					 argv[optind - 1]);
+					 cmd_cut(argv[optind - 1]));
 		}
 	}
 	if (argc - optind != 1)
 		return cmd_usage("simulate", "expected one plan file");
 	const char *path = argv[optind];
+	if (profile && !strcmp(profile, "-") && !strcmp(path, "-"))
+		return cmd_usage("simulate", "the plan and --profile cannot both be standard input "
+				 "('-')");
+	if (svg && (cmd_refuse_overwrite("simulate", "--svg", svg, "plan", path) ||
+		    cmd_refuse_overwrite("simulate", "--svg", svg, "profile", profile)))
+		return EXIT_USAGE;
+	if (outp && (cmd_refuse_overwrite("simulate", "-o", outp, "plan", path) ||
+		     cmd_refuse_overwrite("simulate", "-o", outp, "profile", profile)))
+		return EXIT_USAGE;
 	struct bp_plan plan;
 	struct bp_profile prof;
 	struct bp_costs cm;

@@ -2,10 +2,12 @@
  * more methods on one profile, print a comparison and write the plans. */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cmdutil.h"
 #include "commands.h"
@@ -81,6 +83,131 @@ static int write_plan(const struct bp_plan *plan, const char *path)
 	return EXIT_OK;
 }
 
+/* Planning limits, checked from the inputs alone once the dataset is read and before anything
+ * is drawn, planned or allocated for the plan (issue 11): an estimated memory and planning
+ * time over the limit is a usage error naming the flag that asked for it. The costs are
+ * per step and rounded up from measurements of `solve -o` on the development machine
+ * (RelWithDebInfo): a drawn document about 1.5 KiB (plan, JSON tree and text), a
+ * micro-batch about 0.7 KiB per pipeline stage, a pipeline about 1.4 KiB even when empty;
+ * time about 5 us per document and per micro-batch stage, 7 us per pipeline, plus the
+ * greedy packers' documents x micro-batches scan (`fixed`: 2.3 s for 10,000 documents into
+ * 5,000 micro-batches, about 46 ns each). The ILP methods are bounded by their own budget
+ * (ilp_max_vars, ilp_time_limit_s) on top. Documented in --help and the README. */
+#define LIMIT_MEM_GIB 4.0
+#define LIMIT_TIME_S 120.0
+#define MEM_PER_DOC 2048.0
+#define MEM_PER_MB_STAGE 1024.0
+#define MEM_PER_PIPE 2048.0
+#define S_PER_DOC_MB 50e-9
+#define S_PER_ITEM 5e-6
+#define S_PER_PIPE 7e-6
+
+struct estimate {
+	double docs, mbs;        /* per step */
+	double mem_step, s_step; /* bytes and seconds per step, one method */
+	int pipes_dominate;      /* the empty-pipeline terms are the largest */
+};
+
+/* Mean drawn length with documents cut at max_tokens (truncation; what a draw spends). */
+static double mean_drawn(const struct bp_dataset *ds, int64_t max_tokens)
+{
+	double n = 0, t = 0;
+	if (ds->bins)
+		for (size_t i = 0; i < ds->nbins; i++) {
+			const struct bp_bin *b = &ds->bins[i];
+			if (b->count <= 0)
+				continue;
+			n += (double)b->count;
+			t += (double)b->count * fmin((double)b->tokens / (double)b->count,
+						      (double)max_tokens);
+		}
+	else
+		for (size_t i = 0; i < ds->nlengths; i++) {
+			n += 1;
+			t += (double)(ds->lengths[i] < max_tokens ? ds->lengths[i] : max_tokens);
+		}
+	return n > 0 && t > 0 ? t / n : 1.0;
+}
+
+static struct estimate estimate_step(const struct bp_dataset *ds, int64_t max_tokens,
+				     int64_t tps, int64_t dps, int64_t pp, int64_t dp)
+{
+	struct estimate e;
+	double mean = mean_drawn(ds, max_tokens);
+	double tokens = dps ? (double)dps * mean : (double)tps;
+	e.docs = dps ? (double)dps : ceil((double)tps / mean) + 1;
+	e.mbs = ceil(tokens / (double)max_tokens) + (double)(pp * dp);
+	double md = MEM_PER_DOC * e.docs, mm = MEM_PER_MB_STAGE * e.mbs * (double)pp;
+	double mp = MEM_PER_PIPE * (double)dp;
+	double sd = S_PER_DOC_MB * e.docs * e.mbs + S_PER_ITEM * e.docs;
+	double sm = S_PER_ITEM * e.mbs * (double)pp, sp = S_PER_PIPE * (double)dp;
+	e.mem_step = md + mm + mp;
+	e.s_step = sd + sm + sp;
+	e.pipes_dominate = mp > md && mp > mm && sp > sd && sp > sm;
+	return e;
+}
+
+/* --out-dir is all or nothing: the plans go into a fresh directory beside DIR
+ * (DIR.tmp.XXXXXX) and move into DIR only when every method succeeded, so a failing method
+ * leaves DIR as it was. */
+static int outdir_open(const char *dir, char **tmp)
+{
+	struct stat st;
+	size_t n = strlen(dir);
+	*tmp = NULL;
+	if (!stat(dir, &st) && !S_ISDIR(st.st_mode))
+		return cmd_error("cannot write plans into '%s': not a directory", dir);
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	char *t = malloc(n + 16);
+	if (!t)
+		return cmd_error("cannot write plans into '%s': out of memory", dir);
+	snprintf(t, n + 16, "%.*s.tmp.XXXXXX", (int)n, dir);
+	if (!mkdtemp(t)) {
+		int e = errno;
+		free(t);
+		return cmd_error("cannot create a directory beside '%s': %s", dir, strerror(e));
+	}
+	mode_t mask = umask(0); /* mkdtemp makes 0700; DIR gets what mkdir would give it */
+	umask(mask);
+	chmod(t, 0777 & ~mask);
+	*tmp = t;
+	return EXIT_OK;
+}
+
+static void outdir_path(char *buf, size_t n, const char *dir, const char *method)
+{
+	snprintf(buf, n, "%s/%s.json", dir, method);
+}
+
+/* Removes the temporary directory and what was written into it. */
+static void outdir_abort(const char *tmp, const struct bp_method *const *list, size_t nm)
+{
+	char path[4096];
+	for (size_t i = 0; i < nm; i++) {
+		outdir_path(path, sizeof(path), tmp, list[i]->name);
+		unlink(path);
+	}
+	rmdir(tmp);
+}
+
+static int outdir_commit(const char *dir, const char *tmp, const struct bp_method *const *list,
+			 size_t nm)
+{
+	char from[4096], to[4096];
+	struct stat st;
+	if (stat(dir, &st) && errno == ENOENT && !rename(tmp, dir))
+		return EXIT_OK; /* a new DIR: one rename */
+	for (size_t i = 0; i < nm; i++) {
+		outdir_path(from, sizeof(from), tmp, list[i]->name);
+		outdir_path(to, sizeof(to), dir, list[i]->name);
+		if (rename(from, to))
+			return cmd_error("cannot write plan '%s': %s", to, strerror(errno));
+	}
+	rmdir(tmp);
+	return EXIT_OK;
+}
+
 static void print_table(const struct result *r, size_t n, int timing)
 {
 	/* Speedup is throughput over plain's: methods that delay documents train the same
@@ -145,12 +272,12 @@ int cmd_solve(int argc, char **argv)
 	size_t nparams = 0;
 	int64_t gpus = 64, tp = 8, cp = 2, pp = 4, max_tokens = 131072, tps = -1, dps = 0;
 	int64_t steps = 20, seed = 1;
-	int timing = 0, quiet = 0, gpu_set = 0, model_set = 0;
+	int timing = 0, quiet = 0, gpu_set = 0, model_set = 0, tps_given = 0;
 	enum bp_overlen overlen = BP_OVERLEN_TRUNCATE;
 	enum bp_shard shard = BP_SHARD_SEQUENCE;
 	const int64_t big = (int64_t)1 << 40;
 	int c;
-	while ((c = getopt_long(argc, argv, "+d:p:g:L:n:s:m:o:qh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:p:g:L:n:s:m:o:qh", opts, NULL)) != -1) {
 		int bad = 0;
 		switch (c) {
 		case 'd': dataset = optarg; break;
@@ -165,6 +292,7 @@ int cmd_solve(int argc, char **argv)
 		case 'L': bad = cmd_opt_int("solve", "--max-tokens", optarg, 1, big, &max_tokens);
 			break;
 		case 'K': bad = cmd_opt_int("solve", "--tokens-per-step", optarg, 1, big, &tps);
+			tps_given = 1;
 			break;
 		case 'D': bad = cmd_opt_int("solve", "--docs-per-step", optarg, 1, 1 << 24, &dps);
 			break;
@@ -179,23 +307,30 @@ int cmd_solve(int argc, char **argv)
 				overlen = BP_OVERLEN_ERROR;
 			else
 				return cmd_usage("solve", "--over-length '%s' is not truncate, drop or "
-						 "error", optarg);
+						 "error", cmd_cut(optarg));
 			break;
 		case 'm': methods = optarg; break;
 		case 'S':
 			if (bp_shard_parse(optarg, &shard) < 0)
-				return cmd_usage("solve", "--shard '%s' is not sequence or document",
-						 optarg);
+				return cmd_usage("solve", "--shard '%s' is not sequence, document or "
+						 "adaptive", cmd_cut(optarg));
 			break;
 		case 'Q': {
 			const char *eq = strchr(optarg, '=');
 			if (!eq || eq == optarg || !eq[1])
-				return cmd_usage("solve", "--param '%s' is not KEY=VALUE", optarg);
+				return cmd_usage("solve", "--param '%s' is not KEY=VALUE",
+						 cmd_cut(optarg));
 			if (nparams == 32)
 				return cmd_usage("solve", "at most 32 --param options");
 			size_t kl = (size_t)(eq - optarg);
-			if (kl >= sizeof(params[0].key) || strlen(eq + 1) >= sizeof(params[0].value))
-				return cmd_usage("solve", "--param '%s' is too long", optarg);
+			if (kl >= sizeof(params[0].key))
+				return cmd_usage("solve", "--param key '%.*s' is longer than %zu bytes",
+						 (int)(kl > 48 ? 48 : kl), optarg,
+						 sizeof(params[0].key) - 1);
+			if (strlen(eq + 1) >= sizeof(params[0].value))
+				return cmd_usage("solve", "--param %.*s: value '%s' is longer than %zu "
+						 "bytes", (int)kl, optarg, cmd_cut(eq + 1),
+						 sizeof(params[0].value) - 1);
 			memset(&params[nparams], 0, sizeof(params[0]));
 			memcpy(params[nparams].key, optarg, kl);
 			strcpy(params[nparams].value, eq + 1);
@@ -209,19 +344,25 @@ int cmd_solve(int argc, char **argv)
 		case 'h': solve_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("solve", "unknown or incomplete option '%s'",
-					 argv[optind - 1]);
+					 cmd_cut(argv[optind - 1]));
 		}
 		if (bad)
 			return EXIT_USAGE;
 	}
 	if (optind < argc)
-		return cmd_usage("solve", "unexpected argument '%s'", argv[optind]);
+		return cmd_usage("solve", "unexpected argument '%s'", cmd_cut(argv[optind]));
 	if (profile && (gpu_set || model_set))
 		return cmd_usage("solve", "--profile cannot be combined with --gpu or --model");
 	if (tps >= 0 && dps > 0)
 		return cmd_usage("solve", "--tokens-per-step and --docs-per-step exclude each other");
 	if (out && out_dir)
 		return cmd_usage("solve", "--out and --out-dir exclude each other");
+	{
+		const char *names[] = {"--dataset", "--profile"}, *paths[] = {dataset, profile};
+		int r = cmd_one_stdin("solve", 2, names, paths);
+		if (r)
+			return r;
+	}
 	if (out && !strcmp(out, "-"))
 		quiet = 1; /* the plan is standard output: no table mixed into it */
 	if (gpus % (tp * cp * pp))
@@ -243,16 +384,27 @@ int cmd_solve(int argc, char **argv)
 		for (size_t i = 0; i < bp_method_count() && nm < 64; i++)
 			list[nm++] = bp_method_at(i);
 	} else {
-		char buf[512];
-		snprintf(buf, sizeof(buf), "%s", methods);
-		for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
-		     tok = strtok_r(NULL, ",", &save)) {
-			const struct bp_method *m = bp_method_find(tok);
-			if (!m)
-				return cmd_usage("solve", "unknown method '%s' (see 'balplan presets')",
-						 tok);
-			if (nm < 64)
-				list[nm++] = m;
+		/* Walked in place, any length: a name is never cut, so an error names what the
+		 * user typed. */
+		for (const char *p = methods; *p;) {
+			size_t n = strcspn(p, ",");
+			if (n) {
+				const struct bp_method *m = NULL;
+				for (size_t i = 0; i < bp_method_count(); i++) {
+					const char *name = bp_method_at(i)->name;
+					if (strlen(name) == n && !memcmp(name, p, n))
+						m = bp_method_at(i);
+				}
+				if (!m)
+					return cmd_usage("solve", "unknown method '%s' (see 'balplan "
+							 "presets')", cmd_cut_n(p, n));
+				for (size_t k = 0; k < nm; k++)
+					if (list[k] == m)
+						return cmd_usage("solve", "method '%s' is listed twice",
+								 m->name);
+				list[nm++] = m; /* distinct methods: nm <= bp_method_count() */
+			}
+			p += n + (p[n] == ',');
 		}
 		if (!nm)
 			return cmd_usage("solve", "--method names no method");
@@ -269,12 +421,30 @@ int cmd_solve(int argc, char **argv)
 					 params[i].key);
 	}
 
+	/* No output may overwrite an input: the dataset file (a preset is no file) or the
+	 * profile, by name or by device and inode. */
+	const char *ds_file = bp_dataset_preset_text(dataset, &(size_t){0}) ? NULL : dataset;
+	for (size_t i = 0; i < (out ? 1 : out_dir ? nm : 0); i++) {
+		char path[4096];
+		const char *opt = out ? "--out" : "--out-dir";
+		if (out)
+			snprintf(path, sizeof(path), "%s", out);
+		else
+			snprintf(path, sizeof(path), "%s/%s.json", out_dir, list[i]->name);
+		int r = cmd_refuse_overwrite("solve", opt, path, "dataset", ds_file);
+		if (!r)
+			r = cmd_refuse_overwrite("solve", opt, path, "profile", profile);
+		if (r)
+			return r;
+	}
+
 	struct bp_error err;
 	struct bp_dataset ds;
 	struct bp_profile prof;
 	char ds_sha[65], prof_sha[65];
 	int rc = EXIT_DATA;
 	struct result res[64];
+	char *tmp_dir = NULL;
 	bp_dataset_init(&ds);
 	bp_profile_init(&prof);
 	struct bp_scheme sc = {(int)tp, (int)cp, (int)pp};
@@ -282,15 +452,66 @@ int cmd_solve(int argc, char **argv)
 		rc = cmd_error("%s", err.text);
 		goto out;
 	}
+	{
+		struct estimate e = estimate_step(&ds, max_tokens, tps, dps, pp, dp);
+		const double gib = 1073741824.0;
+		char subject[160];
+		if (e.pipes_dominate)
+			snprintf(subject, sizeof(subject), "--gpus %lld", (long long)gpus);
+		else if (dps)
+			snprintf(subject, sizeof(subject), "--docs-per-step %lld", (long long)dps);
+		else if (tps_given && e.mbs > e.docs) /* windows smaller than documents */
+			snprintf(subject, sizeof(subject), "--tokens-per-step %lld with "
+				 "--max-tokens %lld", (long long)tps, (long long)max_tokens);
+		else if (tps_given)
+			snprintf(subject, sizeof(subject), "--tokens-per-step %lld", (long long)tps);
+		else
+			snprintf(subject, sizeof(subject), "--gpus %lld (tokens per step "
+				 "pp*dp*max-tokens = %lld)", (long long)gpus, (long long)tps);
+		char per[160];
+		snprintf(per, sizeof(per), "about %.0f documents, %.0f micro-batches and %lld "
+			 "pipeline%s per step", e.docs, e.mbs, (long long)dp, dp == 1 ? "" : "s");
+		if (e.mem_step > LIMIT_MEM_GIB * gib) {
+			rc = cmd_usage("solve", "%s is beyond the planning limits: an estimated "
+				       "%.1f GiB of memory per step (limit %.0f GiB) for %s", subject,
+				       e.mem_step / gib, LIMIT_MEM_GIB, per);
+			goto out;
+		}
+		if (e.s_step > LIMIT_TIME_S) {
+			rc = cmd_usage("solve", "%s is beyond the planning limits: an estimated "
+				       "%.0f s of planning per step (limit %.0f s) for %s", subject,
+				       e.s_step, LIMIT_TIME_S, per);
+			goto out;
+		}
+		if (e.mem_step * (double)steps > LIMIT_MEM_GIB * gib) {
+			rc = cmd_usage("solve", "--steps %lld is beyond the planning limits: an "
+				       "estimated %.1f GiB of memory (limit %.0f GiB) for %s", (long long)
+				       steps, e.mem_step * (double)steps / gib, LIMIT_MEM_GIB, per);
+			goto out;
+		}
+		if (e.s_step * (double)steps > LIMIT_TIME_S) {
+			rc = cmd_usage("solve", "--steps %lld is beyond the planning limits: an "
+				       "estimated %.0f s of planning per method (limit %.0f s) for %s",
+				       (long long)steps, e.s_step * (double)steps, LIMIT_TIME_S, per);
+			goto out;
+		}
+		if (e.s_step * (double)steps * (double)nm > LIMIT_TIME_S) {
+			rc = cmd_usage("solve", "--method '%s' (%zu methods) is beyond the planning "
+				       "limits: an estimated %.0f s of planning (limit %.0f s) for %s "
+				       "over %lld steps", cmd_cut(methods), nm,
+				       e.s_step * (double)steps * (double)nm, LIMIT_TIME_S, per,
+				       (long long)steps);
+			goto out;
+		}
+	}
 	if (profile ? cmd_load_profile(profile, &prof, prof_sha, &err)
 		    : cmd_analytic_profile(gpu, model, &sc, 1, max_tokens, &prof, prof_sha, &err)) {
 		rc = cmd_error("%s", err.text);
 		goto out;
 	}
-	if (out_dir && mkdir(out_dir, 0777) && errno != EEXIST) {
-		rc = cmd_error("cannot create directory '%s': %s", out_dir, strerror(errno));
+	if (out_dir && (rc = outdir_open(out_dir, &tmp_dir)) != EXIT_OK)
 		goto out;
-	}
+	rc = EXIT_DATA;
 	if (!quiet)
 		printf("dataset %s, %d x %s (tp %lld cp %lld pp %lld dp %lld), model %s, "
 		       "max %lld tokens, %lld steps of %lld %s, seed %lld\n", ds.name,
@@ -351,7 +572,7 @@ int cmd_solve(int argc, char **argv)
 			wr = write_plan(&plan, out);
 		} else if (out_dir) {
 			char path[4096];
-			snprintf(path, sizeof(path), "%s/%s.json", out_dir, list[i]->name);
+			outdir_path(path, sizeof(path), tmp_dir, list[i]->name);
 			wr = write_plan(&plan, path);
 		}
 		bp_plan_release(&plan);
@@ -360,10 +581,20 @@ int cmd_solve(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (tmp_dir) {
+		rc = outdir_commit(out_dir, tmp_dir, list, nm);
+		if (rc != EXIT_OK)
+			goto out;
+	}
 	if (!quiet)
 		print_table(res, nm, timing);
 	rc = EXIT_OK;
 out:
+	if (tmp_dir) {
+		if (rc != EXIT_OK)
+			outdir_abort(tmp_dir, list, nm);
+		free(tmp_dir);
+	}
 	bp_dataset_release(&ds);
 	bp_profile_release(&prof);
 	return rc;

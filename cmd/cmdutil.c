@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "analytic.h"
@@ -58,6 +59,63 @@ int cmd_opt_int(const char *sub, const char *opt, const char *arg, int64_t lo, i
 		return -1;
 	}
 	*out = v;
+	return 0;
+}
+
+const char *cmd_cut_n(const char *s, size_t n)
+{
+	static char bufs[8][96];
+	static unsigned next;
+	char *b = bufs[next++ % 8];
+	if (n <= 60) {
+		snprintf(b, sizeof(bufs[0]), "%.*s", (int)n, s);
+		return b;
+	}
+	size_t k = 48;
+	while (k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80) /* not inside a UTF-8 sequence */
+		k--;
+	snprintf(b, sizeof(bufs[0]), "%.*s... (%zu more bytes)", (int)k, s, n - k);
+	return b;
+}
+
+const char *cmd_cut(const char *s)
+{
+	size_t n = strlen(s);
+	return n <= 60 ? s : cmd_cut_n(s, n);
+}
+
+int cmd_same_file(const char *path, const char *input)
+{
+	struct stat a, b;
+	if (!path || !input || !strcmp(path, "-") || !strcmp(input, "-"))
+		return 0;
+	if (!strcmp(path, input))
+		return 1;
+	return !stat(path, &a) && !stat(input, &b) && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+int cmd_refuse_overwrite(const char *sub, const char *opt, const char *out, const char *what,
+			 const char *in)
+{
+	if (!cmd_same_file(out, in))
+		return 0;
+	return cmd_usage(sub, "%s '%s' is the %s being read: refusing to overwrite it", opt,
+			 cmd_cut(out), what);
+}
+
+int cmd_one_stdin(const char *sub, size_t n, const char *const *names,
+		  const char *const *paths)
+{
+	const char *first = NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (!paths[i] || strcmp(paths[i], "-"))
+			continue;
+		if (first)
+			return cmd_usage(sub, "%s and %s cannot both be standard input ('-')",
+					 first, names[i]);
+		first = names[i];
+	}
 	return 0;
 }
 
@@ -150,14 +208,15 @@ int cmd_load_dataset(const char *spec, const char *jsonl_field, struct bp_datase
 		return 0;
 	}
 	char *buf = NULL;
-	if (!strchr(spec, '/') && !strchr(spec, '.') && access(spec, F_OK) != 0)
+	int is_stdin = !strcmp(spec, "-");
+	if (!is_stdin && !strchr(spec, '/') && !strchr(spec, '.') && access(spec, F_OK) != 0)
 		return bp_errorf(err, "unknown dataset '%s' (not a preset, not a file; see "
-				 "'balplan presets')", spec);
+				 "'balplan presets')", cmd_cut(spec));
 	if (cmd_read_file(spec, &buf, &len, err) < 0)
 		return bp_error_prefix(err, "cannot read dataset '%s'", spec);
 	bp_sha256_hex(buf, len, sha);
 	char name[64];
-	snprintf(name, sizeof(name), "%s", base_name(spec));
+	snprintf(name, sizeof(name), "%s", is_stdin ? "stdin" : base_name(spec));
 	char *dot = strrchr(name, '.');
 	if (dot && dot != name)
 		*dot = 0;
@@ -256,17 +315,23 @@ static int plan_cb(void *out, json_t *root, struct bp_error *err)
 	return bp_plan_from_json(out, root, err);
 }
 
+int cmd_parse_plan(const char *path, const char *text, size_t len, struct bp_plan *plan,
+		   struct bp_error *err)
+{
+	if (bp_json_parse_text(text, len, plan_cb, plan, err) < 0)
+		return bp_error_prefix(err, "cannot read plan '%s'", path);
+	return 0;
+}
+
 int cmd_load_plan(const char *path, struct bp_plan *plan, struct bp_error *err)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	if (cmd_read_file(path, &buf, &len, err) < 0)
 		return bp_error_prefix(err, "cannot read plan '%s'", path);
-	int rc = bp_json_parse_text(buf, len, plan_cb, plan, err);
+	int rc = cmd_parse_plan(path, buf, len, plan, err);
 	free(buf);
-	if (rc < 0)
-		return bp_error_prefix(err, "cannot read plan '%s'", path);
-	return 0;
+	return rc;
 }
 
 int cmd_finish(int rc)

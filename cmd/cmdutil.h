@@ -25,6 +25,26 @@ void cmd_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cmd_opt_int(const char *sub, const char *opt, const char *arg, int64_t lo, int64_t hi,
 		int64_t *out);
 
+/* s for a message: itself when at most 60 bytes, else its first 48 bytes (cut at a UTF-8
+ * character boundary), "...", and how many bytes were left out. The result lives in one of
+ * eight static buffers, so up to eight calls may appear in one printf. */
+const char *cmd_cut(const char *s);
+/* The same for the first n bytes of s (not NUL-terminated there). */
+const char *cmd_cut_n(const char *s, size_t n);
+
+/* 1 when path names the same file as input: the same string, or the same device and inode
+ * (both exist). "-" (standard input or output) is never the same as anything. */
+int cmd_same_file(const char *path, const char *input);
+/* Refuses an output that would overwrite an input: when cmd_same_file(out, in), prints
+ * "balplan: error: <opt> '<out>' is the <what> being read: refusing to overwrite it" and
+ * returns EXIT_USAGE; else 0. */
+int cmd_refuse_overwrite(const char *sub, const char *opt, const char *out, const char *what,
+			 const char *in);
+/* At most one file argument may be standard input: names[i] says what paths[i] is (NULL
+ * paths are skipped). Prints a usage error and returns EXIT_USAGE when two are "-"; else 0. */
+int cmd_one_stdin(const char *sub, size_t n, const char *const *names,
+		  const char *const *paths);
+
 /* Reads a whole file ("-" is standard input); *buf (caller frees) is NUL-terminated. */
 int cmd_read_file(const char *path, char **buf, size_t *len, struct bp_error *err);
 /* Writes data to path atomically (a temporary file renamed into place); "-" is stdout. */
@@ -51,6 +71,9 @@ int cmd_plan_profile(const struct bp_plan *plan, const char *path, int strict,
 
 /* Reads and decodes a plan file. */
 int cmd_load_plan(const char *path, struct bp_plan *plan, struct bp_error *err);
+/* Decodes a plan from text already read from path (named in errors). */
+int cmd_parse_plan(const char *path, const char *text, size_t len, struct bp_plan *plan,
+		   struct bp_error *err);
 
 /* Flushes stdout and reports a failed write; returns rc or EXIT_DATA. */
 int cmd_finish(int rc);

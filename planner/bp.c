@@ -196,3 +196,11 @@ int bp_infeasiblef(struct bp_error *err, const char *fmt, ...)
 	}
 	return BP_INFEASIBLE;
 }
+
+void bp_skip_bom(const char **text, size_t *len)
+{
+	if (*len >= 3 && !memcmp(*text, "\xef\xbb\xbf", 3)) {
+		*text += 3;
+		*len -= 3;
+	}
+}

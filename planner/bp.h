@@ -28,6 +28,11 @@ int bp_errorf(struct bp_error *err, const char *fmt, ...)
 int bp_error_prefix(struct bp_error *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Every reader of text input (datasets in any format, profiles, plans, traces) calls this
+ * first: a leading UTF-8 byte order mark (EF BB BF) is skipped, so a file saved by an editor
+ * that writes one reads the same everywhere. Digests stay those of the bytes as read. */
+void bp_skip_bom(const char **text, size_t *len);
+
 /* Allocation helpers: like calloc/realloc but fill err on failure. The caller frees. */
 void *bp_calloc(size_t n, size_t size, struct bp_error *err);
 void *bp_realloc_array(void *p, size_t n, size_t size, struct bp_error *err);

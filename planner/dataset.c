@@ -415,10 +415,7 @@ int bp_dataset_parse(struct bp_dataset *ds, const char *text, size_t len, const 
 	int rc = -1;
 
 	bp_dataset_release(ds);
-	if (len >= 3 && !memcmp(text, "\xef\xbb\xbf", 3)) { /* a UTF-8 byte order mark */
-		text += 3;
-		len -= 3;
-	}
+	bp_skip_bom(&text, &len);
 	switch (detect(text, len)) {
 	case 'j':
 		if (bp_json_parse_text(text, len, from_json_cb, ds, err) < 0)

@@ -9,6 +9,7 @@
 json_t *bp_json_loadb(const char *text, size_t len, struct bp_error *err)
 {
 	json_error_t je;
+	bp_skip_bom(&text, &len);
 	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
 	if (!root) {
 		bp_errorf(err, "line %d column %d: %s", je.line, je.column, je.text);
@@ -54,6 +55,7 @@ int bp_json_parse_text(const char *text, size_t len,
 		       int (*fn)(void *out, json_t *root, struct bp_error *err), void *out,
 		       struct bp_error *err)
 {
+	bp_skip_bom(&text, &len); /* before locate_key counts columns */
 	json_t *root = bp_json_loadb(text, len, err);
 	if (!root)
 		return -1;
