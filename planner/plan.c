@@ -117,7 +117,8 @@ int bp_mb_copy_decisions(struct bp_mb *dst, const struct bp_mb *src, int layers,
 	dst->spans = bp_calloc(src->nspans ? src->nspans : 1, sizeof(*src->spans), err);
 	if (!dst->spans)
 		return -1;
-	memcpy(dst->spans, src->spans, src->nspans * sizeof(*src->spans));
+	if (src->nspans)
+		memcpy(dst->spans, src->spans, src->nspans * sizeof(*src->spans));
 	dst->nspans = src->nspans;
 	dst->shard = src->shard;
 	dst->attn = src->attn;

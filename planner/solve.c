@@ -302,11 +302,14 @@ static int copy_decisions(const struct bp_plan *p, struct bp_plan *q, struct bp_
 		b->pipes = bp_calloc(a->npipes + 1, sizeof(*b->pipes), err);
 		if (!b->docs || !b->delayed || !b->ca || !b->pipes)
 			return -1;
-		memcpy(b->docs, a->docs, a->ndocs * sizeof(*a->docs));
+		if (a->ndocs)
+			memcpy(b->docs, a->docs, a->ndocs * sizeof(*a->docs));
 		b->ndocs = a->ndocs;
-		memcpy(b->delayed, a->delayed, a->ndelayed * sizeof(*a->delayed));
+		if (a->ndelayed)
+			memcpy(b->delayed, a->delayed, a->ndelayed * sizeof(*a->delayed));
 		b->ndelayed = a->ndelayed;
-		memcpy(b->ca, a->ca, a->nca * sizeof(*a->ca));
+		if (a->nca)
+			memcpy(b->ca, a->ca, a->nca * sizeof(*a->ca));
 		b->nca = a->nca;
 		b->npipes = a->npipes;
 		for (size_t k = 0; k < a->npipes; k++) {
