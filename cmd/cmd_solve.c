@@ -347,15 +347,14 @@ int cmd_solve(int argc, char **argv)
 		if (too_large)
 			cmd_warn("method '%s': %lld of %lld steps have more documents x "
 				 "micro-batches than ilp_max_vars and keep the greedy packing "
-				 "unsearched (raising the limit can make plans depend on machine "
-				 "speed)", list[i]->name, (long long)too_large, (long long)ilp_steps);
+				 "unsearched", list[i]->name, (long long)too_large,
+				 (long long)ilp_steps);
 		nonopt -= too_large;
 		if (nonopt)
 			cmd_warn("method '%s': %lld of %lld steps not proven optimal (ilp_node_limit "
-				 "or ilp_time_limit_s reached, largest gap %.2f%%); each keeps its best "
-				 "packing, never worse than the greedy; a step ended by the time limit "
-				 "may differ between runs", list[i]->name, (long long)nonopt,
-				 (long long)ilp_steps, 100.0 * gap_max);
+				 "or ilp_work_limit reached, largest gap %.2f%%); each keeps its best "
+				 "packing, never worse than the greedy", list[i]->name,
+				 (long long)nonopt, (long long)ilp_steps, 100.0 * gap_max);
 		res[i].method = list[i]->name;
 		res[i].s = plan.summary;
 		res[i].plan_ms_per_step = (t1 - t0) / (double)steps;
