@@ -5,9 +5,10 @@
  * greedy's packing and is never worse than it, and the micro-batches are dealt to pipelines
  * as fixed.c deals them. Each step records the solver's status, objective, bound and gap.
  *
- * Parameters: ilp_node_limit (the deterministic budget, nodes per step), ilp_time_limit_s (a
- * safety net per step; a step it ends may differ run to run), ilp_gap (relative gap at which
- * a step counts as optimal). */
+ * Parameters: ilp_node_limit and ilp_work_limit (the deterministic budget per step: nodes,
+ * and work scaled by the problem's size, ilp.h), ilp_time_limit_s (a safety net per step: a
+ * step it ends is an error, since its result would depend on machine speed), ilp_gap
+ * (relative gap at which a step counts as optimal), ilp_max_vars. */
 #include "method.h"
 
 #include "ilp_pack.h"

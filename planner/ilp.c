@@ -10,8 +10,10 @@
  *     at the end of every solve, so no hook or GLPK state outlives it.
  *   - Every glp_simplex / glp_intopt return code and every solution status is mapped.
  *   - Only deterministic GLPK options: no proximity search or feasibility pump (both run on
- *     their own time limits). The node limit is counted in the callback; the time limit is a
- *     safety net whose hits are reported as possibly irreproducible.
+ *     their own time limits). The node and work limits are counted in the callback from
+ *     glp_ios_tree_size and glp_get_it_cnt, both functions of the inputs alone; the root
+ *     relaxation's simplex gets it_lim = work_limit / nonzeros. The time limit is a safety
+ *     net whose hits are reported as irreproducible (BP_ILP_LIMIT_TIME).
  *   - The result is never worse than the warm start. */
 #include "ilp.h"
 
@@ -60,6 +62,7 @@ void bp_ilp_opts_default(struct bp_ilp_opts *o)
 	o->time_limit_s = 10.0;
 	o->rel_gap = 1e-4;
 	o->node_limit = 2000;
+	o->work_limit = BP_ILP_WORK_LIMIT_M * 1e6;
 	o->max_vars = 10000;
 }
 
@@ -156,7 +159,9 @@ struct run {
 	const double *warm1; /* 1-based warm start, or NULL */
 	int injected, accepted;
 	int64_t node_limit, nodes;
-	int node_stop;
+	int64_t iters; /* simplex iterations, the root relaxation's included */
+	double nnz, work_limit; /* work = (iters + BP_ILP_NODE_WORK * nodes) * nnz */
+	int node_stop, work_stop;
 	double bound; /* best proven bound seen in the tree */
 };
 
@@ -210,6 +215,7 @@ static void callback(glp_tree *T, void *info)
 	int a_cnt, n_cnt, t_cnt;
 	glp_ios_tree_size(T, &a_cnt, &n_cnt, &t_cnt);
 	r->nodes = t_cnt;
+	r->iters = glp_get_it_cnt(glp_ios_get_prob(T));
 	int best = glp_ios_best_node(T);
 	if (best) {
 		double b = glp_ios_node_bound(T, best);
@@ -220,8 +226,15 @@ static void callback(glp_tree *T, void *info)
 		r->injected = 1;
 		r->accepted = glp_ios_heur_sol(T, r->warm1) == 0;
 	}
-	if (r->node_limit > 0 && t_cnt >= r->node_limit && !r->node_stop) {
+	if (r->node_stop || r->work_stop)
+		return;
+	if (r->node_limit > 0 && t_cnt >= r->node_limit) {
 		r->node_stop = 1;
+		glp_ios_terminate(T);
+	} else if (r->work_limit > 0 &&
+		   ((double)r->iters + BP_ILP_NODE_WORK * (double)t_cnt) * r->nnz >=
+			   r->work_limit) {
+		r->work_stop = 1;
 		glp_ios_terminate(T);
 	}
 }
@@ -384,9 +397,14 @@ int bp_ilp_solve(const struct bp_ilp *p, const struct bp_ilp_opts *o, struct bp_
 			return bp_errorf(err, "warm start violates ilp column %lld",
 					 (long long)-bad - 1);
 	}
-	for (size_t i = 0; i < p->nrows; i++)
+	for (size_t i = 0; i < p->nrows; i++) {
 		if (p->rows[i].n + 1 > maxrow)
 			maxrow = p->rows[i].n + 1;
+		run.nnz += (double)p->rows[i].n;
+	}
+	if (run.nnz < 1.0)
+		run.nnz = 1.0;
+	run.work_limit = o->work_limit;
 	ind = bp_calloc(maxrow, sizeof(int), err);
 	val = bp_calloc(maxrow, sizeof(double), err);
 	r->x = bp_calloc(p->ncols, sizeof(double), err);
@@ -418,6 +436,10 @@ int bp_ilp_solve(const struct bp_ilp *p, const struct bp_ilp_opts *o, struct bp_
 	smcp.presolve = o->presolve ? GLP_ON : GLP_OFF;
 	int tm = time_ms(o->time_limit_s);
 	smcp.tm_lim = tm;
+	if (o->work_limit > 0) { /* the root's share of the work budget, at least 1 */
+		double it = floor(o->work_limit / run.nnz);
+		smcp.it_lim = it < 1 ? 1 : it > INT32_MAX ? INT32_MAX : (int)it;
+	}
 	double t0 = glp_time();
 	int simplex_rc = 0;
 	if (!o->presolve) {
@@ -428,6 +450,8 @@ int bp_ilp_solve(const struct bp_ilp *p, const struct bp_ilp_opts *o, struct bp_
 		int st = glp_get_status(lp);
 		if (simplex_rc == GLP_ETMLIM) {
 			r->limit = BP_ILP_LIMIT_TIME;
+		} else if (simplex_rc == GLP_EITLIM) {
+			r->limit = BP_ILP_LIMIT_WORK; /* the budget ends before the root is solved */
 		} else if (simplex_rc == 0 && (st == GLP_NOFEAS || st == GLP_INFEAS)) {
 			r->status = BP_ILP_INFEASIBLE;
 			free(r->x);
@@ -442,8 +466,8 @@ int bp_ilp_solve(const struct bp_ilp *p, const struct bp_ilp_opts *o, struct bp_
 			run.bound = glp_get_obj_val(lp);
 		}
 	}
-	int mip_rc = GLP_ETMLIM, mip_st = GLP_UNDEF;
-	if (r->limit != BP_ILP_LIMIT_TIME) {
+	int mip_rc = GLP_ESTOP, mip_st = GLP_UNDEF;
+	if (r->limit == BP_ILP_LIMIT_NONE) {
 		glp_iocp iocp;
 		glp_init_iocp(&iocp);
 		iocp.msg_lev = GLP_MSG_OFF;
@@ -465,6 +489,8 @@ int bp_ilp_solve(const struct bp_ilp *p, const struct bp_ilp_opts *o, struct bp_
 		mip_st = glp_mip_status(lp);
 	}
 	r->nodes = run.nodes;
+	r->iterations = glp_get_it_cnt(lp);
+	r->work = ((double)r->iterations + BP_ILP_NODE_WORK * (double)r->nodes) * run.nnz;
 	r->warm_injected = run.accepted;
 	int proven = 0;
 	switch (mip_rc) {
@@ -489,8 +515,11 @@ int bp_ilp_solve(const struct bp_ilp *p, const struct bp_ilp_opts *o, struct bp_
 	case GLP_ETMLIM:
 		r->limit = BP_ILP_LIMIT_TIME;
 		break;
-	case GLP_ESTOP:
-		r->limit = run.node_stop ? BP_ILP_LIMIT_NODES : BP_ILP_LIMIT_TIME;
+	case GLP_ESTOP: /* our callback, or the root relaxation's limit above */
+		if (r->limit == BP_ILP_LIMIT_NONE)
+			r->limit = run.node_stop   ? BP_ILP_LIMIT_NODES
+				   : run.work_stop ? BP_ILP_LIMIT_WORK
+						   : BP_ILP_LIMIT_TIME;
 		break;
 	case GLP_ENOPFS:
 		r->status = BP_ILP_INFEASIBLE;
@@ -544,6 +573,11 @@ int bp_ilp_solve(const struct bp_ilp *p, const struct bp_ilp_opts *o, struct bp_
 		snprintf(r->warning, sizeof(r->warning),
 			 "node limit %lld reached, solution %s, gap %.3g%%", (long long)o->node_limit,
 			 bp_ilp_status_name(r->status), 100.0 * r->gap);
+	else if (r->limit == BP_ILP_LIMIT_WORK)
+		snprintf(r->warning, sizeof(r->warning),
+			 "work limit %.3g reached after %lld nodes and %lld simplex iterations, "
+			 "solution %s, gap %.3g%%", o->work_limit, (long long)r->nodes,
+			 (long long)r->iterations, bp_ilp_status_name(r->status), 100.0 * r->gap);
 	else if (r->limit == BP_ILP_LIMIT_TIME)
 		snprintf(r->warning, sizeof(r->warning),
 			 "time limit %gs reached after %lld nodes, solution %s, gap %.3g%%; the "

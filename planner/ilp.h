@@ -5,10 +5,14 @@
  * A problem is a list of columns (kind, bounds, objective coefficient) and sparse rows
  * (lo <= sum a_j x_j <= hi), always minimised. Solving never aborts the process and never
  * writes to stdout: GLPK's error hook longjmps back and its terminal output is captured.
- * The budget is deterministic first: a node limit counted in the branch-and-bound callback;
- * the wall-clock time limit is a safety net, and a solve it ends may differ run to run (the
- * result says so). A warm start (a full integer-feasible column vector) is injected once as
- * the first incumbent, and the result is never worse than it. */
+ * The budget is deterministic (DESIGN.md "Conventions": the content of a plan never depends
+ * on how busy the machine was): a node limit, and a work limit that scales with the problem,
+ * work = (simplex iterations + BP_ILP_NODE_WORK x branch-and-bound nodes) x constraint
+ * nonzeros, both counted in the branch-and-bound callback; the root relaxation gets the
+ * simplex iteration limit work_limit / nonzeros. The wall-clock time limit is a safety net: a solve it ends may
+ * differ run to run, and the result says so (limit BP_ILP_LIMIT_TIME); callers that write
+ * plans turn that into an error (ilp_pack.c). A warm start (a full integer-feasible column
+ * vector) is injected once as the first incumbent, and the result is never worse than it. */
 #ifndef BP_ILP_H
 #define BP_ILP_H
 
@@ -28,8 +32,9 @@ enum bp_ilp_status {
 	BP_ILP_ERROR,
 };
 
-/* What ended the search before it proved optimality. */
-enum bp_ilp_limit { BP_ILP_LIMIT_NONE, BP_ILP_LIMIT_NODES, BP_ILP_LIMIT_TIME };
+/* What ended the search before it proved optimality. NODES and WORK are deterministic. */
+enum bp_ilp_limit { BP_ILP_LIMIT_NONE, BP_ILP_LIMIT_NODES, BP_ILP_LIMIT_WORK,
+		    BP_ILP_LIMIT_TIME };
 
 /* "optimal", "feasible", "warm-start", "no-solution", "infeasible", "error"; static. */
 const char *bp_ilp_status_name(enum bp_ilp_status s);
@@ -38,6 +43,11 @@ struct bp_ilp_opts {
 	double time_limit_s; /* wall-clock safety net; <= 0: none */
 	double rel_gap;      /* stop when (incumbent - bound) / |incumbent| <= rel_gap */
 	int64_t node_limit;  /* branch-and-bound nodes; <= 0: none. Deterministic */
+	/* (simplex iterations + BP_ILP_NODE_WORK x nodes) x nonzeros of the constraint matrix;
+	 * <= 0: none. Deterministic, and close to proportional to the solve's time (on the
+	 * packing ILP 2-5 ns a unit, mostly 3, on one x86 core; README "ILP methods"), so a
+	 * larger problem gets fewer nodes for the same time. */
+	double work_limit;
 	int presolve;        /* GLPK's MIP presolver; a warm start is then not injected */
 	int cuts;            /* GLPK's MIR, cover and clique cuts */
 	/* Packing problems with more binaries (documents x micro-batches) are not given to
@@ -50,8 +60,14 @@ struct bp_ilp_opts {
 	const double *warm;
 };
 
-/* The defaults the methods use (ilp_time_limit_s 10, ilp_gap 1e-4, node limit 2000, no
- * presolve, no cuts, no warm start, ilp_max_vars 10000). */
+/* The defaults the methods use (ilp_time_limit_s 10, ilp_gap 1e-4, node limit 2000, work
+ * limit BP_ILP_WORK_LIMIT_M million, no presolve, no cuts, no warm start, ilp_max_vars
+ * 10000). */
+#define BP_ILP_WORK_LIMIT_M 100
+/* A branch-and-bound node costs GLPK about as much as this many simplex iterations (node
+ * set-up, basis factorisation, rounding heuristic; a least-squares fit over the shipped
+ * datasets at 7B-128K). */
+#define BP_ILP_NODE_WORK 32.0
 void bp_ilp_opts_default(struct bp_ilp_opts *o);
 
 struct bp_ilp_result {
@@ -61,6 +77,8 @@ struct bp_ilp_result {
 	double bound;     /* proven lower bound on the optimum; -inf when none */
 	double gap;       /* (objective - bound) / |objective|, 0 when optimal, inf if unknown */
 	int64_t nodes;    /* branch-and-bound nodes created */
+	int64_t iterations; /* simplex iterations, root relaxation included */
+	double work;      /* as work_limit counts it */
 	int warm_injected; /* the warm start reached GLPK's tree and was accepted */
 	double *x;        /* ncols values (integers rounded with lround); owned, NULL without a
 			   * solution; freed by bp_ilp_result_release */

@@ -162,7 +162,20 @@ int bp_ilp_pack_solve(const struct bp_ilp_pack *in, const struct bp_ilp_opts *o,
 	oo.warm = in->warm ? warm : NULL;
 	if (bp_ilp_solve(ilp, &oo, &r, err) < 0)
 		goto out;
+	if (r.limit == BP_ILP_LIMIT_TIME) {
+		/* The clock, not the budget, ended the search: what it found depends on how fast
+		 * and how busy the machine was, and plans must not (DESIGN.md). An error, so no
+		 * plan ever holds such a step. */
+		bp_errorf(err, "the ilp search of %zu documents into %zu micro-batches reached "
+			  "ilp_time_limit_s %g before its deterministic budget (ilp_node_limit "
+			  "%lld, ilp_work_limit %g million) ended it, so its result would depend on "
+			  "machine speed; raise ilp_time_limit_s or lower the budget", n, M,
+			  o->time_limit_s, (long long)o->node_limit, o->work_limit / 1e6);
+		goto out;
+	}
 	res->nodes = r.nodes;
+	res->iterations = r.iterations;
+	res->work = r.work;
 	res->limit = r.limit;
 	snprintf(res->warning, sizeof(res->warning), "%s", r.warning);
 	res->bound = isinf(r.bound) ? lb : r.bound * wmax;
@@ -236,17 +249,19 @@ out:
 
 int bp_ilp_read_params(struct bp_plan *out, struct bp_ilp_opts *o, struct bp_error *err)
 {
+	int64_t work_m = BP_ILP_WORK_LIMIT_M;
 	bp_ilp_opts_default(o);
-	return bp_method_param_real(out, "ilp_time_limit_s", o->time_limit_s, 0.001, 86400.0,
-				    &o->time_limit_s, err) < 0 ||
-			       bp_method_param_real(out, "ilp_gap", o->rel_gap, 0.0, 1.0, &o->rel_gap,
-						    err) < 0 ||
-			       bp_method_param_int(out, "ilp_node_limit", o->node_limit, 1,
-						   INT32_MAX, &o->node_limit, err) < 0 ||
-			       bp_method_param_int(out, "ilp_max_vars", o->max_vars, 0, INT64_MAX,
-						   &o->max_vars, err) < 0
-		       ? -1
-		       : 0;
+	if (bp_method_param_real(out, "ilp_time_limit_s", o->time_limit_s, 0.001, 86400.0,
+				 &o->time_limit_s, err) < 0 ||
+	    bp_method_param_real(out, "ilp_gap", o->rel_gap, 0.0, 1.0, &o->rel_gap, err) < 0 ||
+	    bp_method_param_int(out, "ilp_node_limit", o->node_limit, 1, INT32_MAX,
+				&o->node_limit, err) < 0 ||
+	    bp_method_param_int(out, "ilp_work_limit", work_m, 1, 1000000000, &work_m, err) < 0 ||
+	    bp_method_param_int(out, "ilp_max_vars", o->max_vars, 0, INT64_MAX, &o->max_vars,
+				err) < 0)
+		return -1;
+	o->work_limit = (double)work_m * 1e6;
+	return 0;
 }
 
 int bp_ilp_pack_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
@@ -392,13 +407,11 @@ void bp_ilp_warn(const struct bp_plan *p, char *buf, size_t n)
 	if (too_large)
 		k += (size_t)snprintf(buf, n, "%lld of %lld steps have more documents x "
 				      "micro-batches than ilp_max_vars and keep the greedy packing "
-				      "unsearched (raising the limit can make plans depend on "
-				      "machine speed)", (long long)too_large, (long long)ilp_steps);
+				      "unsearched", (long long)too_large, (long long)ilp_steps);
 	nonopt -= too_large;
 	if (nonopt && k < n)
 		snprintf(buf + k, n - k, "%s%lld of %lld steps not proven optimal (ilp_node_limit "
-			 "or ilp_time_limit_s reached, largest gap %.2f%%); each keeps its best "
-			 "packing, never worse than the greedy; a step ended by the time limit "
-			 "may differ between runs", k ? "\n" : "", (long long)nonopt,
+			 "or ilp_work_limit reached, largest gap %.2f%%); each keeps its best "
+			 "packing, never worse than the greedy", k ? "\n" : "", (long long)nonopt,
 			 (long long)ilp_steps, 100.0 * gap_max);
 }

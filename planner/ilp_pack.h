@@ -26,18 +26,22 @@ struct bp_ilp_pack_result {
 	enum bp_ilp_limit limit;
 	double objective, bound, gap; /* largest bin cost (us), its proven lower bound, gap */
 	double solver_objective;      /* what GLPK found itself (us); inf when nothing */
-	int64_t nodes;
+	int64_t nodes, iterations; /* what GLPK spent; 0 when it was not called */
+	double work;               /* as ilp.h's work_limit counts it */
 	char warning[256]; /* non-empty when a limit was hit */
 };
 
 /* Solves the instance; bin_of (n entries) gets each item's bin. Never worse than warm_bin:
  * when GLPK finds nothing better, bin_of is warm_bin and the status WARM_START (OPTIMAL if
- * the search proved it). Returns 0, or -1 when GLPK failed (err says why). */
+ * the search proved it). The result depends only on the inputs and o's deterministic
+ * budget (nodes, work): when the wall-clock limit ends the search first, this is an error.
+ * Returns 0, or -1 when GLPK failed or the time limit was reached (err says why). */
 int bp_ilp_pack_solve(const struct bp_ilp_pack *in, const struct bp_ilp_opts *o, int *bin_of,
 		      struct bp_ilp_pack_result *res, struct bp_error *err);
 
-/* Reads ilp_time_limit_s, ilp_gap, ilp_node_limit and ilp_max_vars from the plan's parameters (recording
- * the defaults of bp_ilp_opts_default) into o. */
+/* Reads ilp_time_limit_s, ilp_gap, ilp_node_limit, ilp_work_limit (millions of work units,
+ * ilp.h) and ilp_max_vars from the plan's parameters (recording the defaults of
+ * bp_ilp_opts_default) into o. */
 int bp_ilp_read_params(struct bp_plan *out, struct bp_ilp_opts *o, struct bp_error *err);
 
 /* One step of fixed-ilp / wlb-ilp: the step's documents, costs w = bp_cost_doc, go into

@@ -9,9 +9,10 @@
 
 static const char *const wlb_params[] = {"queues", "thresholds", "max_len_factor", NULL};
 static const char *const ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp_node_limit",
-					 "ilp_max_vars", NULL};
+					 "ilp_work_limit", "ilp_max_vars", NULL};
 static const char *const wlb_ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp_node_limit",
-					     "ilp_max_vars", "max_len_factor", NULL};
+					     "ilp_work_limit", "ilp_max_vars",
+					     "max_len_factor", NULL};
 
 static const struct bp_method methods[] = {
 	{"plain", bp_method_plain,

@@ -1,7 +1,8 @@
 /* test_ilp.c: the GLPK wrapper (ilp.c) and the packing ILP of fixed-ilp / wlb-ilp
  * (ilp_pack.c, WLB-LLM Eq. 1 and Eq. 2): brute force on tiny instances equals the ILP
- * optimum; the ILP is never worse than its warm start; the time limit is honoured within
- * 0.5 s; GLPK errors come back as -1 with a message and the next solve works; nothing is
+ * optimum; the ILP is never worse than its warm start; the deterministic work limit ends
+ * searches reproducibly; the time limit is honoured within 0.5 s and is an error for a
+ * packing; GLPK errors come back as -1 with a message and the next solve works; nothing is
  * written to stdout; the methods give valid, deterministic plans never worse than "fixed". */
 #include <math.h>
 #include <stdlib.h>
@@ -163,7 +164,8 @@ static void test_never_worse(void)
 		CHECK(res.status == BP_ILP_OPTIMAL || res.status == BP_ILP_FEASIBLE ||
 		      res.status == BP_ILP_WARM_START);
 		CHECK(res.status != BP_ILP_WARM_START || got == greedy);
-		CHECK(res.status == BP_ILP_OPTIMAL || res.limit == BP_ILP_LIMIT_NODES);
+		CHECK(res.status == BP_ILP_OPTIMAL || res.limit == BP_ILP_LIMIT_NODES ||
+		      res.limit == BP_ILP_LIMIT_WORK);
 		CHECK(res.status == BP_ILP_OPTIMAL || res.warning[0]);
 		improved += got < greedy;
 		runs++;
@@ -172,41 +174,86 @@ static void test_never_worse(void)
 	CHECK(improved > 0);
 }
 
-/* The wall-clock safety net: a hard instance (no gap, no node limit) stops within 0.5 s of
- * the limit with a valid packing and a warning that says the result may vary. */
-static void test_time_limit(void)
+/* A hard instance: near-equal costs, so LP bounds prove nothing and the search runs until
+ * a limit ends it. */
+static void hard_instance(int64_t *len, double *w, size_t n, int *warm, size_t M)
 {
 	struct bp_rng g;
 	struct bp_error err;
-	bp_rng_seed(&g, 99);
-	size_t n = 60, M = 7;
-	int64_t len[60];
-	double w[60], load[64];
+	double load[64];
 	int64_t fill[64];
-	int warm[60], bin_of[60];
-	for (size_t i = 0; i < n; i++) { /* near-equal costs: LP bounds prove nothing */
+	bp_rng_seed(&g, 99);
+	for (size_t i = 0; i < n; i++) {
 		len[i] = 1000 + (int64_t)bp_rng_below(&g, 1000);
 		w[i] = 1e3 + (double)bp_rng_below(&g, 1000000) / 1e3;
 	}
 	CHECK(bp_pack_lpt(w, len, n, M, 1 << 30, warm, load, fill, &err) == 0);
+}
+
+/* The wall-clock safety net: with no deterministic budget a hard instance stops within 0.5 s
+ * of the limit, and since what it found would depend on the machine's speed, packing it is
+ * an error naming the limit (no plan may hold such a step). */
+static void test_time_limit(void)
+{
+	struct bp_error err;
+	size_t n = 60, M = 7;
+	int64_t len[60];
+	double w[60];
+	int warm[60], bin_of[60];
+	hard_instance(len, w, n, warm, M);
 	struct bp_ilp_opts o;
 	bp_ilp_opts_default(&o);
 	o.rel_gap = 0.0;
 	o.node_limit = 0;
+	o.work_limit = 0;
 	o.time_limit_s = 0.3;
 	struct bp_ilp_pack in = {w, len, n, M, 1 << 30, warm, 1, 1, 1};
 	struct bp_ilp_pack_result res;
 	double t0 = now_s();
-	CHECK(bp_ilp_pack_solve(&in, &o, bin_of, &res, &err) == 0);
+	CHECK(bp_ilp_pack_solve(&in, &o, bin_of, &res, &err) == -1);
 	double dt = now_s() - t0;
-	fprintf(stderr, "time limit 0.3 s: returned after %.3f s, %s, %lld nodes, gap %.2e\n", dt,
-		bp_ilp_status_name(res.status), (long long)res.nodes, res.gap);
+	fprintf(stderr, "time limit 0.3 s: returned after %.3f s: %s\n", dt, err.text);
 	CHECK(dt <= 0.3 + 0.5);
-	CHECK(res.limit == BP_ILP_LIMIT_TIME);
-	CHECK(res.status == BP_ILP_FEASIBLE || res.status == BP_ILP_WARM_START);
-	CHECK(strstr(res.warning, "time limit") && strstr(res.warning, "differ between runs"));
-	CHECK(fits(len, bin_of, n, M, 1 << 30));
-	CHECK(max_load(w, bin_of, n, M) <= max_load(w, warm, n, M));
+	CHECK(strstr(err.text, "ilp_time_limit_s 0.3") && strstr(err.text, "machine speed"));
+}
+
+/* The deterministic work budget (ilp.h): it ends the hard instance's search, the packing is
+ * valid and never worse than the greedy, the same budget gives the same nodes, iterations
+ * and packing on every run, a larger budget searches further, and a budget too small for
+ * the root relaxation keeps the greedy with the certified bound. */
+static void test_work_limit(void)
+{
+	struct bp_error err;
+	size_t n = 60, M = 7;
+	int64_t len[60];
+	double w[60];
+	int warm[60], a[60], b[60];
+	hard_instance(len, w, n, warm, M);
+	struct bp_ilp_opts o;
+	bp_ilp_opts_default(&o);
+	o.rel_gap = 0.0;
+	o.node_limit = 0;
+	o.time_limit_s = 60;
+	o.work_limit = 3e6;
+	struct bp_ilp_pack in = {w, len, n, M, 1 << 30, warm, 1, 1, 1};
+	struct bp_ilp_pack_result r1, r2, r3;
+	CHECK(bp_ilp_pack_solve(&in, &o, a, &r1, &err) == 0);
+	CHECK(bp_ilp_pack_solve(&in, &o, b, &r2, &err) == 0);
+	CHECK(r1.limit == BP_ILP_LIMIT_WORK && strstr(r1.warning, "work limit"));
+	CHECK(r1.status == BP_ILP_FEASIBLE || r1.status == BP_ILP_WARM_START);
+	CHECK(r1.nodes > 1 && r1.nodes == r2.nodes && r1.iterations == r2.iterations);
+	CHECK(r1.work >= o.work_limit && r1.work == r2.work);
+	CHECK(!memcmp(a, b, sizeof(a)) && r1.objective == r2.objective);
+	CHECK(fits(len, a, n, M, 1 << 30));
+	CHECK(max_load(w, a, n, M) <= max_load(w, warm, n, M));
+	o.work_limit = 12e6;
+	CHECK(bp_ilp_pack_solve(&in, &o, b, &r3, &err) == 0);
+	CHECK(r3.limit == BP_ILP_LIMIT_WORK && r3.nodes > r1.nodes && r3.objective <= r1.objective);
+	o.work_limit = 1; /* one simplex iteration: the root relaxation is not solved */
+	CHECK(bp_ilp_pack_solve(&in, &o, b, &r3, &err) == 0);
+	CHECK(r3.limit == BP_ILP_LIMIT_WORK && r3.status == BP_ILP_WARM_START && r3.nodes == 0);
+	CHECK(!memcmp(b, warm, sizeof(b)));
+	CHECK_NEAR(r3.bound, bp_pack_bound(w, n, M), 1e-9 * r3.bound);
 }
 
 /* The generic interface: a small integer program with a known optimum, integers read back
@@ -385,6 +432,7 @@ int main(void)
 	test_brute_force();
 	test_never_worse();
 	test_time_limit();
+	test_work_limit();
 	test_methods();
 	bp_profile_release(&prof);
 	fflush(stdout);
