@@ -40,7 +40,8 @@ static int plan_cb(void *out, json_t *root, struct bp_error *err)
 #ifdef FUZZ_CLI
 /* One balplan command line. Arguments with '/' are skipped (every file the command writes
  * stays in the working directory tools/fuzz gives it) and so are the ILP methods and 'all'
- * (their search is bounded by time, not by size); solve's planning limits are lowered at
+ * (their search is bounded by time, not by size): solve starts with "-m plain", which a
+ * later -m replaces. solve's planning limits are lowered at
  * build time (-DLIMIT_TIME_S, -DLIMIT_MEM_GIB) so one run stays short. */
 static void run_cli(const char *text, size_t len)
 {
@@ -53,23 +54,29 @@ static void run_cli(const char *text, size_t len)
 		{"profile", cmd_profile}, {"presets", cmd_presets},
 	};
 	static int quiet;
-	char *buf = malloc(len + 1), *argv[34];
+	char *buf = malloc(len + 1), *argv[36];
 	int argc = 0;
 	if (!buf)
 		abort();
-	if (!quiet) { /* the commands print; nobody reads it */
+	if (!quiet) { /* '-' reads nothing; tools/fuzz runs this with -close_fd_mask=3, so what
+		       * the commands print goes nowhere while libFuzzer keeps its own stderr */
 		quiet = 1;
-		if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr) ||
-		    !freopen("/dev/null", "r", stdin))
+		if (!freopen("/dev/null", "r", stdin))
 			abort();
 	}
 	memcpy(buf, text, len);
 	buf[len] = 0;
 	if (memchr(buf, 0, len) || strchr(buf, '/') || strstr(buf, "ilp") || strstr(buf, "all"))
 		goto out;
-	for (char *save = NULL, *a = strtok_r(buf, "\n", &save); a && argc < 33;
-	     a = strtok_r(NULL, "\n", &save))
+	for (char *save = NULL, *a = strtok_r(buf, "\n", &save); a && argc < 32;
+	     a = strtok_r(NULL, "\n", &save)) {
 		argv[argc++] = a;
+		if (argc == 1 && !strcmp(a, "solve")) { /* not every method by default */
+			static char m[] = "-m", plain[] = "plain";
+			argv[argc++] = m;
+			argv[argc++] = plain;
+		}
+	}
 	argv[argc] = NULL;
 	if (!argc)
 		goto out;
