@@ -111,11 +111,6 @@ static int plan_cb(void *out, json_t *root, struct bp_error *err)
 	return bp_plan_from_json(out, root, err);
 }
 
-static int trace_cb(void *out, json_t *root, struct bp_error *err)
-{
-	return bp_trace_from_json(out, root, err);
-}
-
 /* Reads plan and trace; sha gets the sha256 of the plan file's bytes. */
 static int load_inputs(const char *plan_path, const char *trace_path, struct bp_plan *plan,
 		       struct bp_trace *tr, char sha[65])
@@ -135,7 +130,7 @@ static int load_inputs(const char *plan_path, const char *trace_path, struct bp_
 		return cmd_error("invalid plan '%s': %s", plan_path, err.text);
 	if (cmd_read_file(trace_path, &buf, &len, &err) < 0)
 		return cmd_error("cannot read trace '%s': %s", trace_path, err.text);
-	rc = bp_json_parse_text(buf, len, trace_cb, tr, &err);
+	rc = bp_trace_parse(tr, buf, len, &err); /* step order checked before the tree is built */
 	free(buf);
 	if (rc < 0)
 		return cmd_error("cannot read trace '%s': %s", trace_path, err.text);

@@ -52,6 +52,13 @@ static void solve_usage(FILE *f)
 		"      --out-dir DIR        write DIR/<method>.json for every method\n"
 		"      --timing             add planning time per step to the table\n"
 		"  -q, --quiet              print no table\n\n"
+		"'-' reads the dataset or the profile from standard input (one of them).\n\n"
+		"limits: before planning, solve estimates each request's memory and time from\n"
+		"the documents per step (--docs-per-step, or --tokens-per-step over the dataset's\n"
+		"mean length), the micro-batches (tokens / --max-tokens, at least pp*dp) and the\n"
+		"pipelines (dp = --gpus / (tp cp pp)); over 4 GiB or 120 s of planning (per step,\n"
+		"over --steps, or over the methods) it stops with exit 2, naming the option, the\n"
+		"estimate and the limit. The ILP methods' searches have their own budget.\n\n"
 		"exit status: 0 ok, 1 data or runtime error, 2 usage error, 3 infeasible\n");
 }
 
@@ -93,8 +100,12 @@ static int write_plan(const struct bp_plan *plan, const char *path)
  * greedy packers' documents x micro-batches scan (`fixed`: 2.3 s for 10,000 documents into
  * 5,000 micro-batches, about 46 ns each). The ILP methods are bounded by their own budget
  * (ilp_max_vars, ilp_time_limit_s) on top. Documented in --help and the README. */
+#ifndef LIMIT_MEM_GIB /* the CLI fuzz target (tests/fuzz) builds with smaller limits */
 #define LIMIT_MEM_GIB 4.0
+#endif
+#ifndef LIMIT_TIME_S
 #define LIMIT_TIME_S 120.0
+#endif
 #define MEM_PER_DOC 2048.0
 #define MEM_PER_MB_STAGE 1024.0
 #define MEM_PER_PIPE 2048.0
@@ -426,16 +437,19 @@ int cmd_solve(int argc, char **argv)
 	const char *ds_file = bp_dataset_preset_text(dataset, &(size_t){0}) ? NULL : dataset;
 	for (size_t i = 0; i < (out ? 1 : out_dir ? nm : 0); i++) {
 		char path[4096];
-		const char *opt = out ? "--out" : "--out-dir";
+		const char *opt = "--out";
 		if (out)
 			snprintf(path, sizeof(path), "%s", out);
 		else
 			snprintf(path, sizeof(path), "%s/%s.json", out_dir, list[i]->name);
-		int r = cmd_refuse_overwrite("solve", opt, path, "dataset", ds_file);
-		if (!r)
-			r = cmd_refuse_overwrite("solve", opt, path, "profile", profile);
-		if (r)
-			return r;
+		for (int k = 0; k < 2; k++) {
+			const char *in = k ? profile : ds_file, *what = k ? "profile" : "dataset";
+			if (out && cmd_refuse_overwrite("solve", opt, path, what, in))
+				return EXIT_USAGE;
+			if (!out && cmd_same_file(path, in))
+				return cmd_usage("solve", "--out-dir '%s' would overwrite '%s', the %s "
+						 "being read", cmd_cut(out_dir), cmd_cut(path), what);
+		}
 	}
 
 	struct bp_error err;

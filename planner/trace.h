@@ -64,5 +64,10 @@ void bp_trace_release(struct bp_trace *t);
  * path); release it after failure too. */
 json_t *bp_trace_to_json(const struct bp_trace *t);
 int bp_trace_from_json(struct bp_trace *t, json_t *root, struct bp_error *err);
+/* Decodes a trace from text (a leading UTF-8 BOM skipped). Before the JSON tree is built, one
+ * pass over the text checks that the steps' indices increase, so a large trace with a step out
+ * of order is rejected in the time it takes to read it, not after building it whole (the
+ * message is from_json's). Then as bp_json_parse_text with bp_trace_from_json. */
+int bp_trace_parse(struct bp_trace *t, const char *text, size_t len, struct bp_error *err);
 
 #endif

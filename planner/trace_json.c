@@ -247,3 +247,174 @@ int bp_trace_from_json(struct bp_trace *t, json_t *root, struct bp_error *err)
 	}
 	return 0;
 }
+
+/* ---- the early order check: a scanner over the text that understands just enough JSON ---- */
+
+struct scan {
+	const char *p, *e;
+};
+
+static void sc_ws(struct scan *s)
+{
+	while (s->p < s->e && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+		s->p++;
+}
+
+/* Skips a string starting at '"'; returns its raw contents (escapes left in) or -1. */
+static int sc_string(struct scan *s, const char **b, size_t *n)
+{
+	if (s->p >= s->e || *s->p != '"')
+		return -1;
+	const char *q = ++s->p;
+	while (s->p < s->e && *s->p != '"')
+		s->p += (*s->p == '\\') ? 2 : 1;
+	if (s->p >= s->e)
+		return -1;
+	*b = q;
+	*n = (size_t)(s->p - q);
+	s->p++;
+	return 0;
+}
+
+/* Skips any value; -1 on text this scanner cannot follow (jansson then says what is wrong). */
+static int sc_skip(struct scan *s)
+{
+	const char *b;
+	size_t n;
+	sc_ws(s);
+	if (s->p >= s->e)
+		return -1;
+	if (*s->p == '"')
+		return sc_string(s, &b, &n);
+	if (*s->p != '{' && *s->p != '[') {
+		while (s->p < s->e && !strchr(",}] \t\r\n", *s->p))
+			s->p++;
+		return 0;
+	}
+	size_t depth = 0;
+	while (s->p < s->e) {
+		char c = *s->p;
+		if (c == '"') {
+			if (sc_string(s, &b, &n) < 0)
+				return -1;
+			continue;
+		}
+		s->p++;
+		if (c == '{' || c == '[')
+			depth++;
+		else if ((c == '}' || c == ']') && --depth == 0)
+			return 0;
+	}
+	return -1;
+}
+
+static int sc_key(struct scan *s, const char **k, size_t *n)
+{
+	sc_ws(s);
+	if (sc_string(s, k, n) < 0)
+		return -1;
+	sc_ws(s);
+	if (s->p >= s->e || *s->p != ':')
+		return -1;
+	s->p++;
+	sc_ws(s);
+	return 0;
+}
+
+/* One step object: its "index" when it is a plain integer (else *have = 0). */
+static int sc_step_index(struct scan *s, long long *index, int *have)
+{
+	const char *k;
+	size_t n;
+	*have = 0;
+	if (s->p >= s->e || *s->p != '{')
+		return sc_skip(s);
+	s->p++;
+	for (;;) {
+		sc_ws(s);
+		if (s->p < s->e && *s->p == '}') {
+			s->p++;
+			return 0;
+		}
+		if (sc_key(s, &k, &n) < 0)
+			return -1;
+		if (n == 5 && !memcmp(k, "index", 5) && !*have && s->p < s->e &&
+		    (*s->p == '-' || (*s->p >= '0' && *s->p <= '9'))) {
+			char num[24];
+			size_t m = 0;
+			while (s->p < s->e && m + 1 < sizeof(num) &&
+			       (*s->p == '-' || (*s->p >= '0' && *s->p <= '9')))
+				num[m++] = *s->p++;
+			num[m] = 0;
+			if (s->p < s->e && strchr(".eE", *s->p))
+				return -1; /* not an integer: from_json says so */
+			char *end;
+			*index = strtoll(num, &end, 10);
+			*have = *end == 0;
+		} else if (sc_skip(s) < 0) {
+			return -1;
+		}
+		sc_ws(s);
+		if (s->p < s->e && *s->p == ',')
+			s->p++;
+	}
+}
+
+/* Walks the top-level object to "steps" and its elements' indices; fills err and returns -1
+ * only for a step whose index is not after the previous one. Anything it cannot follow ends
+ * the scan with 0: the full decoder reports it. */
+static int order_scan(const char *text, size_t len, struct bp_error *err)
+{
+	struct scan s = {text, text + len};
+	const char *k;
+	size_t n;
+	sc_ws(&s);
+	if (s.p >= s.e || *s.p != '{')
+		return 0;
+	s.p++;
+	for (;;) {
+		sc_ws(&s);
+		if (s.p >= s.e || *s.p == '}' || sc_key(&s, &k, &n) < 0)
+			return 0;
+		if (n == 5 && !memcmp(k, "steps", 5) && s.p < s.e && *s.p == '[')
+			break;
+		if (sc_skip(&s) < 0)
+			return 0;
+		sc_ws(&s);
+		if (s.p < s.e && *s.p == ',')
+			s.p++;
+	}
+	s.p++;
+	long long prev = 0;
+	for (size_t i = 0;; i++) {
+		long long idx = 0;
+		int have = 0;
+		sc_ws(&s);
+		if (s.p >= s.e || *s.p == ']')
+			return 0;
+		if (sc_step_index(&s, &idx, &have) < 0)
+			return 0;
+		if (have && i > 0 && idx <= prev)
+			return bp_errorf(err, "trace.steps[%zu].index %lld is not after the previous "
+					 "step's", i, idx);
+		if (!have)
+			return 0;
+		prev = idx;
+		sc_ws(&s);
+		if (s.p < s.e && *s.p == ',')
+			s.p++;
+	}
+}
+
+static int trace_cb(void *out, json_t *root, struct bp_error *err)
+{
+	return bp_trace_from_json(out, root, err);
+}
+
+int bp_trace_parse(struct bp_trace *t, const char *text, size_t len, struct bp_error *err)
+{
+	bp_skip_bom(&text, &len);
+	if (order_scan(text, len, err) < 0)
+		return -1;
+	return bp_json_parse_text(text, len, trace_cb, t, err);
+}

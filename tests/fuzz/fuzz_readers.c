@@ -1,11 +1,19 @@
-/* fuzz_readers.c: libFuzzer harness for every text reader: the first input byte picks the
- * reader (dataset in any format, profile, plan, trace, and balexec's Slurm hostlist and port
- * list parsers), the rest is the text. A reader must return
- * 0 or -1 with a message, never crash, leak or read out of bounds (ASan+UBSan). */
+/* fuzz_readers.c: libFuzzer harness for every reader, the plan validator and the balplan
+ * command line. Built once per target by tools/fuzz with -DFUZZ_TARGET=<n>, so each target's
+ * time is its own and the whole input is the target's text:
+ *   0 dataset (v1 JSON)   1 profile            2 plan, read and validated   3 trace
+ *   4 balexec's Slurm hostlist and port list   5 dataset (plain text)       6 dataset (JSONL)
+ *   7 balplan argument vectors: arguments separated by newlines, run in-process through the
+ *     subcommand functions of cmd/ (commands.h), which return their status and never exit
+ * Built without FUZZ_TARGET, the first byte picks the target (the old single harness).
+ * A reader must return 0 or -1 with a message, a command 0-3, never crash, leak or read out
+ * of bounds (ASan+UBSan). */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dataset.h"
 #include "jsonutil.h"
@@ -13,6 +21,11 @@
 #include "profile.h"
 #include "rendezvous.h"
 #include "trace.h"
+#ifdef FUZZ_CLI
+#include <getopt.h>
+
+#include "commands.h"
+#endif
 
 static int profile_cb(void *out, json_t *root, struct bp_error *err)
 {
@@ -24,22 +37,70 @@ static int plan_cb(void *out, json_t *root, struct bp_error *err)
 	return bp_plan_from_json(out, root, err);
 }
 
-static int trace_cb(void *out, json_t *root, struct bp_error *err)
+#ifdef FUZZ_CLI
+/* One balplan command line. Arguments with '/' are skipped (every file the command writes
+ * stays in the working directory tools/fuzz gives it) and so are the ILP methods and 'all'
+ * (their search is bounded by time, not by size): solve starts with "-m plain", which a
+ * later -m replaces. solve's planning limits are lowered at
+ * build time (-DLIMIT_TIME_S, -DLIMIT_MEM_GIB) so one run stays short. */
+static void run_cli(const char *text, size_t len)
 {
-	return bp_trace_from_json(out, root, err);
+	static const struct {
+		const char *name;
+		int (*fn)(int, char **);
+	} cmds[] = {
+		{"solve", cmd_solve},     {"simulate", cmd_simulate}, {"check", cmd_check},
+		{"report", cmd_report},   {"diff", cmd_diff},         {"dataset", cmd_dataset},
+		{"profile", cmd_profile}, {"presets", cmd_presets},
+	};
+	static int quiet;
+	char *buf = malloc(len + 1), *argv[36];
+	int argc = 0;
+	if (!buf)
+		abort();
+	if (!quiet) { /* '-' reads nothing; tools/fuzz runs this with -close_fd_mask=3, so what
+		       * the commands print goes nowhere while libFuzzer keeps its own stderr */
+		quiet = 1;
+		if (!freopen("/dev/null", "r", stdin))
+			abort();
+	}
+	memcpy(buf, text, len);
+	buf[len] = 0;
+	if (memchr(buf, 0, len) || strchr(buf, '/') || strstr(buf, "ilp") || strstr(buf, "all"))
+		goto out;
+	for (char *save = NULL, *a = strtok_r(buf, "\n", &save); a && argc < 32;
+	     a = strtok_r(NULL, "\n", &save)) {
+		argv[argc++] = a;
+		if (argc == 1 && !strcmp(a, "solve")) { /* not every method by default */
+			static char m[] = "-m", plain[] = "plain";
+			argv[argc++] = m;
+			argv[argc++] = plain;
+		}
+	}
+	argv[argc] = NULL;
+	if (!argc)
+		goto out;
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(argv[0], cmds[i].name)) {
+			optind = 0;
+			opterr = 0;
+			int rc = cmds[i].fn(argc, argv);
+			fflush(stdout);
+			if (rc < 0 || rc > 3)
+				abort();
+		}
+out:
+	free(buf);
 }
+#endif
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static void run(int target, const char *text, size_t len)
 {
-	if (size < 1)
-		return 0;
 	struct bp_error err;
-	const char *text = (const char *)data + 1;
-	size_t len = size - 1;
-	switch (data[0] % 5) {
-	case 0: {
+	switch (target) {
+	case 0:
+	case 5:
+	case 6: {
 		struct bp_dataset ds;
 		bp_dataset_init(&ds);
 		if (bp_dataset_parse(&ds, text, len, "fuzz", NULL, &err) < 0 && !err.text[0])
@@ -55,10 +116,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		bp_profile_release(&p);
 		break;
 	}
+	case 2: {
+		struct bp_plan p;
+		bp_plan_init(&p);
+		if (bp_json_parse_text(text, len, plan_cb, &p, &err) < 0) {
+			if (!err.text[0])
+				abort();
+		} else if (bp_plan_validate(&p, NULL, &err) < 0 && !err.text[0]) {
+			abort();
+		}
+		bp_plan_release(&p);
+		break;
+	}
 	case 3: {
 		struct bp_trace t;
 		bp_trace_init(&t);
-		if (bp_json_parse_text(text, len, trace_cb, &t, &err) < 0 && !err.text[0])
+		if (bp_trace_parse(&t, text, len, &err) < 0 && !err.text[0])
 			abort();
 		bp_trace_release(&t);
 		break;
@@ -78,14 +151,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(z);
 		break;
 	}
-	case 2: {
-		struct bp_plan p;
-		bp_plan_init(&p);
-		if (bp_json_parse_text(text, len, plan_cb, &p, &err) < 0 && !err.text[0])
-			abort();
-		bp_plan_release(&p);
+#ifdef FUZZ_CLI
+	case 7:
+		run_cli(text, len);
 		break;
+#endif
 	}
-	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+#ifdef FUZZ_TARGET
+	run(FUZZ_TARGET, (const char *)data, size);
+#else
+	if (size < 1)
+		return 0;
+	run(data[0] % 8, (const char *)data + 1, size - 1);
+#endif
 	return 0;
 }
