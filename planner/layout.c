@@ -111,10 +111,43 @@ static int cmp_int(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* A distca-ticks layout (ticks.h, distca.md sec. 10): every stage of every pipeline issues
+ * the same per-layer all-to-alls per tick, so all pipelines share pp and tp, stages have
+ * equal layers, cp is 1 (CA-tasks replace context parallelism), and a server is the TP group
+ * of its rank: a rank at TP position 0, or any rank when tp is 1. */
+static int check_ticks(const struct bp_layout *l, struct bp_error *err)
+{
+	const struct bp_lpipe *p0 = &l->pipes[0];
+	for (size_t i = 0; i < l->npipes; i++) {
+		const struct bp_lpipe *p = &l->pipes[i];
+		if (p->sc.pp != p0->sc.pp || p->sc.tp != p0->sc.tp)
+			return bp_errorf(err, "distca-ticks: pipeline %zu is <tp %d pp %d>, pipeline "
+					 "0 <tp %d pp %d> (ticks need one tp and pp)", i, p->sc.tp,
+					 p->sc.pp, p0->sc.tp, p0->sc.pp);
+		if (p->sc.cp != 1)
+			return bp_errorf(err, "distca-ticks: pipeline %zu has cp %d (CA-tasks "
+					 "replace context parallelism: cp must be 1)", i, p->sc.cp);
+		for (int s = 1; s < p->sc.pp; s++)
+			if (p->stage_layers[s] != p->stage_layers[0])
+				return bp_errorf(err, "distca-ticks: pipeline %zu stage %d has %d "
+						 "layers, stage 0 %d (ticks need equal layers per "
+						 "stage)", i, s, p->stage_layers[s],
+						 p->stage_layers[0]);
+	}
+	for (size_t i = 0; i < l->nservers; i++) {
+		struct bp_place pl = bp_layout_place(l, l->servers[i]);
+		if (p0->sc.tp > 1 && (pl.pipe < 0 || pl.tp_i != 0))
+			return bp_errorf(err, "distca-ticks: attention server rank %d is not the "
+					 "first rank of a TP group (with tp %d a server is a TP group)",
+					 l->servers[i], p0->sc.tp);
+	}
+	return 0;
+}
+
 int bp_layout_check(const struct bp_layout *l, int gpus, int gpus_per_node, int layers,
 		    struct bp_error *err)
 {
-	size_t total = l->nservers;
+	size_t total = 0;
 	int *all = NULL, rc = -1;
 	if (strcmp(l->schedule, BP_SCHEDULE_1F1B) && strcmp(l->schedule, BP_SCHEDULE_TICKS))
 		return bp_errorf(err, "schedule \"%s\" is not 1f1b or distca-ticks", l->schedule);
@@ -155,6 +188,8 @@ int bp_layout_check(const struct bp_layout *l, int gpus, int gpus_per_node, int 
 	}
 	if (total > (size_t)gpus)
 		return bp_errorf(err, "uses %zu ranks but the cluster has %d GPUs", total, gpus);
+	if (!strcmp(l->schedule, BP_SCHEDULE_TICKS) && check_ticks(l, err) < 0)
+		return -1;
 	all = bp_calloc(total ? total : 1, sizeof(int), err);
 	if (!all)
 		return -1;

@@ -12,6 +12,7 @@
 
 #include "pack.h"
 #include "sim.h"
+#include "ticks.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -174,13 +175,69 @@ static double sync_dp_allreduce(const struct bp_step *st, const struct bp_costmo
 	return sync;
 }
 
+/* The distca-ticks schedule of a step (ticks.h): every pipeline ends with the last tick; a
+ * stage's busy time is its token-wise work plus the attention its ranks serve; its memory
+ * holds each micro-batch's activations from its forward tick to its backward tick (resend
+ * mode keeps nothing on the servers, distca.md sec. 9). */
+static int simulate_ticks(const struct bp_plan *p, struct bp_step *st,
+			  const struct bp_costmodel *const *cms, struct bp_costs *costs,
+			  struct bp_error *err)
+{
+	const struct bp_layout *l = bp_plan_layout(p, st);
+	struct bp_ticks tk;
+	int rc = -1;
+	int64_t *held = NULL;
+	if (bp_ticks_eval(p, st, costs, &tk, err) < 0)
+		goto out;
+	double total = 0.0;
+	for (size_t k = 0; k < tk.nticks; k++)
+		total += tk.tick_us[k];
+	held = bp_calloc((size_t)tk.pp + 1, sizeof(int64_t), err);
+	if (!held)
+		goto out;
+	for (size_t q = 0; q < st->npipes; q++) {
+		struct bp_pipe *pi = &st->pipes[q];
+		const struct bp_lpipe *lp = &l->pipes[q];
+		const struct bp_costmodel *cm = cms[q];
+		free(pi->busy_us);
+		free(pi->peak_mem);
+		pi->busy_us = bp_calloc((size_t)tk.pp, sizeof(double), err);
+		pi->peak_mem = bp_calloc((size_t)tk.pp, sizeof(int64_t), err);
+		if (!pi->busy_us || !pi->peak_mem)
+			goto out;
+		pi->time_us = total;
+		memset(held, 0, (size_t)tk.pp * sizeof(int64_t));
+		for (size_t k = 0; k < tk.nticks; k++)
+			for (int s = 0; s < tk.pp; s++) {
+				int r = bp_lpipe_rank(lp, s, 0, 0), bwd;
+				size_t phase;
+				pi->busy_us[s] += tk.compute[k * tk.world + r] +
+						  tk.attn[k * tk.world + r];
+				int64_t j = bp_tick_op(tk.pp, tk.m, k, s, &bwd, &phase);
+				if (j < 0 || (size_t)j >= pi->nmbs)
+					continue;
+				int64_t act = bp_cost_act_bytes(cm, s, pi->mbs[j].tokens);
+				held[s] += bwd ? -act : act;
+				if (held[s] > pi->peak_mem[s])
+					pi->peak_mem[s] = held[s];
+			}
+		for (int s = 0; s < tk.pp; s++)
+			pi->peak_mem[s] += bp_cost_state_bytes(cm, s);
+	}
+	rc = 0;
+out:
+	free(held);
+	bp_ticks_release(&tk);
+	return rc;
+}
+
 static int predict_step(const struct bp_plan *p, struct bp_step *st, struct bp_costs *costs,
 			bp_item_cost_fn item_cost, struct bp_error *err)
 {
 	struct bp_metrics *mt = &st->m;
 	const struct bp_layout *l = bp_plan_layout(p, st);
 	const struct bp_costmodel **cms = bp_calloc(st->npipes + 1, sizeof(*cms), err);
-	int rc = -1;
+	int rc = -1, ticks = !strcmp(l->schedule, BP_SCHEDULE_TICKS);
 	if (!cms)
 		return -1;
 	memset(mt, 0, sizeof(*mt));
@@ -193,17 +250,24 @@ static int predict_step(const struct bp_plan *p, struct bp_step *st, struct bp_c
 		cms[i] = bp_costs_pipe(costs, l, i, err);
 		if (!cms[i])
 			goto out;
-		int pp = cms[i]->sc.pp;
 		for (size_t j = 0; j < pi->nmbs; j++)
 			if (predict_mb(&pi->mbs[j], cms[i], err) < 0) {
 				bp_error_prefix(err, "step %lld pipeline %zu micro-batch %zu",
 						(long long)st->index, i, j);
 				goto out;
 			}
-		if (simulate_pipe(pi, cms[i], err) < 0) {
+		if (!ticks && simulate_pipe(pi, cms[i], err) < 0) {
 			bp_error_prefix(err, "step %lld pipeline %zu", (long long)st->index, i);
 			goto out;
 		}
+	}
+	if (ticks && simulate_ticks(p, st, cms, costs, err) < 0) {
+		bp_error_prefix(err, "step %lld", (long long)st->index);
+		goto out;
+	}
+	for (size_t i = 0; i < st->npipes; i++) {
+		struct bp_pipe *pi = &st->pipes[i];
+		int pp = cms[i]->sc.pp;
 		if (pi->time_us > mt->pipe_max_us)
 			mt->pipe_max_us = pi->time_us;
 		if (pi->time_us < mt->pipe_min_us)
@@ -334,6 +398,32 @@ int bp_plan_predict(struct bp_plan *p, struct bp_costs *costs, bp_item_cost_fn i
 	return summarize(p, err);
 }
 
+/* Op start times of pipeline k in the tick timeline (ticks.h). */
+static int ticks_schedule(const struct bp_plan *p, const struct bp_step *st, size_t k,
+			  struct bp_costs *costs, double *f_start, double *b_start,
+			  struct bp_error *err)
+{
+	struct bp_ticks tk;
+	if (bp_ticks_eval(p, st, costs, &tk, err) < 0) {
+		bp_ticks_release(&tk);
+		return -1;
+	}
+	double t0 = 0.0;
+	for (size_t q = 0; q < tk.nticks; q++) {
+		for (int s = 0; s < tk.pp; s++) {
+			int bwd;
+			size_t phase;
+			int64_t j = bp_tick_op(tk.pp, tk.m, q, s, &bwd, &phase);
+			if (j < 0 || (size_t)j >= st->pipes[k].nmbs)
+				continue;
+			(bwd ? b_start : f_start)[(size_t)j * tk.pp + s] = t0;
+		}
+		t0 += tk.tick_us[q];
+	}
+	bp_ticks_release(&tk);
+	return 0;
+}
+
 int bp_pipe_schedule(const struct bp_plan *p, const struct bp_step *st, size_t k,
 		     struct bp_costs *costs, double *f_start, double *b_start,
 		     struct bp_error *err)
@@ -343,6 +433,8 @@ int bp_pipe_schedule(const struct bp_plan *p, const struct bp_step *st, size_t k
 		return -1;
 	const struct bp_pipe *pi = &st->pipes[k];
 	int pp = cm->sc.pp, rc = -1;
+	if (!strcmp(bp_plan_layout(p, st)->schedule, BP_SCHEDULE_TICKS))
+		return ticks_schedule(p, st, k, costs, f_start, b_start, err);
 	struct pipe_arrays a;
 	double *busy = bp_calloc((size_t)pp, sizeof(double), err);
 	double *finish = bp_calloc((size_t)pp, sizeof(double), err);

@@ -1,0 +1,439 @@
+/* ticks.c: DistCA's world-synchronous tick schedule (ticks.h; DistCA Sec. 4.1, Fig. 8,
+ * distca.md sec. 9, 10, 16). */
+#include "ticks.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "costkinds.h"
+
+size_t bp_ticks_count(int pp, size_t m)
+{
+	return m ? 2 * (m + (size_t)pp - 1) : 0;
+}
+
+/* distca.md sec. 10: F_0 .. F_{pp-2}, then (F_{pp-1+i}, B_i) for i < m, then B_m ..
+ * B_{m+pp-2}. */
+static void position_phase(int pp, size_t m, size_t tick, int *bwd, size_t *phase_tick)
+{
+	size_t warm = (size_t)pp - 1;
+	if (tick < warm) {
+		*bwd = 0;
+		*phase_tick = tick;
+	} else if (tick < warm + 2 * m) {
+		size_t i = (tick - warm) / 2;
+		*bwd = (int)((tick - warm) % 2);
+		*phase_tick = *bwd ? i : warm + i;
+	} else {
+		*bwd = 1;
+		*phase_tick = m + (tick - warm - 2 * m);
+	}
+}
+
+int64_t bp_tick_op(int pp, size_t m, size_t tick, int s, int *bwd, size_t *phase_tick)
+{
+	position_phase(pp, m, tick, bwd, phase_tick);
+	/* forward tick t: micro-batch t - s; backward tick j: j - (pp - 1) + s */
+	int64_t mb = *bwd ? (int64_t)*phase_tick - (pp - 1) + s : (int64_t)*phase_tick - s;
+	return mb >= 0 && mb < (int64_t)m ? mb : -1;
+}
+
+size_t bp_tick_bwd_position(int pp, size_t m, size_t mb, int s)
+{
+	size_t j = mb + (size_t)(pp - 1 - s), warm = (size_t)pp - 1;
+	return j < m ? warm + 2 * j + 1 : warm + 2 * m + (j - m);
+}
+
+/* A step's CA-tasks placed: the span each serves and its stage, per timeline position. */
+struct task_info {
+	size_t pipe, mb;
+	int stage;
+	int64_t span_off; /* the span's first token (kv0): with doc, it names the span */
+};
+
+struct tick_ctx {
+	const struct bp_plan *p;
+	const struct bp_step *st;
+	const struct bp_layout *l;
+	int pp, tp, world;
+	size_t m, nticks;
+	struct task_info *ti;   /* [nca] */
+	size_t *order;          /* [2 * nca]: task indices by timeline position */
+	size_t *start;          /* [nticks + 1]: order[start[k] .. start[k+1]) run at k */
+	int *srv_place_pipe, *srv_place_stage; /* [nservers]: -1 pipe: a dedicated server */
+};
+
+static void ctx_release(struct tick_ctx *c)
+{
+	free(c->ti);
+	free(c->order);
+	free(c->start);
+	free(c->srv_place_pipe);
+	free(c->srv_place_stage);
+}
+
+struct span_ref {
+	int64_t doc, off, len;
+	size_t pipe, mb;
+};
+
+static int cmp_span_ref(const void *a, const void *b)
+{
+	const struct span_ref *x = a, *y = b;
+	if (x->doc != y->doc)
+		return (x->doc > y->doc) - (x->doc < y->doc);
+	return (x->off > y->off) - (x->off < y->off);
+}
+
+/* The step's shape and each CA-task's (pipeline, micro-batch, stage) and timeline positions
+ * (its forward at tick mb + stage, its backward mirrored). The plan is validated
+ * (validate.c check_ca), so every task lies in one span of a disaggregated micro-batch. */
+static int ctx_init(struct tick_ctx *c, const struct bp_plan *p, const struct bp_step *st,
+		    struct bp_error *err)
+{
+	memset(c, 0, sizeof(*c));
+	c->p = p;
+	c->st = st;
+	c->l = bp_plan_layout(p, st);
+	c->world = p->cluster.gpus;
+	if (!c->l->npipes)
+		return bp_errorf(err, "a distca-ticks layout without pipelines");
+	c->pp = c->l->pipes[0].sc.pp;
+	c->tp = c->l->pipes[0].sc.tp;
+	for (size_t k = 0; k < st->npipes; k++)
+		if (st->pipes[k].nmbs > c->m)
+			c->m = st->pipes[k].nmbs;
+	c->nticks = bp_ticks_count(c->pp, c->m);
+	size_t nsp = 0;
+	for (size_t k = 0; k < st->npipes; k++)
+		for (size_t j = 0; j < st->pipes[k].nmbs; j++)
+			nsp += st->pipes[k].mbs[j].nspans;
+	struct span_ref *sp = bp_calloc(nsp + 1, sizeof(*sp), err);
+	c->ti = bp_calloc(st->nca + 1, sizeof(*c->ti), err);
+	c->order = bp_calloc(2 * st->nca + 1, sizeof(size_t), err);
+	c->start = bp_calloc(c->nticks + 2, sizeof(size_t), err);
+	c->srv_place_pipe = bp_calloc(c->l->nservers + 1, sizeof(int), err);
+	c->srv_place_stage = bp_calloc(c->l->nservers + 1, sizeof(int), err);
+	size_t *pos = bp_calloc(2 * st->nca + 1, sizeof(size_t), err);
+	int rc = -1;
+	if (!sp || !c->ti || !c->order || !c->start || !c->srv_place_pipe ||
+	    !c->srv_place_stage || !pos)
+		goto out;
+	for (size_t s = 0; s < c->l->nservers; s++) {
+		struct bp_place pl = bp_layout_place(c->l, c->l->servers[s]);
+		c->srv_place_pipe[s] = pl.pipe;
+		c->srv_place_stage[s] = pl.stage;
+	}
+	nsp = 0;
+	for (size_t k = 0; k < st->npipes; k++)
+		for (size_t j = 0; j < st->pipes[k].nmbs; j++) {
+			const struct bp_mb *mb = &st->pipes[k].mbs[j];
+			for (size_t q = 0; q < mb->nspans; q++)
+				sp[nsp++] = (struct span_ref){mb->spans[q].doc, mb->spans[q].offset,
+							      mb->spans[q].len, k, j};
+		}
+	qsort(sp, nsp, sizeof(*sp), cmp_span_ref);
+	for (size_t t = 0; t < st->nca; t++) {
+		const struct bp_ca_task *ca = &st->ca[t];
+		struct span_ref key = {ca->doc, ca->kv0, 0, 0, 0};
+		const struct span_ref *s = bsearch(&key, sp, nsp, sizeof(*sp), cmp_span_ref);
+		if (!s || ca->tick < (int64_t)s->mb || ca->tick - (int64_t)s->mb >= c->pp) {
+			bp_errorf(err, "ca_tasks[%zu] names no span running at its tick (validate the "
+				  "plan first)", t);
+			goto out;
+		}
+		int stage = (int)(ca->tick - (int64_t)s->mb);
+		c->ti[t] = (struct task_info){s->pipe, s->mb, stage, s->off};
+		size_t warm = (size_t)c->pp - 1, f = (size_t)ca->tick;
+		pos[2 * t] = f < warm ? f : warm + 2 * (f - warm);
+		pos[2 * t + 1] = bp_tick_bwd_position(c->pp, c->m, s->mb, stage);
+		c->start[pos[2 * t] + 1]++;
+		c->start[pos[2 * t + 1] + 1]++;
+	}
+	/* counting sort by position, stable: each position keeps the tasks' plan order */
+	for (size_t k = 0; k < c->nticks; k++)
+		c->start[k + 1] += c->start[k];
+	{
+		size_t *fill = bp_calloc(c->nticks + 1, sizeof(size_t), err);
+		if (!fill)
+			goto out;
+		for (size_t k = 0; k < 2 * st->nca; k++) {
+			size_t q = pos[k];
+			c->order[c->start[q] + fill[q]++] = k / 2;
+		}
+		free(fill);
+	}
+	rc = 0;
+out:
+	free(sp);
+	free(pos);
+	return rc;
+}
+
+/* The world rank of TP slice i of server s. */
+static int server_rank(const struct tick_ctx *c, int s, int i)
+{
+	int pipe = c->srv_place_pipe[s];
+	if (pipe < 0)
+		return c->l->servers[s];
+	struct bp_place pl = bp_layout_place(c->l, c->l->servers[s]);
+	return bp_lpipe_rank(&c->l->pipes[pipe], pl.stage, pl.cp_i, i);
+}
+
+static size_t pad16(size_t b)
+{
+	return (b + 15) / 16 * 16;
+}
+
+struct bp_ca_bytes bp_ca_bytes_per_token(const struct bp_model *md, int tp, int bwd, int dir)
+{
+	const size_t e = 2, hd = (size_t)(md->hidden / md->heads);
+	const size_t hq = (size_t)md->heads / (size_t)tp, hkv = (size_t)md->kv_heads / (size_t)tp;
+	const size_t q = e * hq * hd, kv = 2 * e * hkv * hd, lse = 4 * hq;
+	struct bp_ca_bytes b = {0, 0, 0, 0};
+	if (!bwd && dir == 0) {        /* Q, then K and V once per (span, server) */
+		b.q_in = (double)pad16(q);
+		b.kv_in = (double)kv;
+	} else if (!bwd) {             /* O with its log-sum-exp */
+		b.q_out = (double)pad16(q + lse);
+	} else if (dir == 0) {         /* resend: Q, O, dO, LSE; K and V again */
+		b.q_in = (double)pad16(3 * q + lse);
+		b.kv_in = (double)kv;
+	} else {                       /* dQ; dK and dV summed on the server */
+		b.q_out = (double)q;
+		b.kv_out = (double)kv;
+	}
+	return b;
+}
+
+typedef void (*flow_fn)(void *arg, int src, int dst, double bytes);
+
+/* Every per-layer transfer of one all-to-all (dir 0 in, 1 out) at timeline position k:
+ * for each TP slice, each task's query bytes, and each (span, server) pair's KV bytes once
+ * (the longest prefix its tasks need, distca.md sec. 9 deduplication). Self traffic is
+ * skipped. */
+static void tick_flows(const struct tick_ctx *c, size_t k, int dir, flow_fn emit, void *arg)
+{
+	int bwd;
+	size_t phase;
+	position_phase(c->pp, c->m, k, &bwd, &phase);
+	struct bp_ca_bytes tb = bp_ca_bytes_per_token(&c->p->model, c->tp, bwd, dir);
+	const struct bp_step *st = c->st;
+	for (size_t a = c->start[k]; a < c->start[k + 1];) {
+		size_t t = c->order[a];
+		const struct bp_ca_task *ca = &st->ca[t];
+		const struct task_info *ti = &c->ti[t];
+		/* the run of tasks with the same server and span */
+		int64_t q_tokens = 0, kv_end = ca->kv0;
+		size_t b = a;
+		while (b < c->start[k + 1]) {
+			size_t u = c->order[b];
+			const struct bp_ca_task *cu = &st->ca[u];
+			if (cu->server != ca->server || cu->doc != ca->doc || cu->kv0 != ca->kv0 ||
+			    c->ti[u].pipe != ti->pipe || c->ti[u].mb != ti->mb)
+				break;
+			q_tokens += cu->q1 - cu->q0;
+			if (cu->kv1 > kv_end)
+				kv_end = cu->kv1;
+			b++;
+		}
+		double kv_tokens = (double)(kv_end - ca->kv0);
+		double bytes = (double)q_tokens * (dir ? tb.q_out : tb.q_in) +
+			       kv_tokens * (dir ? tb.kv_out : tb.kv_in);
+		const struct bp_lpipe *lp = &c->l->pipes[ti->pipe];
+		for (int i = 0; i < c->tp; i++) {
+			int owner = bp_lpipe_rank(lp, ti->stage, 0, i);
+			int server = server_rank(c, ca->server, i);
+			if (owner != server && bytes > 0)
+				emit(arg, dir ? server : owner, dir ? owner : server, bytes);
+		}
+		a = b;
+	}
+}
+
+struct sum_arg {
+	double *send, *recv;
+};
+
+static void sum_flow(void *arg, int src, int dst, double bytes)
+{
+	struct sum_arg *s = arg;
+	s->send[src] += bytes;
+	s->recv[dst] += bytes;
+}
+
+struct matrix_arg {
+	double *m;
+	int world;
+};
+
+static void matrix_flow(void *arg, int src, int dst, double bytes)
+{
+	struct matrix_arg *x = arg;
+	x->m[(size_t)src * x->world + dst] += bytes;
+}
+
+void bp_ticks_release(struct bp_ticks *t)
+{
+	free(t->tick_us);
+	free(t->compute);
+	free(t->attn);
+	free(t->a2a_us);
+	free(t->send);
+	free(t->recv);
+	memset(t, 0, sizeof(*t));
+}
+
+/* The all-to-all time of one direction from its per-rank byte totals: the slowest rank of a
+ * TP slice decides (bp_cost_alltoallv), and every slice moves the same pattern. */
+static double a2a_time(const struct bp_profile *prof, int slice_ranks, int inter,
+		       const double *send, const double *recv, int world, double *tmp_s,
+		       double *tmp_r, struct bp_error *err)
+{
+	double ms = 0.0, mr = 0.0;
+	for (int r = 0; r < world; r++) {
+		if (send[r] > ms)
+			ms = send[r];
+		if (recv[r] > mr)
+			mr = recv[r];
+	}
+	memset(tmp_s, 0, (size_t)slice_ranks * sizeof(double));
+	memset(tmp_r, 0, (size_t)slice_ranks * sizeof(double));
+	tmp_s[0] = ms;
+	tmp_r[0] = mr;
+	return bp_cost_alltoallv(prof, slice_ranks, inter, tmp_s, tmp_r, err);
+}
+
+int bp_ticks_eval(const struct bp_plan *p, const struct bp_step *st, struct bp_costs *costs,
+		  struct bp_ticks *out, struct bp_error *err)
+{
+	struct tick_ctx c;
+	memset(out, 0, sizeof(*out));
+	if (ctx_init(&c, p, st, err) < 0) {
+		ctx_release(&c);
+		return -1;
+	}
+	const struct bp_layout *l = c.l;
+	const int world = c.world;
+	const struct bp_costmodel *cm = bp_costs_pipe(costs, l, 0, err);
+	int rc = -1;
+	double *send1 = NULL, *recv1 = NULL, *tmp_s = NULL, *tmp_r = NULL;
+	int slice = bp_layout_ranks(l) / c.tp;
+	if (slice < 1)
+		slice = 1;
+	out->pp = c.pp;
+	out->world = world;
+	out->m = c.m;
+	out->nticks = c.nticks;
+	out->layers = l->pipes[0].stage_layers[0];
+	size_t cells = c.nticks * (size_t)world + 1;
+	out->tick_us = bp_calloc(c.nticks + 1, sizeof(double), err);
+	out->a2a_us = bp_calloc(c.nticks + 1, sizeof(double), err);
+	out->compute = bp_calloc(cells, sizeof(double), err);
+	out->attn = bp_calloc(cells, sizeof(double), err);
+	out->send = bp_calloc(cells, sizeof(double), err);
+	out->recv = bp_calloc(cells, sizeof(double), err);
+	send1 = bp_calloc((size_t)world, sizeof(double), err);
+	recv1 = bp_calloc((size_t)world, sizeof(double), err);
+	tmp_s = bp_calloc((size_t)slice, sizeof(double), err);
+	tmp_r = bp_calloc((size_t)slice, sizeof(double), err);
+	if (!cm || !out->tick_us || !out->a2a_us || !out->compute || !out->attn || !out->send ||
+	    !out->recv || !send1 || !recv1 || !tmp_s || !tmp_r)
+		goto out;
+	const int inter = p->cluster.gpus > p->cluster.gpus_per_node;
+	const double L = out->layers;
+	for (size_t k = 0; k < c.nticks; k++) {
+		double *comp = &out->compute[k * world], *att = &out->attn[k * world];
+		int bwd;
+		size_t phase;
+		/* token-wise work: every stage of every pipeline on its current micro-batch */
+		for (size_t q = 0; q < st->npipes; q++) {
+			const struct bp_pipe *pi = &st->pipes[q];
+			const struct bp_lpipe *lp = &l->pipes[q];
+			for (int s = 0; s < c.pp; s++) {
+				/* pipelines with fewer micro-batches run dummies in the timeline
+				 * of the longest */
+				int64_t j = bp_tick_op(c.pp, c.m, k, s, &bwd, &phase);
+				if (j < 0 || (size_t)j >= pi->nmbs)
+					continue;
+				const struct bp_mb *mb = &pi->mbs[j];
+				if (!mb->fwd || !mb->bwd) {
+					bp_errorf(err, "pipeline %zu micro-batch %lld has no predicted "
+						  "times", q, (long long)j);
+					goto out;
+				}
+				double w = bwd ? mb->bwd[s] : mb->fwd[s];
+				for (int i = 0; i < c.tp; i++)
+					comp[bp_lpipe_rank(lp, s, 0, i)] += w;
+			}
+		}
+		position_phase(c.pp, c.m, k, &bwd, &phase);
+		/* attention served: each task on its server's TP group, all of a stage's layers */
+		for (size_t a = c.start[k]; a < c.start[k + 1]; a++) {
+			const struct bp_ca_task *ca = &st->ca[c.order[a]];
+			double t = L * bp_cost_ca_task(cm->attn, (double)(ca->q1 - ca->q0),
+						       (double)(ca->kv1 - ca->kv0), bwd);
+			for (int i = 0; i < c.tp; i++)
+				att[server_rank(&c, ca->server, i)] += t;
+		}
+		/* the per-layer all-to-alls, in then out */
+		double a2a = 0.0;
+		for (int dir = 0; dir < 2; dir++) {
+			memset(send1, 0, (size_t)world * sizeof(double));
+			memset(recv1, 0, (size_t)world * sizeof(double));
+			struct sum_arg sa = {send1, recv1};
+			tick_flows(&c, k, dir, sum_flow, &sa);
+			double t = a2a_time(cm->prof, slice, inter, send1,
+					    recv1, world, tmp_s, tmp_r, err);
+			if (t < 0)
+				goto out;
+			a2a += t;
+			for (int r = 0; r < world; r++) {
+				out->send[k * world + r] += send1[r];
+				out->recv[k * world + r] += recv1[r];
+			}
+		}
+		/* single stream, world-synchronous per layer (distca.md sec. 16) */
+		double worst = 0.0;
+		for (int r = 0; r < world; r++)
+			if (comp[r] + att[r] > worst)
+				worst = comp[r] + att[r];
+		out->a2a_us[k] = L * a2a;
+		out->tick_us[k] = worst + out->a2a_us[k];
+		if (!isfinite(out->tick_us[k])) {
+			bp_errorf(err, "tick %zu has no finite time", k);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	free(send1);
+	free(recv1);
+	free(tmp_s);
+	free(tmp_r);
+	ctx_release(&c);
+	return rc;
+}
+
+int bp_ticks_bytes(const struct bp_plan *p, const struct bp_step *st, size_t tick, int dir,
+		   double *bytes, struct bp_error *err)
+{
+	struct tick_ctx c;
+	if (ctx_init(&c, p, st, err) < 0) {
+		ctx_release(&c);
+		return -1;
+	}
+	int rc = -1;
+	if (tick >= c.nticks) {
+		bp_errorf(err, "tick %zu of %zu", tick, c.nticks);
+		goto out;
+	}
+	memset(bytes, 0, (size_t)c.world * (size_t)c.world * sizeof(double));
+	struct matrix_arg x = {bytes, c.world};
+	tick_flows(&c, tick, dir != 0, matrix_flow, &x);
+	rc = 0;
+out:
+	ctx_release(&c);
+	return rc;
+}

@@ -1,0 +1,90 @@
+/* ticks.h: DistCA's world-synchronous tick schedule ("distca-ticks", DistCA Sec. 4.1, Fig. 8;
+ * distca.md sec. 8-10 and 16), shared by the step simulator (predict.c) and balexec's engine.
+ *
+ * Every pipeline of a ticks layout has the same pp, tp, cp = 1 and equal layers per stage
+ * (bp_layout_check). A step of M micro-batches per pipeline (M = the most any pipeline of
+ * the step has; the others run dummies) takes 2 (M + pp - 1) ticks, all stages of all
+ * pipelines in the same phase per tick: forward ticks F_0 .. F_{pp-2}, then (F_{pp-1+i}, B_i)
+ * for i < M, then B_M .. B_{M+pp-2}. Forward tick t: stage r runs micro-batch t - r; backward
+ * tick j: stage r runs micro-batch j - (pp - 1) + r; out of [0, M) it is a dummy, which does
+ * no token-wise work here (a dummy only serves attention; distca.md sec. 10).
+ *
+ * Per layer of a tick, every rank does its token-wise work for its micro-batch (its
+ * stage's fwd or bwd time without attention, spread evenly over the stage's layers), the
+ * per-layer all-to-all sends each CA-task's queries and its (deduplicated) causal KV prefix
+ * to its server, the server runs its tasks' attention, and a second all-to-all brings the
+ * outputs back. Core v2 prices this single-stream: layer time = max over ranks of
+ * (token-wise + attention served) + all-to-all in + all-to-all out; ping-pong overlap
+ * (Sec. 4.1, Fig. 7) comes with the DistCA method (issue 13). The backward reuses the
+ * forward tick's CA-tasks (the micro-batch's placement) in resend mode (distca.md sec. 9:
+ * Q, O, dO and the log-sum-exp go to the server with K and V, dQ, dK, dV come back).
+ *
+ * A server (plan "servers", an index into the layout's server ranks) is the TP group of its
+ * rank: TP rank i of the owner's group sends its head slice to TP rank i of the server's
+ * group, so each TP slice runs its own all-to-all over the slice's ranks. */
+#ifndef BP_TICKS_H
+#define BP_TICKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "costmodel.h"
+#include "plan.h"
+
+/* Ticks in a step of m micro-batches per pipeline on pp stages: 2 (m + pp - 1), 0 for m 0. */
+size_t bp_ticks_count(int pp, size_t m);
+
+/* What stage s runs at timeline position tick (0 <= tick < bp_ticks_count): sets *bwd (0
+ * forward, 1 backward) and *phase_tick (the forward tick t or backward tick j) and returns the
+ * micro-batch, or -1 for a dummy. */
+int64_t bp_tick_op(int pp, size_t m, size_t tick, int s, int *bwd, size_t *phase_tick);
+
+/* The forward tick of micro-batch mb on stage s (CA-tasks name it), and the timeline position
+ * of its backward. */
+static inline size_t bp_tick_fwd(size_t mb, int s)
+{
+	return mb + (size_t)s;
+}
+size_t bp_tick_bwd_position(int pp, size_t m, size_t mb, int s);
+
+/* Bytes per query token (q_*) and per deduplicated KV token (kv_*) that one TP slice moves
+ * for a CA-task, per layer, bf16 (distca.md sec. 9, resend mode as with PP): forward in
+ * (dir 0) Q padded to 16 bytes and K, V; forward out (dir 1) O with its fp32 log-sum-exp,
+ * padded; backward in Q, O, dO and the log-sum-exp, padded, and K, V again; backward out dQ,
+ * dK, dV. Llama-3-8B at tp 8: 1024, 512, 1040, 3088 + 512, 1024 + 512. */
+struct bp_ca_bytes {
+	double q_in, kv_in, q_out, kv_out;
+};
+struct bp_ca_bytes bp_ca_bytes_per_token(const struct bp_model *md, int tp, int bwd, int dir);
+
+/* One step's ticks, evaluated (all times us, for all of a stage's layers). */
+struct bp_ticks {
+	int pp, world;      /* world: the cluster's GPUs */
+	size_t m, nticks;
+	int layers;         /* layers per stage: per-layer all-to-alls per tick, each way */
+	double *tick_us;    /* [nticks]: the tick's time */
+	double *compute;    /* [nticks * world]: token-wise work per rank */
+	double *attn;       /* [nticks * world]: attention each rank serves */
+	double *a2a_us;     /* [nticks]: all-to-all in + out, all layers */
+	double *send, *recv; /* [nticks * world]: per-layer bytes each rank sends and receives,
+			      * in and out all-to-alls together, self traffic excluded */
+};
+
+void bp_ticks_release(struct bp_ticks *t);
+
+/* Evaluates step st of p (a distca-ticks layout) from its micro-batches' predicted fwd/bwd
+ * (bp_cost_mb's times, attention excluded for disaggregated micro-batches), its CA-tasks and
+ * costs (CA-task times from each server's attention table, bp_cost_ca_task; all-to-all from
+ * the profile, bp_cost_alltoallv). out is initialised here; release after success or
+ * failure. */
+int bp_ticks_eval(const struct bp_plan *p, const struct bp_step *st, struct bp_costs *costs,
+		  struct bp_ticks *out, struct bp_error *err);
+
+/* The per-layer byte matrix of one all-to-all at timeline position tick: dir 0 the all-to-all
+ * in (queries and KV, or in the backward Q, O, dO, LSE, K, V), 1 the all-to-all out (O and
+ * LSE, or dQ, dK, dV); bytes[src * world + dst] (world * world entries, caller-owned,
+ * zeroed here; the diagonal stays 0: self traffic is a local copy). */
+int bp_ticks_bytes(const struct bp_plan *p, const struct bp_step *st, size_t tick, int dir,
+		   double *bytes, struct bp_error *err);
+
+#endif

@@ -1,0 +1,83 @@
+/* test_ticks.c: DistCA's tick order (distca.md sec. 10) and byte model (sec. 9). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "ticks.h"
+
+/* Every (micro-batch, stage) runs its forward once and its backward once; a forward follows
+ * the previous stage's, a backward the next stage's, and each stage runs its micro-batches in
+ * order; the closed forms agree with the walk. */
+static void test_order(void)
+{
+	for (int pp = 1; pp <= 5; pp++)
+		for (size_t m = 1; m <= 7; m++) {
+			size_t n = bp_ticks_count(pp, m);
+			CHECK(n == 2 * (m + pp - 1));
+			long *fpos = malloc(m * pp * sizeof(long)), *bpos = malloc(m * pp * sizeof(long));
+			for (size_t i = 0; i < m * (size_t)pp; i++)
+				fpos[i] = bpos[i] = -1;
+			for (size_t k = 0; k < n; k++) {
+				int phase_bwd = -1;
+				for (int s = 0; s < pp; s++) {
+					int bwd;
+					size_t t;
+					int64_t j = bp_tick_op(pp, m, k, s, &bwd, &t);
+					/* all stages in the same phase per tick */
+					CHECK(phase_bwd < 0 || phase_bwd == bwd);
+					phase_bwd = bwd;
+					if (j < 0)
+						continue;
+					long *slot = bwd ? &bpos[j * pp + s] : &fpos[j * pp + s];
+					CHECK(*slot < 0);
+					*slot = (long)k;
+					if (!bwd)
+						CHECK(bp_tick_fwd((size_t)j, s) == t);
+					else
+						CHECK(bp_tick_bwd_position(pp, m, (size_t)j, s) == k);
+				}
+			}
+			for (size_t j = 0; j < m; j++)
+				for (int s = 0; s < pp; s++) {
+					long f = fpos[j * pp + s], b = bpos[j * pp + s];
+					CHECK(f >= 0 && b > f);
+					if (s > 0)
+						CHECK(f > fpos[j * pp + s - 1]);
+					if (s + 1 < pp)
+						CHECK(b > bpos[j * pp + s + 1]);
+					if (j > 0)
+						CHECK(f > fpos[(j - 1) * pp + s] && b > bpos[(j - 1) * pp + s]);
+				}
+			free(fpos);
+			free(bpos);
+		}
+}
+
+/* The known-answer example of distca.md sec. 9: Llama-3-8B at TP 8. */
+static void test_bytes(void)
+{
+	struct bp_model md;
+	memset(&md, 0, sizeof(md));
+	md.layers = 32;
+	md.hidden = 4096;
+	md.heads = 32;
+	md.kv_heads = 8;
+	struct bp_ca_bytes f_in = bp_ca_bytes_per_token(&md, 8, 0, 0);
+	struct bp_ca_bytes f_out = bp_ca_bytes_per_token(&md, 8, 0, 1);
+	struct bp_ca_bytes b_in = bp_ca_bytes_per_token(&md, 8, 1, 0);
+	struct bp_ca_bytes b_out = bp_ca_bytes_per_token(&md, 8, 1, 1);
+	CHECK_NEAR(f_in.q_in, 1024, 0);
+	CHECK_NEAR(f_in.kv_in, 512, 0);
+	CHECK_NEAR(f_out.q_out, 1040, 0);
+	CHECK_NEAR(b_in.q_in, 3088, 0);
+	CHECK_NEAR(b_in.kv_in, 512, 0);
+	CHECK_NEAR(b_out.q_out, 1024, 0);
+	CHECK_NEAR(b_out.kv_out, 512, 0);
+}
+
+int main(void)
+{
+	test_order();
+	test_bytes();
+	return CHECK_DONE();
+}
