@@ -21,6 +21,7 @@
 #include "profile.h"
 #include "rendezvous.h"
 #include "trace.h"
+#include "validate.h"
 #ifdef FUZZ_CLI
 #include <getopt.h>
 
