@@ -18,9 +18,23 @@
 static const char *const top_keys[] = {"format", "name",     "kind",  "source", "tokenizer",
 				       "license", "sampling", "stats", "bins",   "lengths",
 				       NULL};
-static const char *const bin_keys[] = {"lo", "hi", "count", "tokens", NULL};
-static const char *const stats_keys[] = {"count", "tokens", "mean", "p50",
-					 "p90",   "p99",    "max",  NULL};
+/* The bins' and the stats' fields, named once for the reader and the writer. */
+static const struct bp_field bin_fields[] = {
+	BP_FIELD_I64(struct bp_bin, lo, "lo", 1, 9.3e18),
+	BP_FIELD_I64(struct bp_bin, hi, "hi", 1, 9.3e18),
+	BP_FIELD_I64(struct bp_bin, count, "count", 0, 9.3e18),
+	BP_FIELD_I64(struct bp_bin, tokens, "tokens", 0, 9.3e18),
+};
+/* Optional on read: the file's stats are compared with the computed ones (check_stats). */
+static const struct bp_field stats_fields[] = {
+	BP_FIELD_I64F(struct bp_dataset_stats, count, "count", 0, 9.3e18, BP_FF_OPT),
+	BP_FIELD_I64F(struct bp_dataset_stats, tokens, "tokens", 0, 9.3e18, BP_FF_OPT),
+	BP_FIELD_REALF(struct bp_dataset_stats, mean, "mean", 0, INFINITY, BP_FF_OPT),
+	BP_FIELD_I64F(struct bp_dataset_stats, p50, "p50", 0, 9.3e18, BP_FF_OPT),
+	BP_FIELD_I64F(struct bp_dataset_stats, p90, "p90", 0, 9.3e18, BP_FF_OPT),
+	BP_FIELD_I64F(struct bp_dataset_stats, p99, "p99", 0, 9.3e18, BP_FF_OPT),
+	BP_FIELD_I64F(struct bp_dataset_stats, max, "max", 0, 9.3e18, BP_FF_OPT),
+};
 
 static const char *rule_name(enum bp_bin_rule r)
 {
@@ -51,11 +65,8 @@ static int read_bins(struct bp_dataset *ds, json_t *arr, struct bp_error *err)
 		struct bp_bin *b = &ds->bins[i];
 		int64_t lo_tok, hi_tok;
 		snprintf(where, sizeof(where), "dataset.bins[%zu]", i);
-		if (bp_json_check_keys(o, bin_keys, where, err) < 0 ||
-		    bp_json_get_int(o, "lo", 1, 1, INT64_MAX, &b->lo, where, err) < 0 ||
-		    bp_json_get_int(o, "hi", 1, 1, INT64_MAX, &b->hi, where, err) < 0 ||
-		    bp_json_get_int(o, "count", 1, 0, INT64_MAX, &b->count, where, err) < 0 ||
-		    bp_json_get_int(o, "tokens", 1, 0, INT64_MAX, &b->tokens, where, err) < 0)
+		if (bp_json_read_fields(o, bin_fields, BP_ARRAY_LEN(bin_fields), b, NULL, 1, where,
+					err) < 0)
 			return -1;
 		if (b->lo > b->hi)
 			return bp_errorf(err, "%s.lo is %lld, greater than hi %lld", where,
@@ -114,39 +125,22 @@ static int check_stats(const struct bp_dataset *ds, json_t *st, struct bp_error 
 {
 	const char *what = ds->bins ? "bins" : "lengths";
 	const struct bp_dataset_stats *c = &ds->stats;
-	int64_t v, ignored;
-	double mean;
-
-	if (bp_json_check_keys(st, stats_keys, "dataset.stats", err) < 0)
+	struct bp_dataset_stats f = *c; /* absent fields agree */
+	if (bp_json_read_fields(st, stats_fields, BP_ARRAY_LEN(stats_fields), &f, NULL, 1,
+				"dataset.stats", err) < 0)
 		return -1;
-	v = c->count;
-	if (bp_json_get_int(st, "count", 0, 0, INT64_MAX, &v, "dataset.stats", err) < 0)
-		return -1;
-	if (v != c->count)
+	if (f.count != c->count)
 		return bp_errorf(err, "dataset.stats.count is %lld but the %s hold %lld",
-				 (long long)v, what, (long long)c->count);
-	v = c->tokens;
-	if (bp_json_get_int(st, "tokens", 0, 0, INT64_MAX, &v, "dataset.stats", err) < 0)
-		return -1;
-	if (v != c->tokens)
+				 (long long)f.count, what, (long long)c->count);
+	if (f.tokens != c->tokens)
 		return bp_errorf(err, "dataset.stats.tokens is %lld but the %s hold %lld",
-				 (long long)v, what, (long long)c->tokens);
-	v = c->max;
-	if (bp_json_get_int(st, "max", 0, 0, INT64_MAX, &v, "dataset.stats", err) < 0)
-		return -1;
-	if (v != c->max)
+				 (long long)f.tokens, what, (long long)c->tokens);
+	if (f.max != c->max)
 		return bp_errorf(err, "dataset.stats.max is %lld but the %s give %lld",
-				 (long long)v, what, (long long)c->max);
-	mean = c->mean;
-	if (bp_json_get_real(st, "mean", 0, 0.0, INFINITY, &mean, "dataset.stats", err) < 0)
-		return -1;
-	if (fabs(mean - c->mean) > fmax(1e-6 * fabs(c->mean), 5.000001e-4))
-		return bp_errorf(err, "dataset.stats.mean is %.6f but the %s give %.6f", mean,
+				 (long long)f.max, what, (long long)c->max);
+	if (fabs(f.mean - c->mean) > fmax(1e-6 * fabs(c->mean), 5.000001e-4))
+		return bp_errorf(err, "dataset.stats.mean is %.6f but the %s give %.6f", f.mean,
 				 what, c->mean);
-	if (bp_json_get_int(st, "p50", 0, 0, INT64_MAX, &ignored, "dataset.stats", err) < 0 ||
-	    bp_json_get_int(st, "p90", 0, 0, INT64_MAX, &ignored, "dataset.stats", err) < 0 ||
-	    bp_json_get_int(st, "p99", 0, 0, INT64_MAX, &ignored, "dataset.stats", err) < 0)
-		return -1;
 	return 0;
 }
 
@@ -242,13 +236,8 @@ json_t *bp_dataset_to_json(const struct bp_dataset *ds)
 	bp_json_set(root, "tokenizer", str_or_empty(ds->tokenizer), &ok);
 	bp_json_set(root, "license", str_or_empty(ds->license), &ok);
 
-	bp_json_set(st, "count", json_integer(tmp.stats.count), &ok);
-	bp_json_set(st, "tokens", json_integer(tmp.stats.tokens), &ok);
-	bp_json_set(st, "mean", bp_json_real(tmp.stats.mean), &ok);
-	bp_json_set(st, "p50", json_integer(tmp.stats.p50), &ok);
-	bp_json_set(st, "p90", json_integer(tmp.stats.p90), &ok);
-	bp_json_set(st, "p99", json_integer(tmp.stats.p99), &ok);
-	bp_json_set(st, "max", json_integer(tmp.stats.max), &ok);
+	if (bp_json_write_fields(st, stats_fields, BP_ARRAY_LEN(stats_fields), &tmp.stats) < 0)
+		ok = 0;
 	bp_json_set(root, "stats", st, &ok);
 	st = NULL; /* owned by root now, or already released by bp_json_set */
 
@@ -261,12 +250,7 @@ json_t *bp_dataset_to_json(const struct bp_dataset *ds)
 		for (size_t i = 0; ok && i < ds->nbins; i++) {
 			const struct bp_bin *b = &ds->bins[i];
 			json_t *o = json_object();
-			int bok = o != NULL;
-			bp_json_set(o, "lo", json_integer(b->lo), &bok);
-			bp_json_set(o, "hi", json_integer(b->hi), &bok);
-			bp_json_set(o, "count", json_integer(b->count), &bok);
-			bp_json_set(o, "tokens", json_integer(b->tokens), &bok);
-			if (!bok) {
+			if (bp_json_write_fields(o, bin_fields, BP_ARRAY_LEN(bin_fields), b) < 0) {
 				json_decref(o);
 				o = NULL;
 			}

@@ -1,6 +1,7 @@
 /* jsonutil.c: strict JSON reading and canonical writing shared by every codec (jsonutil.h). */
 #include "jsonutil.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -456,6 +457,17 @@ char *bp_json_dump_lines(const json_t *root)
 	return b.s;
 }
 
+/* A number that must be >= 0 (pos: > 0), named "negative" or "zero" when not. */
+static int sign_check(const struct bp_field *x, double v, const char *where,
+		      struct bp_error *err)
+{
+	if ((x->flags & (BP_FF_NONNEG | BP_FF_POS)) && v < 0)
+		return bp_errorf(err, "%s.%s is negative", where, x->key);
+	if ((x->flags & BP_FF_POS) && v == 0)
+		return bp_errorf(err, "%s.%s is zero", where, x->key);
+	return 0;
+}
+
 int bp_json_read_fields(json_t *obj, const struct bp_field *f, size_t n, void *base,
 			const char *const *extra, int strict, const char *where,
 			struct bp_error *err)
@@ -478,24 +490,33 @@ int bp_json_read_fields(json_t *obj, const struct bp_field *f, size_t n, void *b
 	}
 	for (size_t i = 0; i < n; i++) {
 		const struct bp_field *x = &f[i];
-		int rc = 0;
+		int rc = 0, req = !(x->flags & BP_FF_OPT);
+		int signed_ = (x->flags & (BP_FF_NONNEG | BP_FF_POS)) != 0;
 		switch (x->type) {
-		case BP_FT_I64:
-			rc = bp_json_get_int(obj, x->key, 1,
-					     x->lo <= -9.2e18 ? INT64_MIN : (int64_t)x->lo,
-					     x->hi >= 9.2e18 ? INT64_MAX : (int64_t)x->hi,
-					     (int64_t *)(b + x->off), where, err);
+		case BP_FT_I64: {
+			int64_t *p = (int64_t *)(b + x->off), v = *p;
+			rc = bp_json_get_int(obj, x->key, req,
+					     signed_ || x->lo <= -9.2e18 ? INT64_MIN : (int64_t)x->lo,
+					     signed_ || x->hi >= 9.2e18 ? INT64_MAX : (int64_t)x->hi,
+					     &v, where, err);
+			if (!rc && (rc = sign_check(x, (double)v, where, err)) == 0)
+				*p = v;
 			break;
+		}
 		case BP_FT_INT:
-			rc = bp_json_get_int32(obj, x->key, 1, (int)x->lo, (int)x->hi,
+			rc = bp_json_get_int32(obj, x->key, req, (int)x->lo, (int)x->hi,
 					       (int *)(b + x->off), where, err);
 			break;
-		case BP_FT_REAL:
-			rc = bp_json_get_real(obj, x->key, 1, x->lo, x->hi, (double *)(b + x->off),
-					      where, err);
+		case BP_FT_REAL: {
+			double *p = (double *)(b + x->off), v = *p;
+			rc = bp_json_get_real(obj, x->key, req, signed_ ? -DBL_MAX : x->lo,
+					      signed_ ? DBL_MAX : x->hi, &v, where, err);
+			if (!rc && (rc = sign_check(x, v, where, err)) == 0)
+				*p = v;
 			break;
+		}
 		case BP_FT_STR:
-			rc = bp_json_get_str(obj, x->key, 1, b + x->off, x->size, where, err);
+			rc = bp_json_get_str(obj, x->key, req, b + x->off, x->size, where, err);
 			break;
 		}
 		if (rc < 0)
@@ -514,7 +535,10 @@ int bp_json_write_fields(json_t *obj, const struct bp_field *f, size_t n, const 
 		switch (x->type) {
 		case BP_FT_I64: v = json_integer(*(const int64_t *)(b + x->off)); break;
 		case BP_FT_INT: v = json_integer(*(const int *)(b + x->off)); break;
-		case BP_FT_REAL: v = bp_json_real(*(const double *)(b + x->off)); break;
+		case BP_FT_REAL:
+			v = x->flags & BP_FF_EXACT ? json_real(*(const double *)(b + x->off))
+						   : bp_json_real(*(const double *)(b + x->off));
+			break;
 		case BP_FT_STR: v = json_string(b + x->off); break;
 		}
 		bp_json_set(obj, x->key, v, &ok);

@@ -82,21 +82,29 @@ char *bp_json_dump_lines(const json_t *root);
 
 /* A struct field as JSON sees it. */
 enum bp_ftype { BP_FT_I64, BP_FT_INT, BP_FT_REAL, BP_FT_STR };
+/* Field flags: OPT, absent on read keeps the member's value; EXACT, a real written as it is
+ * (not rounded to 1e-3); NONNEG and POS, a number must be >= 0 (> 0) and is otherwise named
+ * "negative" ("zero") rather than out of [lo, hi]. */
+enum { BP_FF_OPT = 1, BP_FF_EXACT = 2, BP_FF_NONNEG = 4, BP_FF_POS = 8 };
 struct bp_field {
 	const char *key;
 	enum bp_ftype type;
 	size_t off;   /* offsetof the member */
 	size_t size;  /* BP_FT_STR: the buffer's size */
 	double lo, hi; /* inclusive range (numbers) */
+	unsigned flags;
 };
-#define BP_FIELD_I64(T, m, k, lo, hi) {k, BP_FT_I64, offsetof(T, m), 0, lo, hi}
-#define BP_FIELD_INT(T, m, k, lo, hi) {k, BP_FT_INT, offsetof(T, m), 0, lo, hi}
-#define BP_FIELD_REAL(T, m, k, lo, hi) {k, BP_FT_REAL, offsetof(T, m), 0, lo, hi}
-#define BP_FIELD_STR(T, m, k) {k, BP_FT_STR, offsetof(T, m), sizeof(((T *)0)->m), 0, 0}
+#define BP_FIELD_I64(T, m, k, lo, hi) {k, BP_FT_I64, offsetof(T, m), 0, lo, hi, 0}
+#define BP_FIELD_INT(T, m, k, lo, hi) {k, BP_FT_INT, offsetof(T, m), 0, lo, hi, 0}
+#define BP_FIELD_REAL(T, m, k, lo, hi) {k, BP_FT_REAL, offsetof(T, m), 0, lo, hi, 0}
+#define BP_FIELD_STR(T, m, k) {k, BP_FT_STR, offsetof(T, m), sizeof(((T *)0)->m), 0, 0, 0}
+/* The same with flags. */
+#define BP_FIELD_I64F(T, m, k, lo, hi, fl) {k, BP_FT_I64, offsetof(T, m), 0, lo, hi, fl}
+#define BP_FIELD_REALF(T, m, k, lo, hi, fl) {k, BP_FT_REAL, offsetof(T, m), 0, lo, hi, fl}
 
-/* Reads every field of the table (all required) from obj into base. When extra is not NULL
- * it lists the other keys obj may have (NULL-terminated); with strict set, any key outside
- * the table and extra is an error. */
+/* Reads every field of the table (required unless BP_FF_OPT) from obj into base. When extra
+ * is not NULL it lists the other keys obj may have (NULL-terminated); with strict set, any
+ * key outside the table and extra is an error. */
 int bp_json_read_fields(json_t *obj, const struct bp_field *f, size_t n, void *base,
 			const char *const *extra, int strict, const char *where,
 			struct bp_error *err);

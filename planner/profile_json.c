@@ -29,35 +29,6 @@
 
 /* ---- reading: scalar checks ------------------------------------------------------------ */
 
-/* A finite real at key that must be >= 0 (positive = 1: > 0). */
-static int get_nonneg(json_t *obj, const char *key, int positive, double *out,
-		      const char *where, struct bp_error *err)
-{
-	double x = 0.0;
-	if (bp_json_get_real(obj, key, 1, -DBL_MAX, DBL_MAX, &x, where, err) < 0)
-		return -1;
-	if (x < 0)
-		return bp_errorf(err, "%s.%s is negative", where, key);
-	if (positive && x == 0)
-		return bp_errorf(err, "%s.%s is zero", where, key);
-	*out = x;
-	return 0;
-}
-
-static int get_nonneg_int(json_t *obj, const char *key, int positive, int64_t *out,
-			  const char *where, struct bp_error *err)
-{
-	int64_t x = 0;
-	if (bp_json_get_int(obj, key, 1, INT64_MIN, INT64_MAX, &x, where, err) < 0)
-		return -1;
-	if (x < 0)
-		return bp_errorf(err, "%s.%s is negative", where, key);
-	if (positive && x == 0)
-		return bp_errorf(err, "%s.%s is zero", where, key);
-	*out = x;
-	return 0;
-}
-
 /* ---- reading: axes and tables ---------------------------------------------------------- */
 
 /* A time cell that already passed the sign and monotonicity checks: > 0 and not absurd. Run
@@ -216,21 +187,29 @@ static int read_matrix(json_t *obj, const char *key, size_t nq, size_t nkv,
 
 /* ---- reading: sections ----------------------------------------------------------------- */
 
+/* The flat objects, each field named once for the reader and the writer. */
+static const struct bp_field hardware_fields[] = {
+	BP_FIELD_STR(struct bp_hardware, gpu, "gpu"),
+	BP_FIELD_INT(struct bp_hardware, gpus_per_node, "gpus_per_node", 1, 1024),
+	BP_FIELD_I64F(struct bp_hardware, hbm_bytes, "hbm_bytes", 0, 0, BP_FF_POS),
+	BP_FIELD_REALF(struct bp_hardware, hbm_gbps, "hbm_gbps", 0, 0, BP_FF_POS),
+	BP_FIELD_REALF(struct bp_hardware, nvlink_gbps, "nvlink_gbps", 0, 0, BP_FF_POS),
+	BP_FIELD_REALF(struct bp_hardware, net_gbps, "net_gbps", 0, 0, BP_FF_POS),
+	BP_FIELD_REALF(struct bp_hardware, bf16_tflops, "bf16_tflops", 0, 0, BP_FF_POS),
+};
+static const struct bp_field memory_fields[] = {
+	BP_FIELD_REALF(struct bp_memory, act_bytes_per_token_layer, "act_bytes_per_token_layer", 0,
+		       0, BP_FF_POS),
+	BP_FIELD_REALF(struct bp_memory, state_bytes_per_param, "state_bytes_per_param", 0, 0,
+		       BP_FF_POS),
+	BP_FIELD_I64F(struct bp_memory, reserved_bytes, "reserved_bytes", 0, 0, BP_FF_NONNEG),
+};
+
 static int read_hardware(struct bp_hardware *hw, json_t *root, struct bp_error *err)
 {
-	static const char *const keys[] = {"gpu",	  "gpus_per_node", "hbm_bytes",
-					   "hbm_gbps",	  "nvlink_gbps",   "net_gbps",
-					   "bf16_tflops", NULL};
-	const char *w = "profile.hardware";
 	json_t *o = bp_json_get_object(root, "hardware", "profile", err);
-	if (!o || bp_json_check_keys(o, keys, w, err) < 0 ||
-	    bp_json_get_str(o, "gpu", 1, hw->gpu, sizeof(hw->gpu), w, err) < 0 ||
-	    bp_json_get_int32(o, "gpus_per_node", 1, 1, 1024, &hw->gpus_per_node, w, err) < 0 ||
-	    get_nonneg_int(o, "hbm_bytes", 1, &hw->hbm_bytes, w, err) < 0 ||
-	    get_nonneg(o, "hbm_gbps", 1, &hw->hbm_gbps, w, err) < 0 ||
-	    get_nonneg(o, "nvlink_gbps", 1, &hw->nvlink_gbps, w, err) < 0 ||
-	    get_nonneg(o, "net_gbps", 1, &hw->net_gbps, w, err) < 0 ||
-	    get_nonneg(o, "bf16_tflops", 1, &hw->bf16_tflops, w, err) < 0)
+	if (!o || bp_json_read_fields(o, hardware_fields, BP_ARRAY_LEN(hardware_fields), hw,
+				      NULL, 1, "profile.hardware", err) < 0)
 		return -1;
 	return 0;
 }
@@ -238,15 +217,9 @@ static int read_hardware(struct bp_hardware *hw, json_t *root, struct bp_error *
 static int read_memory(struct bp_memory *mem, const struct bp_hardware *hw, json_t *root,
 		       struct bp_error *err)
 {
-	static const char *const keys[] = {"act_bytes_per_token_layer", "state_bytes_per_param",
-					   "reserved_bytes", NULL};
-	const char *w = "profile.memory";
 	json_t *o = bp_json_get_object(root, "memory", "profile", err);
-	if (!o || bp_json_check_keys(o, keys, w, err) < 0 ||
-	    get_nonneg(o, "act_bytes_per_token_layer", 1, &mem->act_bytes_per_token_layer, w,
-		       err) < 0 ||
-	    get_nonneg(o, "state_bytes_per_param", 1, &mem->state_bytes_per_param, w, err) < 0 ||
-	    get_nonneg_int(o, "reserved_bytes", 0, &mem->reserved_bytes, w, err) < 0)
+	if (!o || bp_json_read_fields(o, memory_fields, BP_ARRAY_LEN(memory_fields), mem, NULL,
+				      1, "profile.memory", err) < 0)
 		return -1;
 	if (mem->reserved_bytes >= hw->hbm_bytes)
 		return bp_errorf(err,
@@ -636,33 +609,11 @@ static json_t *degrees_to_json(int tp, int cp, int pp)
 	return o;
 }
 
-static json_t *hardware_to_json(const struct bp_hardware *hw)
+/* A new object holding the table's fields of base, or NULL. */
+static json_t *fields_to_json(const struct bp_field *f, size_t n, const void *base)
 {
 	json_t *o = json_object();
-	int ok = o != NULL;
-	bp_json_set(o, "gpu", json_string(hw->gpu), &ok);
-	bp_json_set(o, "gpus_per_node", json_integer(hw->gpus_per_node), &ok);
-	bp_json_set(o, "hbm_bytes", json_integer(hw->hbm_bytes), &ok);
-	bp_json_set(o, "hbm_gbps", bp_json_real(hw->hbm_gbps), &ok);
-	bp_json_set(o, "nvlink_gbps", bp_json_real(hw->nvlink_gbps), &ok);
-	bp_json_set(o, "net_gbps", bp_json_real(hw->net_gbps), &ok);
-	bp_json_set(o, "bf16_tflops", bp_json_real(hw->bf16_tflops), &ok);
-	if (!ok) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
-}
-
-static json_t *memory_to_json(const struct bp_memory *m)
-{
-	json_t *o = json_object();
-	int ok = o != NULL;
-	bp_json_set(o, "act_bytes_per_token_layer", bp_json_real(m->act_bytes_per_token_layer),
-		    &ok);
-	bp_json_set(o, "state_bytes_per_param", bp_json_real(m->state_bytes_per_param), &ok);
-	bp_json_set(o, "reserved_bytes", json_integer(m->reserved_bytes), &ok);
-	if (!ok) {
+	if (bp_json_write_fields(o, f, n, base) < 0) {
 		json_decref(o);
 		return NULL;
 	}
@@ -796,9 +747,11 @@ json_t *bp_profile_to_json(const struct bp_profile *p)
 	bp_json_set(o, "format", json_string(BP_PROFILE_FORMAT), &ok);
 	bp_json_set(o, "kind", json_string(p->kind), &ok);
 	bp_json_set(o, "name", json_string(p->name), &ok);
-	bp_json_set(o, "hardware", hardware_to_json(&p->hw), &ok);
+	bp_json_set(o, "hardware",
+		    fields_to_json(hardware_fields, BP_ARRAY_LEN(hardware_fields), &p->hw), &ok);
 	bp_json_set(o, "model", bp_model_to_json(&p->model), &ok);
-	bp_json_set(o, "memory", memory_to_json(&p->mem), &ok);
+	bp_json_set(o, "memory",
+		    fields_to_json(memory_fields, BP_ARRAY_LEN(memory_fields), &p->mem), &ok);
 	free(ss);
 	free(sa);
 	free(sl);

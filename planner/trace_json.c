@@ -26,30 +26,60 @@ void bp_trace_release(struct bp_trace *t)
 	bp_trace_init(t);
 }
 
-static json_t *mb_to_json(const struct bp_trace_mb *m, int *ok)
+/* Every field named once (jsonutil.h's field tables): the reader and the writer use them. */
+#define BIG 1e300
+static const struct bp_field mb_fields[] = {
+	BP_FIELD_REAL(struct bp_trace_mb, fwd_start_us, "fwd_start_us", 0, BIG),
+	BP_FIELD_REAL(struct bp_trace_mb, fwd_us, "fwd_us", 0, BIG),
+	BP_FIELD_REAL(struct bp_trace_mb, bwd_start_us, "bwd_start_us", 0, BIG),
+	BP_FIELD_REAL(struct bp_trace_mb, bwd_us, "bwd_us", 0, BIG),
+};
+/* A rank's role in a v2 trace; "rank" itself is range-checked against the world. */
+static const struct bp_field role_fields[] = {
+	BP_FIELD_INT(struct bp_trace_rank, layout, "layout", 0, 1 << 24),
+	BP_FIELD_INT(struct bp_trace_rank, pipe, "pipeline", -1, 1 << 24),
+	BP_FIELD_INT(struct bp_trace_rank, stage, "stage", -1, 1 << 24),
+	BP_FIELD_INT(struct bp_trace_rank, cp_i, "cp_i", -1, 1 << 24),
+	BP_FIELD_INT(struct bp_trace_rank, tp_i, "tp_i", -1, 1 << 24),
+};
+static const struct bp_field rank_time_fields[] = {
+	BP_FIELD_REAL(struct bp_trace_rank, step_us, "step_us", 0, BIG),
+	BP_FIELD_REAL(struct bp_trace_rank, pipeline_us, "pipeline_us", 0, BIG),
+	BP_FIELD_REAL(struct bp_trace_rank, grad_sync_us, "grad_sync_us", 0, BIG),
+};
+static const struct bp_field step_fields[] = {
+	BP_FIELD_I64(struct bp_trace_step, index, "index", 0, 9.3e18),
+	BP_FIELD_REAL(struct bp_trace_step, predicted_us, "predicted_us", 0, BIG),
+	BP_FIELD_REAL(struct bp_trace_step, step_us, "step_us", 0, BIG),
+};
+static const struct bp_field top_fields[] = {
+	BP_FIELD_STR(struct bp_trace, plan_sha, "plan_sha256"),
+	BP_FIELD_STR(struct bp_trace, method, "method"),
+	BP_FIELD_STR(struct bp_trace, backend, "backend"),
+	BP_FIELD_REALF(struct bp_trace, time_scale, "time_scale", 1e-9, 1e9, BP_FF_EXACT),
+	BP_FIELD_REALF(struct bp_trace, timeout_s, "timeout_s", 1e-9, 1e9, BP_FF_EXACT),
+	BP_FIELD_I64(struct bp_trace, max_bytes, "max_bytes", 0, 9.3e18),
+	BP_FIELD_INT(struct bp_trace, warmup, "warmup", 0, 1 << 30),
+	BP_FIELD_INT(struct bp_trace, world, "world", 1, 1 << 24),
+};
+
+static json_t *fields_obj(const struct bp_field *f, size_t n, const void *base, int *ok)
 {
 	json_t *o = json_object();
-	bp_json_set(o, "fwd_start_us", bp_json_real(m->fwd_start_us), ok);
-	bp_json_set(o, "fwd_us", bp_json_real(m->fwd_us), ok);
-	bp_json_set(o, "bwd_start_us", bp_json_real(m->bwd_start_us), ok);
-	bp_json_set(o, "bwd_us", bp_json_real(m->bwd_us), ok);
+	if (bp_json_write_fields(o, f, n, base) < 0)
+		*ok = 0;
 	return o;
 }
 
 static json_t *rank_to_json(const struct bp_trace_rank *r, int *ok)
 {
-	json_t *o = json_object(), *mbs = json_array();
+	json_t *o = fields_obj(role_fields, BP_ARRAY_LEN(role_fields), r, ok), *mbs = json_array();
+	if (bp_json_write_fields(o, rank_time_fields, BP_ARRAY_LEN(rank_time_fields), r) < 0)
+		*ok = 0;
 	bp_json_set(o, "rank", json_integer(r->rank), ok);
-	bp_json_set(o, "layout", json_integer(r->layout), ok);
-	bp_json_set(o, "pipeline", json_integer(r->pipe), ok);
-	bp_json_set(o, "stage", json_integer(r->stage), ok);
-	bp_json_set(o, "cp_i", json_integer(r->cp_i), ok);
-	bp_json_set(o, "tp_i", json_integer(r->tp_i), ok);
-	bp_json_set(o, "step_us", bp_json_real(r->step_us), ok);
-	bp_json_set(o, "pipeline_us", bp_json_real(r->pipeline_us), ok);
-	bp_json_set(o, "grad_sync_us", bp_json_real(r->grad_sync_us), ok);
 	for (size_t j = 0; mbs && j < r->nmbs; j++)
-		bp_json_append(mbs, mb_to_json(&r->mbs[j], ok), ok);
+		bp_json_append(mbs, fields_obj(mb_fields, BP_ARRAY_LEN(mb_fields), &r->mbs[j], ok),
+			       ok);
 	bp_json_set(o, "microbatches", mbs, ok);
 	return o;
 }
@@ -57,22 +87,13 @@ static json_t *rank_to_json(const struct bp_trace_rank *r, int *ok)
 json_t *bp_trace_to_json(const struct bp_trace *t)
 {
 	int ok = 1;
-	json_t *root = json_object(), *steps = json_array();
+	json_t *root = fields_obj(top_fields, BP_ARRAY_LEN(top_fields), t, &ok);
+	json_t *steps = json_array();
 	bp_json_set(root, "format", json_string(BP_TRACE_FORMAT), &ok);
-	bp_json_set(root, "plan_sha256", json_string(t->plan_sha), &ok);
-	bp_json_set(root, "method", json_string(t->method), &ok);
-	bp_json_set(root, "backend", json_string(t->backend), &ok);
-	bp_json_set(root, "time_scale", json_real(t->time_scale), &ok);
-	bp_json_set(root, "timeout_s", json_real(t->timeout_s), &ok);
-	bp_json_set(root, "max_bytes", json_integer(t->max_bytes), &ok);
-	bp_json_set(root, "warmup", json_integer(t->warmup), &ok);
-	bp_json_set(root, "world", json_integer(t->world), &ok);
 	for (size_t i = 0; steps && i < t->nsteps; i++) {
 		const struct bp_trace_step *s = &t->steps[i];
-		json_t *o = json_object(), *ranks = json_array();
-		bp_json_set(o, "index", json_integer(s->index), &ok);
-		bp_json_set(o, "predicted_us", bp_json_real(s->predicted_us), &ok);
-		bp_json_set(o, "step_us", bp_json_real(s->step_us), &ok);
+		json_t *o = fields_obj(step_fields, BP_ARRAY_LEN(step_fields), s, &ok);
+		json_t *ranks = json_array();
 		for (size_t r = 0; ranks && r < s->nranks; r++)
 			bp_json_append(ranks, rank_to_json(&s->ranks[r], &ok), &ok);
 		bp_json_set(o, "ranks", ranks, &ok);
@@ -89,16 +110,7 @@ json_t *bp_trace_to_json(const struct bp_trace *t)
 static int mb_from_json(struct bp_trace_mb *m, json_t *o, const char *where,
 			struct bp_error *err)
 {
-	static const char *const keys[] = {"fwd_start_us", "fwd_us", "bwd_start_us", "bwd_us",
-					   NULL};
-	const double big = 1e300;
-	if (bp_json_check_keys(o, keys, where, err) < 0 ||
-	    bp_json_get_real(o, "fwd_start_us", 1, 0, big, &m->fwd_start_us, where, err) < 0 ||
-	    bp_json_get_real(o, "fwd_us", 1, 0, big, &m->fwd_us, where, err) < 0 ||
-	    bp_json_get_real(o, "bwd_start_us", 1, 0, big, &m->bwd_start_us, where, err) < 0 ||
-	    bp_json_get_real(o, "bwd_us", 1, 0, big, &m->bwd_us, where, err) < 0)
-		return -1;
-	return 0;
+	return bp_json_read_fields(o, mb_fields, BP_ARRAY_LEN(mb_fields), m, NULL, 1, where, err);
 }
 
 /* v1's global degrees, used only to range-check a v1 trace's per-rank roles. */
@@ -111,12 +123,12 @@ static int rank_from_json(struct bp_trace_rank *r, json_t *o, const struct bp_tr
 {
 	static const char *const keys1[] = {"rank", "tp_i", "cp_i", "dp_i", "pp_i", "step_us",
 					    "pipeline_us", "grad_sync_us", "microbatches", NULL};
-	static const char *const keys2[] = {"rank", "layout", "pipeline", "stage", "cp_i",
-					    "tp_i", "step_us", "pipeline_us", "grad_sync_us",
-					    "microbatches", NULL};
-	const double big = 1e300;
+	static const char *const extra2[] = {"rank", "step_us", "pipeline_us", "grad_sync_us",
+					     "microbatches", NULL};
 	char w[300];
-	if (bp_json_check_keys(o, v1 ? keys1 : keys2, where, err) < 0 ||
+	if ((v1 ? bp_json_check_keys(o, keys1, where, err)
+		: bp_json_read_fields(o, role_fields, BP_ARRAY_LEN(role_fields), r, extra2, 1,
+				      where, err)) < 0 ||
 	    bp_json_get_int32(o, "rank", 1, 0, t->world - 1, &r->rank, where, err) < 0)
 		return -1;
 	if (v1) {
@@ -126,16 +138,9 @@ static int rank_from_json(struct bp_trace_rank *r, json_t *o, const struct bp_tr
 		    bp_json_get_int32(o, "dp_i", 1, 0, v1->dp - 1, &r->pipe, where, err) < 0 ||
 		    bp_json_get_int32(o, "pp_i", 1, 0, v1->pp - 1, &r->stage, where, err) < 0)
 			return -1;
-	} else if (bp_json_get_int32(o, "layout", 1, 0, 1 << 24, &r->layout, where, err) < 0 ||
-		   bp_json_get_int32(o, "pipeline", 1, -1, 1 << 24, &r->pipe, where, err) < 0 ||
-		   bp_json_get_int32(o, "stage", 1, -1, 1 << 24, &r->stage, where, err) < 0 ||
-		   bp_json_get_int32(o, "cp_i", 1, -1, 1 << 24, &r->cp_i, where, err) < 0 ||
-		   bp_json_get_int32(o, "tp_i", 1, -1, 1 << 24, &r->tp_i, where, err) < 0) {
-		return -1;
 	}
-	if (bp_json_get_real(o, "step_us", 1, 0, big, &r->step_us, where, err) < 0 ||
-	    bp_json_get_real(o, "pipeline_us", 1, 0, big, &r->pipeline_us, where, err) < 0 ||
-	    bp_json_get_real(o, "grad_sync_us", 1, 0, big, &r->grad_sync_us, where, err) < 0)
+	if (bp_json_read_fields(o, rank_time_fields, BP_ARRAY_LEN(rank_time_fields), r, NULL, 0,
+				where, err) < 0)
 		return -1;
 	json_t *mbs = bp_json_get_array(o, "microbatches", where, err);
 	if (!mbs)
@@ -156,13 +161,10 @@ static int rank_from_json(struct bp_trace_rank *r, json_t *o, const struct bp_tr
 static int step_from_json(struct bp_trace_step *s, json_t *o, const struct bp_trace *t,
 			  const struct v1_degrees *v1, const char *where, struct bp_error *err)
 {
-	static const char *const keys[] = {"index", "predicted_us", "step_us", "ranks", NULL};
-	const double big = 1e300;
+	static const char *const extra[] = {"ranks", NULL};
 	char w[300];
-	if (bp_json_check_keys(o, keys, where, err) < 0 ||
-	    bp_json_get_int(o, "index", 1, 0, INT64_MAX, &s->index, where, err) < 0 ||
-	    bp_json_get_real(o, "predicted_us", 1, 0, big, &s->predicted_us, where, err) < 0 ||
-	    bp_json_get_real(o, "step_us", 1, 0, big, &s->step_us, where, err) < 0)
+	if (bp_json_read_fields(o, step_fields, BP_ARRAY_LEN(step_fields), s, extra, 1, where,
+				err) < 0)
 		return -1;
 	json_t *ranks = bp_json_get_array(o, "ranks", where, err);
 	if (!ranks)
@@ -190,9 +192,7 @@ int bp_trace_from_json(struct bp_trace *t, json_t *root, struct bp_error *err)
 	static const char *const keys1[] = {"format", "plan_sha256", "method", "backend",
 					    "time_scale", "timeout_s", "max_bytes", "warmup",
 					    "world", "cluster", "steps", NULL};
-	static const char *const keys2[] = {"format", "plan_sha256", "method", "backend",
-					    "time_scale", "timeout_s", "max_bytes", "warmup",
-					    "world", "steps", NULL};
+	static const char *const extra2[] = {"format", "steps", NULL};
 	static const char *const ckeys[] = {"tp", "cp", "pp", "dp", NULL};
 	const char *where = "trace";
 	char w[64], fmt[32];
@@ -206,16 +206,9 @@ int bp_trace_from_json(struct bp_trace *t, json_t *root, struct bp_error *err)
 	else if (strcmp(fmt, BP_TRACE_FORMAT))
 		return bp_errorf(err, "unsupported format \"%s\" (expected \"%s\" or \"%s\")", fmt,
 				 BP_TRACE_FORMAT, BP_TRACE_FORMAT_V1);
-	if (bp_json_check_keys(root, v1 ? keys1 : keys2, where, err) < 0 ||
-	    bp_json_get_str(root, "plan_sha256", 1, t->plan_sha, sizeof(t->plan_sha), where,
-			    err) < 0 ||
-	    bp_json_get_str(root, "method", 1, t->method, sizeof(t->method), where, err) < 0 ||
-	    bp_json_get_str(root, "backend", 1, t->backend, sizeof(t->backend), where, err) < 0 ||
-	    bp_json_get_real(root, "time_scale", 1, 1e-9, 1e9, &t->time_scale, where, err) < 0 ||
-	    bp_json_get_real(root, "timeout_s", 1, 1e-9, 1e9, &t->timeout_s, where, err) < 0 ||
-	    bp_json_get_int(root, "max_bytes", 1, 0, INT64_MAX, &t->max_bytes, where, err) < 0 ||
-	    bp_json_get_int32(root, "warmup", 1, 0, 1 << 30, &t->warmup, where, err) < 0 ||
-	    bp_json_get_int32(root, "world", 1, 1, 1 << 24, &t->world, where, err) < 0)
+	if ((v1 && bp_json_check_keys(root, keys1, where, err) < 0) ||
+	    bp_json_read_fields(root, top_fields, BP_ARRAY_LEN(top_fields), t, extra2, !v1, where,
+				err) < 0)
 		return -1;
 	if (v1) {
 		json_t *cl = bp_json_get_object(root, "cluster", where, err);
