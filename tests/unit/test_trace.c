@@ -1,5 +1,5 @@
 /* test_trace.c: the balplan.trace/v1 codec (trace_json.c: round trip, strict reading) and the
- * refit of planner/refit.c (the split of a micro-batch time into attention, linear and
+ * refit of planner/solve/refit.c (the split of a micro-batch time into attention, linear and
  * collective parts matches bp_cost_microbatch; least squares recovers known factors; the
  * rescaled profile predicts what the factors say). */
 #include <math.h>

@@ -1,4 +1,4 @@
-/* ilp-ablation.c: what each GLPK choice of the packing ILP (planner/ilp_pack.c) is worth, on
+/* ilp-ablation.c: what each GLPK choice of the packing ILP (planner/blocks/ilp_pack.c) is worth, on
  * steps drawn as `balplan solve` draws them. Built and run by tools/bench/bench-ilp; not part
  * of the library. Per variant: time per step (median and max), steps proven optimal, mean gap
  * to the proven bound, steps improved over the greedy and by how much (mean relative drop of

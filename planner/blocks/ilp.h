@@ -1,4 +1,4 @@
-/* ilp.h: a small mixed-integer programming interface over GLPK. planner/ilp.c is the only
+/* ilp.h: a small mixed-integer programming interface over GLPK. planner/blocks/ilp.c is the only
  * file that includes glpk.h (DESIGN.md "Module boundaries"); the packing formulations of
  * WLB-LLM Eq. 1 and Eq. 2 (ilp_pack.c) are built on it.
  *

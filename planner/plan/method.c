@@ -1,0 +1,83 @@
+/* method.c: what every method shares (method.h): allocating a run's steps with their drawn
+ * documents, planning each global batch on its own, and reading typed method parameters that
+ * the plan records with their defaults. Below the method table (methods/methods.c), so the
+ * shared blocks (blocks/) may call it. */
+#include "method.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int bp_method_alloc_steps(struct bp_plan *out, const struct bp_batches *in, size_t n,
+			  struct bp_error *err)
+{
+	out->steps = bp_calloc(n, sizeof(*out->steps), err);
+	if (!out->steps)
+		return -1;
+	out->nsteps = n;
+	for (size_t i = 0; i < n; i++) {
+		struct bp_step *st = &out->steps[i];
+		st->index = (int64_t)i;
+		st->npipes = out->layouts[0].npipes;
+		strcpy(st->sync, "dp-allreduce");
+		st->pipes = bp_calloc(st->npipes, sizeof(*st->pipes), err);
+		if (!st->pipes)
+			return -1;
+		if (i < in->n && in->b[i].ndocs) {
+			st->docs = bp_calloc(in->b[i].ndocs, sizeof(*st->docs), err);
+			if (!st->docs)
+				return -1;
+			memcpy(st->docs, in->b[i].docs, in->b[i].ndocs * sizeof(*st->docs));
+			st->ndocs = in->b[i].ndocs;
+		}
+	}
+	return 0;
+}
+
+int bp_method_each_step(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+			struct bp_plan *out, bp_step_fn fn, struct bp_error *err)
+{
+	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
+		return -1;
+	for (size_t s = 0; s < in->n; s++) {
+		int rc = fn(ctx, &in->b[s], &out->steps[s], out, err);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int bp_method_param_int(struct bp_plan *p, const char *key, int64_t def, int64_t lo,
+			int64_t hi, int64_t *out, struct bp_error *err)
+{
+	const char *v = bp_plan_param(p, key);
+	char buf[32];
+	if (!v) {
+		snprintf(buf, sizeof(buf), "%lld", (long long)def);
+		*out = def;
+		return bp_plan_set_param(p, key, buf, err);
+	}
+	if (bp_parse_int64(v, out, key, err) < 0)
+		return bp_errorf(err, "parameter %s '%s' is not an integer", key, v);
+	if (*out < lo || *out > hi)
+		return bp_errorf(err, "parameter %s is %lld, outside [%lld, %lld]", key,
+				 (long long)*out, (long long)lo, (long long)hi);
+	return 0;
+}
+
+int bp_method_param_real(struct bp_plan *p, const char *key, double def, double lo,
+			 double hi, double *out, struct bp_error *err)
+{
+	const char *v = bp_plan_param(p, key);
+	char buf[32];
+	if (!v) {
+		snprintf(buf, sizeof(buf), "%.17g", def);
+		*out = def;
+		return bp_plan_set_param(p, key, buf, err);
+	}
+	if (bp_parse_double(v, out, key, err) < 0)
+		return bp_errorf(err, "parameter %s '%s' is not a number", key, v);
+	if (*out < lo || *out > hi)
+		return bp_errorf(err, "parameter %s is %g, outside [%g, %g]", key, *out, lo, hi);
+	return 0;
+}
