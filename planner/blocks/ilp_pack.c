@@ -391,6 +391,9 @@ void bp_ilp_warn(const struct bp_plan *p, char *buf, size_t n)
 	int64_t nonopt = 0, ilp_steps = 0, too_large = 0;
 	double gap_max = 0.0;
 	size_t k = 0;
+	/* with a packing window (window.h) one problem covers several steps */
+	const char *w = bp_plan_param(p, "window");
+	const char *unit = w && strcmp(w, "1") ? "windows" : "steps";
 	buf[0] = 0;
 	for (size_t s = 0; s < p->nsteps; s++) {
 		const struct bp_solver *sv = p->steps[s].record;
@@ -405,13 +408,13 @@ void bp_ilp_warn(const struct bp_plan *p, char *buf, size_t n)
 		}
 	}
 	if (too_large)
-		k += (size_t)snprintf(buf, n, "%lld of %lld steps have more documents x "
+		k += (size_t)snprintf(buf, n, "%lld of %lld %s have more documents x "
 				      "micro-batches than ilp_max_vars and keep the greedy packing "
-				      "unsearched", (long long)too_large, (long long)ilp_steps);
+				      "unsearched", (long long)too_large, (long long)ilp_steps, unit);
 	nonopt -= too_large;
 	if (nonopt && k < n)
-		snprintf(buf + k, n - k, "%s%lld of %lld steps not proven optimal (ilp_node_limit "
+		snprintf(buf + k, n - k, "%s%lld of %lld %s not proven optimal (ilp_node_limit "
 			 "or ilp_work_limit reached, largest gap %.2f%%); each keeps its best "
 			 "packing, never worse than the greedy", k ? "\n" : "", (long long)nonopt,
-			 (long long)ilp_steps, 100.0 * gap_max);
+			 (long long)ilp_steps, unit, 100.0 * gap_max);
 }

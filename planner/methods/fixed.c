@@ -4,17 +4,23 @@
  * model, so attention's quadratic term counts) into the least-loaded micro-batch that still
  * has room (LPT, pack.c). A step uses m = ceil(tokens / (dp * max_tokens)) micro-batches per
  * pipeline, one more each time a document finds no room. The dp*m micro-batches are then
- * dealt so pipelines' total loads balance, each pipeline's in decreasing cost. */
+ * dealt so pipelines' total loads balance, each pipeline's in decreasing cost.
+ *
+ * Parameter window (default 1): pack that many global batches together (Table 2's "#global
+ * batch"; blocks/window.h), the window's steps sharing its micro-batches. */
 #include "method.h"
 
 #include <stdlib.h>
 
 #include "pack.h"
+#include "window.h"
 
 /* Packs one step; st's pipelines receive the micro-batches. */
 static int fixed_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
-		      struct bp_step *st, const struct bp_plan *out, struct bp_error *err)
+		      struct bp_step *st, const struct bp_plan *out, void *arg,
+		      struct bp_error *err)
 {
+	(void)arg;
 	size_t n = b->ndocs, m = 0;
 	int rc = -1;
 	double *cost = bp_calloc(n ? n : 1, sizeof(double), err), *load = NULL;
@@ -26,7 +32,7 @@ static int fixed_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
 		rc = 0;
 		goto out;
 	}
-	rc = bp_pack_fixed_greedy(ctx->cm, b, bp_plan_dp(out), out->max_tokens, out->max_tokens,
+	rc = bp_pack_fixed_greedy(ctx->cm, b, (int)st->npipes, out->max_tokens, out->max_tokens,
 				  cost, len, bin_of, &load, &m, err);
 	if (rc == 0)
 		rc = bp_emit_balanced(b, cost, len, bin_of, m, st, ctx->shard, err);
@@ -41,5 +47,8 @@ out:
 int bp_method_fixed(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		   struct bp_plan *out, struct bp_error *err)
 {
-	return bp_method_each_step(ctx, in, out, fixed_step, err);
+	int64_t window;
+	if (bp_method_param_int(out, "window", 1, 1, 64, &window, err) < 0)
+		return -1;
+	return bp_pack_windowed(ctx, in, out, window, fixed_step, NULL, err);
 }

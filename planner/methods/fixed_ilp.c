@@ -8,24 +8,29 @@
  * Parameters: ilp_node_limit and ilp_work_limit (the deterministic budget per step: nodes,
  * and work scaled by the problem's size, ilp.h), ilp_time_limit_s (a safety net per step: a
  * step it ends is an error, since its result would depend on machine speed), ilp_gap
- * (relative gap at which a step counts as optimal), ilp_max_vars. */
+ * (relative gap at which a step counts as optimal), ilp_max_vars; window (default 1): pack
+ * that many global batches together, one ILP per window (Table 2's "#global batch";
+ * blocks/window.h), its record on the window's first step. */
 #include "method.h"
 
 #include "ilp_pack.h"
+#include "window.h"
+
+static int ilp_window(const struct bp_method_ctx *ctx, const struct bp_batch *b,
+		      struct bp_step *st, const struct bp_plan *out, void *arg,
+		      struct bp_error *err)
+{
+	return bp_ilp_pack_step(ctx, b, st, (int)st->npipes, out->max_tokens, out->max_tokens,
+				arg, err);
+}
 
 int bp_method_fixed_ilp(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 			struct bp_plan *out, struct bp_error *err)
 {
 	struct bp_ilp_opts o;
-	if (bp_ilp_read_params(out, &o, err) < 0)
+	int64_t window;
+	if (bp_ilp_read_params(out, &o, err) < 0 ||
+	    bp_method_param_int(out, "window", 1, 1, 64, &window, err) < 0)
 		return -1;
-	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
-		return -1;
-	for (size_t s = 0; s < in->n; s++) {
-		int rc = bp_ilp_pack_step(ctx, &in->b[s], &out->steps[s], bp_plan_dp(out),
-					  out->max_tokens, out->max_tokens, &o, err);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	return bp_pack_windowed(ctx, in, out, window, ilp_window, &o, err);
 }

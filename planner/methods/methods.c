@@ -8,8 +8,9 @@
 #include <string.h>
 
 static const char *const wlb_params[] = {"queues", "thresholds", "max_len_factor", NULL};
+static const char *const fixed_params[] = {"window", NULL};
 static const char *const ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp_node_limit",
-					 "ilp_work_limit", "ilp_max_vars", NULL};
+					 "ilp_work_limit", "ilp_max_vars", "window", NULL};
 static const char *const wlb_ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp_node_limit",
 					     "ilp_work_limit", "ilp_max_vars",
 					     "max_len_factor", NULL};
@@ -20,7 +21,7 @@ static const struct bp_method methods[] = {
 	 "Megatron-LM baseline (WLB-LLM Sec. 3, 'Plain-4D')", NULL, NULL, NULL},
 	{"fixed", bp_method_fixed,
 	 "fixed-length packing: costliest document first into the least-loaded window that fits",
-	 "WLB-LLM Sec. 3.2 'Fixed-Len Greedy' (Table 2)", NULL, NULL, NULL},
+	 "WLB-LLM Sec. 3.2 'Fixed-Len Greedy' (Table 2)", fixed_params, NULL, NULL},
 	{"wlb", bp_method_wlb,
 	 "variable-length packing with outlier delay queues (Alg. 1)",
 	 "WLB-LLM Sec. 4.1-4.2, Eq. 2, Alg. 1", wlb_params, NULL, NULL},

@@ -20,7 +20,7 @@ void bp_mb_release(struct bp_mb *mb)
 	memset(mb, 0, sizeof(*mb));
 }
 
-static void step_release(struct bp_step *st)
+void bp_step_release(struct bp_step *st)
 {
 	for (size_t i = 0; i < st->npipes; i++) {
 		struct bp_pipe *pi = &st->pipes[i];
@@ -40,7 +40,7 @@ static void step_release(struct bp_step *st)
 void bp_plan_release(struct bp_plan *p)
 {
 	for (size_t i = 0; i < p->nsteps; i++)
-		step_release(&p->steps[i]);
+		bp_step_release(&p->steps[i]);
 	free(p->steps);
 	free(p->params);
 	for (size_t i = 0; i < p->nlayouts; i++)

@@ -187,6 +187,8 @@ int bp_pipe_add_mb(struct bp_pipe *pipe, const struct bp_span *spans, size_t n,
 int bp_mb_copy_decisions(struct bp_mb *dst, const struct bp_mb *src, int layers,
 			 struct bp_error *err);
 void bp_mb_release(struct bp_mb *mb);
+/* Frees what a step owns (pipelines, documents, delays, CA-tasks, record). */
+void bp_step_release(struct bp_step *st);
 
 /* Gives a step a zeroed method-owned record of ops->size bytes (replacing any). Returns it,
  * owned by the step, or NULL. */
