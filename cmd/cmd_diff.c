@@ -6,6 +6,7 @@
 #include "cmdutil.h"
 #include "commands.h"
 #include "diff.h"
+#include "validate.h"
 
 static void diff_usage(FILE *f)
 {
@@ -54,6 +55,12 @@ int cmd_diff(int argc, char **argv)
 		cmd_error("%s", err.text);
 		goto out;
 	}
+	/* the invariants every consumer checks (validate.h), as report does */
+	for (int i = 0; i < 2; i++)
+		if (bp_plan_validate(i ? &b : &a, NULL, &err) < 0) {
+			cmd_error("invalid plan '%s': %s", argv[optind + i], err.text);
+			goto out;
+		}
 	if (bp_plan_diff(&a, &b, (size_t)max_lines, &d, &err) < 0) {
 		cmd_error("cannot compare plans: %s", err.text);
 		goto out;
