@@ -264,8 +264,7 @@ static void test_documents(void)
 }
 
 /* Balancing by the cost model lowers the micro-batch imbalance of dataloader order on a
- * long-tailed dataset (step time need not drop: plain splits long documents at window
- * boundaries, which cuts their attention cost, and a full token budget leaves fixed-length
+ * long-tailed dataset (step time need not drop: a full token budget leaves fixed-length
  * packing no room to isolate an outlier; WLB-LLM Sec. 4.1). */
 static void test_fixed_beats_plain(void)
 {
