@@ -360,7 +360,8 @@ int bp_plan_validate(const struct bp_plan *p, struct bp_costs *costs, struct bp_
 					all = na;
 					capall = nc;
 				}
-				memcpy(all + nall, mb->spans, mb->nspans * sizeof(*all));
+				if (mb->nspans) /* an empty micro-batch is reported below */
+					memcpy(all + nall, mb->spans, mb->nspans * sizeof(*all));
 				nall += mb->nspans;
 				if (mb->shard != BP_SHARD_SEQUENCE && mb->shard != BP_SHARD_DOCUMENT) {
 					bp_errorf(err, "step %zu pipeline %zu micro-batch %zu has no "
