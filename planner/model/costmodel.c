@@ -277,6 +277,10 @@ void bp_costs_release(struct bp_costs *c)
 const struct bp_costmodel *bp_costs_pipe(struct bp_costs *c, const struct bp_layout *l,
 					 size_t k, struct bp_error *err)
 {
+	/* entries of the first layout sit at their pipeline's index: O(1) for the common case,
+	 * a scan otherwise (a step asks for each of its pipelines) */
+	if (k < c->n && c->e[k]->layout == l && c->e[k]->pipe == k)
+		return &c->e[k]->cm;
 	for (size_t i = 0; i < c->n; i++)
 		if (c->e[i]->layout == l && c->e[i]->pipe == k)
 			return &c->e[i]->cm;
