@@ -29,7 +29,7 @@
  *     micro-batch still gets the same number of this queue's outliers (Sec. 4.2's "each
  *     micro-batch contains exactly one outlier document", once per round of N) and a queue
  *     never holds N or more after rule 3.
- *   max_delay D (parameter, default 4 steps): a document drawn in step s trains in step
+ *   max_delay D (parameter, default 8 steps): a document drawn in step s trains in step
  *     s + D at the latest. In step t each queue also releases, after rule 3, its documents
  *     drawn in t - D or earlier (a prefix of the FIFO), and a document of that age is never
  *     carried: when rule 5 would carry one, the step is packed again with those documents
@@ -63,7 +63,7 @@
 #include "pack.h"
 
 #define WLB_MAX_QUEUES 8
-#define WLB_MAX_DELAY 4 /* steps; README "WLB-LLM audit" for how it was chosen */
+#define WLB_MAX_DELAY 8 /* steps; README "WLB-LLM audit" for how it was chosen */
 
 struct item {
 	int64_t id, len;

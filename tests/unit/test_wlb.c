@@ -235,7 +235,7 @@ static void plan_delays(const struct bp_plan *p, double *mean, int64_t *max, int
 
 /* More outliers than N per step (prolong-64k's shape: five of 12000 tokens in queue 2 and
  * three short documents, every step): Alg. 1's release of N per step lets the queue grow
- * without end; the defaults (release=multiple, max_delay=4) bound it, and max_delay alone
+ * without end; the defaults (release=multiple, max_delay=8) bound it, and max_delay alone
  * bounds it under Alg. 1's release. */
 static void test_delay_bound(void)
 {
@@ -265,13 +265,13 @@ static void test_delay_bound(void)
 		if (c == 0) { /* Alg. 1 alone: one more queued each step (measured 3.1, 6) */
 			CHECK(mean > 2.0 && max > 4);
 		} else { /* release=n needs max_delay 1 to bring this under 1 (measured 1.6) */
-			CHECK(max <= (c == 1 ? 2 : 4));
+			CHECK(max <= (c == 1 ? 2 : 8));
 			CHECK(mean <= (c == 1 ? 2.0 : 1.0));
-			CHECK(out.nsteps <= S + (c == 1 ? 2 : 4));
+			CHECK(out.nsteps <= S + (c == 1 ? 2 : 8));
 		}
 		if (c == 2) {
 			CHECK(!strcmp(bp_plan_param(&out, "release"), "multiple"));
-			CHECK(!strcmp(bp_plan_param(&out, "max_delay"), "4"));
+			CHECK(!strcmp(bp_plan_param(&out, "max_delay"), "8"));
 		}
 		bp_plan_release(&out);
 	}
@@ -376,12 +376,12 @@ static void test_shipped_datasets(void)
 		int empty;
 		plan_delays(&plan, &mean, &max, &empty);
 		CHECK_NEAR(mean, plan.summary.delay_steps_mean, 1e-3);
-		if (plan.summary.delay_steps_mean > 1.0 || max > 4 || empty)
+		if (plan.summary.delay_steps_mean > 1.0 || max > 8 || empty)
 			fprintf(stderr, "%s: mean delay %.3f, max %lld, %d empty steps\n", name,
 				plan.summary.delay_steps_mean, (long long)max, empty);
 		CHECK(plan.summary.delay_steps_mean <= 1.0);
-		CHECK(max <= 4 && empty == 0);
-		CHECK(plan.nsteps <= 20 + 4);
+		CHECK(max <= 8 && empty == 0);
+		CHECK(plan.nsteps <= 20 + 8);
 		for (size_t s = 0; s < plan.nsteps; s++)
 			CHECK(plan.steps[s].m.nmbs > 0);
 		bp_plan_release(&plan);
