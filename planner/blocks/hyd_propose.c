@@ -1,0 +1,600 @@
+/* hyd_propose.c: Hydraulis's data-distribution-aware strategy proposal (Sec. 7, Eq. 4,
+ * Fig. 9, footnote 4): the dataset's length histogram, the DP over GPU counts and length
+ * intervals, its continuous relaxation and the rounding rule, giving the candidate set S^.
+ * Called by `balplan propose` and by `balplan solve -m hydraulis` without --strategies.
+ *
+ * The DP (Eq. 4, with 0 < l' <= l as spec Sec. 12.2 says): t[n][l] is the least propagation
+ * time of the dataset's sequences of length <= l on at most n GPU units, each length
+ * interval (l - l', l] served by d pipelines of one scheme P_k with MaxLen(P_k, d) >= l:
+ *   t[n][l] = min(t[n-1][l], min_{k,d,l'} max(t[n - d N(P_k)][l - l'], W_k(l - l', l] / d)),
+ * W_k = sum of T(x, P_k) over the interval's expected sequences (per step). t[n][0] = 0 for
+ * every n (the code's rule: all GPUs may serve one interval), t[0][l > 0] = infinity.
+ *
+ * The relaxation (Sec. 7 "Continuous relaxation"): the same DP with d = m u / N(P_k) for any
+ * whole number m of GPU units u, so a scheme larger than the unit may get a fraction of a
+ * pipeline and one pipeline may serve several intervals (Fig. 9). The paper's step is 0.1;
+ * ours is the DP's GPU unit (gpu_step), which keeps the table small.
+ *
+ * The rounding rule (the paper gives none; spec Sec. 15.3): the relaxed S[N][L] gives each
+ * scheme k a total D_k = sum of its intervals' d. Every combination of floor(D_k) or
+ * ceil(D_k) per scheme that fits the cluster (sum D'_k N(P_k) <= N) is a candidate if every
+ * length bucket up to L with sequences can still be served: a bucket keeps its scheme when
+ * that scheme keeps a pipeline, else it moves to the kept scheme of smallest sufficient
+ * MaxLen (ties: the earlier scheme); a combination that leaves a bucket unserved is dropped.
+ * Its expected time is max_k W'_k / D'_k (the buckets' work pooled per scheme, Fig. 9's
+ * "rounding requires scaling the resulting latency"). The integer DP's S[N][L] is always a
+ * candidate too, with expected time t[N][L]. Strategies that are sub-multisets of another
+ * candidate are dropped (more pipelines of the same schemes never dispatch worse). */
+#include "hyd.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void bp_hyd_hist_release(struct bp_hyd_hist *h)
+{
+	if (!h)
+		return;
+	free(h->cnt);
+	free(h->s1);
+	free(h->s2);
+	free(h->xmax);
+	memset(h, 0, sizeof(*h));
+}
+
+static int hist_alloc(struct bp_hyd_hist *h, int64_t step, int64_t top, struct bp_error *err)
+{
+	memset(h, 0, sizeof(*h));
+	if (step < 1 || top < 1)
+		return bp_errorf(err, "length step %lld and cap %lld must be >= 1", (long long)step,
+				 (long long)top);
+	h->step = step;
+	h->top = top;
+	h->nb = (size_t)((top + step - 1) / step);
+	h->cnt = bp_calloc(h->nb + 1, sizeof(double), err);
+	h->s1 = bp_calloc(h->nb + 1, sizeof(double), err);
+	h->s2 = bp_calloc(h->nb + 1, sizeof(double), err);
+	h->xmax = bp_calloc(h->nb + 1, sizeof(int64_t), err);
+	if (!h->cnt || !h->s1 || !h->s2 || !h->xmax) {
+		bp_hyd_hist_release(h);
+		return -1;
+	}
+	return 0;
+}
+
+static size_t bucket_of(const struct bp_hyd_hist *h, int64_t x)
+{
+	return (size_t)((x + h->step - 1) / h->step);
+}
+
+/* Adds c sequences of length x. */
+static void hist_add(struct bp_hyd_hist *h, int64_t x, double c)
+{
+	size_t b = bucket_of(h, x);
+	h->cnt[b] += c;
+	h->s1[b] += c * (double)x;
+	h->s2[b] += c * (double)x * (double)x;
+	if (c > 0 && x > h->xmax[b])
+		h->xmax[b] = x;
+}
+
+int bp_hyd_hist_from_counts(const int64_t *len, const double *cnt, size_t n, int64_t step,
+			    int64_t top, struct bp_hyd_hist *h, struct bp_error *err)
+{
+	if (hist_alloc(h, step, top, err) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (len[i] < 1 || len[i] > top || !(cnt[i] >= 0)) {
+			bp_hyd_hist_release(h);
+			return bp_errorf(err, "histogram entry %zu (length %lld, count %g) is outside "
+					 "[1, %lld]", i, (long long)len[i], cnt[i], (long long)top);
+		}
+		hist_add(h, len[i], cnt[i]);
+	}
+	return 0;
+}
+
+/* Sum of x and x^2 over the integers [a, b]. */
+static double sum1(double a, double b)
+{
+	return (a + b) * (b - a + 1) / 2.0;
+}
+static double sum2(double a, double b)
+{
+	return (b * (b + 1) * (2 * b + 1) - (a - 1) * a * (2 * a - 1)) / 6.0;
+}
+
+/* The integral of (u - 1/2)^k / u over [a, b] for k = 0, 1, 2: floor(u) ~ u - 1/2. */
+static void logint(double a, double b, double out[3])
+{
+	double L = log(b / a);
+	out[0] = L;
+	out[1] = (b - a) - 0.5 * L;
+	out[2] = (b * b - a * a) / 2.0 - (b - a) + 0.25 * L;
+}
+
+int bp_hyd_hist_from_dataset(const struct bp_dataset *ds, int64_t max_tokens,
+			     enum bp_overlen overlen, int64_t step, int64_t tokens_per_step,
+			     int64_t docs_per_step, struct bp_hyd_hist *h, struct bp_error *err)
+{
+	if (hist_alloc(h, step, max_tokens, err) < 0)
+		return -1;
+	double over = 0.0; /* documents longer than max_tokens */
+	if (ds->lengths) {
+		for (size_t i = 0; i < ds->nlengths; i++) {
+			if (ds->lengths[i] > max_tokens)
+				over += 1.0;
+			else if (ds->lengths[i] >= 1)
+				hist_add(h, ds->lengths[i], 1.0);
+		}
+	} else {
+		for (size_t i = 0; i < ds->nbins; i++) {
+			const struct bp_bin *bn = &ds->bins[i];
+			if (bn->count <= 0)
+				continue;
+			double c = (double)bn->count;
+			int64_t hi = bn->hi < max_tokens ? bn->hi : max_tokens;
+			if (bn->lo == bn->hi) {
+				if (bn->lo > max_tokens)
+					over += c;
+				else
+					hist_add(h, bn->lo, c);
+				continue;
+			}
+			int lg = ds->rule == BP_BIN_LOGUNIFORM;
+			double span = lg ? log(((double)bn->hi + 1.0) / (double)bn->lo)
+					 : (double)(bn->hi - bn->lo + 1);
+			for (int64_t a = bn->lo; a <= hi;) {
+				size_t b = bucket_of(h, a);
+				int64_t e = (int64_t)b * step;
+				if (e > hi)
+					e = hi;
+				double m[3];
+				if (lg) {
+					logint((double)a, (double)e + 1.0, m);
+					m[0] /= span;
+					m[1] /= span;
+					m[2] /= span;
+				} else {
+					m[0] = (double)(e - a + 1) / span;
+					m[1] = sum1((double)a, (double)e) / span;
+					m[2] = sum2((double)a, (double)e) / span;
+				}
+				h->cnt[b] += c * m[0];
+				h->s1[b] += c * m[1];
+				h->s2[b] += c * m[2];
+				if (e > h->xmax[b])
+					h->xmax[b] = e;
+				a = e + 1;
+			}
+			if (bn->hi > max_tokens)
+				over += c * (lg ? log(((double)bn->hi + 1.0) / ((double)max_tokens + 1.0))
+						  / span
+						: (double)(bn->hi - max_tokens) / span);
+		}
+	}
+	if (over > 0 && overlen != BP_OVERLEN_DROP)
+		hist_add(h, max_tokens, over); /* truncated to the cap */
+	double docs = 0.0, tokens = 0.0;
+	for (size_t b = 1; b <= h->nb; b++) {
+		docs += h->cnt[b];
+		tokens += h->s1[b];
+	}
+	if (!(docs > 0) || !(tokens > 0)) {
+		bp_hyd_hist_release(h);
+		return bp_errorf(err, "dataset '%s' has no documents of at most %lld tokens",
+				 ds->name, (long long)max_tokens);
+	}
+	double f = docs_per_step > 0 ? (double)docs_per_step / docs
+				     : (double)tokens_per_step / tokens;
+	for (size_t b = 1; b <= h->nb; b++) {
+		h->cnt[b] *= f;
+		h->s1[b] *= f;
+		h->s2[b] *= f;
+	}
+	return 0;
+}
+
+/* ---- the DP (Eq. 4) ---- */
+
+void bp_hyd_dp_release(struct bp_hyd_dp *dp)
+{
+	if (!dp)
+		return;
+	free(dp->t);
+	free(dp->how);
+	memset(dp, 0, sizeof(*dp));
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+	while (b) {
+		int64_t t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* The work of scheme k on the buckets (i, j]: prefix sums of a s2 + b s1 + c cnt, plus
+ * the code's warm-up term when asked. */
+struct work {
+	const struct bp_hyd_hist *h;
+	double *pre;     /* [nk][nb + 1] */
+	size_t *lastne;  /* [nb + 1]: the last bucket <= j with sequences, 0 when none */
+	int warmup;
+};
+
+static double work_of(const struct work *w, const struct bp_hyd_pscheme *k, size_t ki,
+		      size_t i, size_t j)
+{
+	const double *pre = w->pre + ki * (w->h->nb + 1);
+	double v = pre[j] - pre[i];
+	if (w->warmup && k->pp > 1 && w->lastne[j] > i)
+		v += (k->pp - 1) * bp_hyd_T(&k->fit, (double)w->h->xmax[w->lastne[j]]);
+	return v;
+}
+
+static int work_make(struct work *w, const struct bp_hyd_hist *h,
+		     const struct bp_hyd_pscheme *k, size_t nk, int warmup, struct bp_error *err)
+{
+	memset(w, 0, sizeof(*w));
+	w->h = h;
+	w->warmup = warmup;
+	w->pre = bp_calloc(nk * (h->nb + 1), sizeof(double), err);
+	w->lastne = bp_calloc(h->nb + 1, sizeof(size_t), err);
+	if (!w->pre || !w->lastne)
+		return -1;
+	for (size_t q = 0; q < nk; q++) {
+		double *pre = w->pre + q * (h->nb + 1);
+		const struct bp_hyd_fit *f = &k[q].fit;
+		for (size_t b = 1; b <= h->nb; b++) {
+			double c = h->cnt[b] > 0 ? f->a * h->s2[b] + f->b * h->s1[b] + f->c * h->cnt[b]
+						 : 0.0;
+			pre[b] = pre[b - 1] + (c > 0 ? c : 0.0);
+		}
+	}
+	for (size_t b = 1; b <= h->nb; b++)
+		w->lastne[b] = h->cnt[b] > 0 ? b : w->lastne[b - 1];
+	return 0;
+}
+
+static void work_release(struct work *w)
+{
+	free(w->pre);
+	free(w->lastne);
+}
+
+static int64_t maxlen_at(const struct bp_hyd_pscheme *k, double d)
+{
+	size_t i = d < 1.0 ? 1 : (size_t)floor(d + 1e-9);
+	if (i > k->nd)
+		i = k->nd;
+	return k->nd ? k->maxlen[i] : 0;
+}
+
+static int64_t top_of(const struct bp_hyd_hist *h, size_t l)
+{
+	int64_t t = (int64_t)l * h->step;
+	return t < h->top ? t : h->top;
+}
+
+int bp_hyd_dp_run(const struct bp_hyd_hist *h, const struct bp_hyd_pscheme *k, size_t nk,
+		  const struct bp_hyd_propose_opts *o, int relaxed, struct bp_hyd_dp *dp,
+		  struct bp_error *err)
+{
+	struct work w;
+	int rc = -1;
+	memset(dp, 0, sizeof(*dp));
+	if (o->gpu_step < 1 || o->gpus < o->gpu_step)
+		return bp_errorf(err, "GPU step %d must be in [1, %d GPUs]", o->gpu_step, o->gpus);
+	size_t nu = (size_t)(o->gpus / o->gpu_step), nb = h->nb, W = nb + 1;
+	if ((double)(nu + 1) * (double)W > 5e7)
+		return bp_errorf(err, "the proposal table of %zu GPU units x %zu length buckets is "
+				 "too large; raise the GPU or length step", nu + 1, W);
+	if (work_make(&w, h, k, nk, o->warmup, err) < 0)
+		goto out;
+	dp->nu = nu;
+	dp->nb = nb;
+	dp->relaxed = relaxed;
+	dp->unit = o->gpu_step;
+	dp->t = bp_calloc((nu + 1) * W, sizeof(double), err);
+	dp->how = bp_calloc((nu + 1) * W, sizeof(*dp->how), err);
+	int64_t *mstep = bp_calloc(nk ? nk : 1, sizeof(int64_t), err);
+	if (!dp->t || !dp->how || !mstep) {
+		free(mstep);
+		goto out;
+	}
+	for (size_t q = 0; q < nk; q++) {
+		int64_t N = (int64_t)k[q].tp * k[q].pp;
+		/* Integer d: whole pipelines filling whole units. Relaxed: any units. */
+		mstep[q] = relaxed ? 1 : N / gcd64(o->gpu_step, N);
+	}
+	for (size_t n = 0; n <= nu; n++)
+		for (size_t l = 0; l <= nb; l++) {
+			double *T = dp->t;
+			struct bp_hyd_choice *c = &dp->how[n * W + l];
+			if (!l) {
+				T[n * W] = 0.0;
+				*c = (struct bp_hyd_choice){-2, 0, 0};
+				continue;
+			}
+			if (!n) {
+				T[l] = INFINITY;
+				*c = (struct bp_hyd_choice){-2, 0, 0};
+				continue;
+			}
+			double best = T[(n - 1) * W + l];
+			struct bp_hyd_choice bc = {-1, 0, 0};
+			int64_t top = top_of(h, l);
+			for (size_t q = 0; q < nk; q++) {
+				double unitd = (double)o->gpu_step / ((double)k[q].tp * k[q].pp);
+				size_t p = 1;
+				for (int64_t m = mstep[q]; m <= (int64_t)n; m += mstep[q]) {
+					double d = (double)m * unitd;
+					if (maxlen_at(&k[q], d) < top)
+						continue; /* MaxLen(P_k, d) grows with d */
+					const double *A = T + (n - (size_t)m) * W;
+					/* the first p with W/d >= t[n - m][l - p] (W/d rises with p,
+					 * t falls), not before the last m's (it only moves right) */
+					while (p < l && work_of(&w, &k[q], q, l - p, l) / d < A[l - p])
+						p++;
+					double v = work_of(&w, &k[q], q, l - p, l) / d;
+					if (A[l - p] > v)
+						v = A[l - p];
+					size_t bp = p;
+					if (p >= 2 && A[l - p + 1] < v) {
+						v = A[l - p + 1];
+						bp = p - 1;
+					}
+					if (v < best) {
+						best = v;
+						bc = (struct bp_hyd_choice){(int32_t)q, (int32_t)m,
+									    (int32_t)bp};
+					}
+				}
+			}
+			T[n * W + l] = best;
+			*c = bc;
+		}
+	free(mstep);
+	rc = 0;
+out:
+	work_release(&w);
+	if (rc < 0)
+		bp_hyd_dp_release(dp);
+	return rc;
+}
+
+size_t bp_hyd_dp_trace(const struct bp_hyd_dp *dp, const struct bp_hyd_pscheme *k, size_t L,
+		       struct bp_hyd_interval *out, size_t cap)
+{
+	size_t W = dp->nb + 1, n = dp->nu, l = L, m = 0;
+	if (L > dp->nb || !isfinite(dp->t[n * W + L]))
+		return 0;
+	while (l > 0) {
+		const struct bp_hyd_choice *c = &dp->how[n * W + l];
+		if (c->k == -1) {
+			n--;
+			continue;
+		}
+		if (c->k < 0)
+			break;
+		if (m < cap)
+			out[m] = (struct bp_hyd_interval){c->k,
+							  (double)c->m * dp->unit /
+							  ((double)k[c->k].tp * k[c->k].pp),
+							  l - (size_t)c->p, l};
+		m++;
+		n -= (size_t)c->m;
+		l -= (size_t)c->p;
+	}
+	return m < cap ? m : cap;
+}
+
+/* ---- the proposal ---- */
+
+/* Adds st (or extends the one already there) for length L. */
+static int offer(struct bp_hyd_set *out, struct bp_hyd_strategy *st, int64_t len,
+		 double expected, struct bp_error *err)
+{
+	bp_hyd_strategy_canon(st);
+	if (!st->ng)
+		return 0;
+	int i = bp_hyd_set_find(out, st);
+	if (i < 0) {
+		st->len_lo = st->len_hi = len;
+		st->expected_us = expected;
+		return bp_hyd_set_add(out, st, err) < 0 ? -1 : 0;
+	}
+	out->s[i].len_hi = len;
+	out->s[i].expected_us = expected;
+	return 0;
+}
+
+/* Every rounding of one relaxed solution (the rule in the file's head). */
+static int round_relaxed(const struct bp_hyd_hist *h, const struct bp_hyd_pscheme *k,
+			 size_t nk, const struct bp_hyd_propose_opts *o, const struct work *w,
+			 const struct bp_hyd_interval *iv, size_t niv, size_t L,
+			 struct bp_hyd_set *out, struct bp_error *err)
+{
+	int sch[BP_HYD_MAX_GROUPS];
+	double D[BP_HYD_MAX_GROUPS];
+	size_t ns = 0;
+	int rc = -1;
+	int *owner = bp_calloc(L + 1, sizeof(int), err); /* bucket -> relaxed scheme slot */
+	double *load = bp_calloc(nk ? nk : 1, sizeof(double), err);
+	int64_t *lx = bp_calloc(nk ? nk : 1, sizeof(int64_t), err);
+	if (!owner || !load || !lx)
+		goto out;
+	for (size_t i = 0; i < niv; i++) {
+		size_t s = 0;
+		while (s < ns && sch[s] != iv[i].k)
+			s++;
+		if (s == ns) {
+			if (ns == BP_HYD_MAX_GROUPS) {
+				rc = 0; /* too many schemes to round: keep the integer DP's only */
+				goto out;
+			}
+			sch[ns] = iv[i].k;
+			D[ns++] = 0.0;
+		}
+		D[s] += iv[i].d;
+		for (size_t b = iv[i].lo + 1; b <= iv[i].hi; b++)
+			owner[b] = (int)s;
+	}
+	size_t ncombo = ns > 12 ? 1 : (size_t)1 << ns;
+	for (size_t mask = 0; mask < ncombo; mask++) {
+		int cnt[BP_HYD_MAX_GROUPS];
+		int64_t gpus = 0, valid = 1;
+		for (size_t s = 0; s < ns; s++) {
+			double f = floor(D[s] + 1e-9), c = ceil(D[s] - 1e-9);
+			if (f == c && (mask >> s & 1))
+				valid = 0; /* an integral D: one choice, counted once */
+			cnt[s] = (int)((mask >> s & 1) ? c : f);
+			gpus += (int64_t)cnt[s] * k[sch[s]].tp * k[sch[s]].pp;
+		}
+		if (!valid || gpus > o->gpus || !gpus)
+			continue;
+		memset(load, 0, nk * sizeof(double));
+		memset(lx, 0, nk * sizeof(int64_t));
+		for (size_t b = 1; b <= L && valid; b++) {
+			if (!(h->cnt[b] > 0))
+				continue;
+			int64_t top = top_of(h, b);
+			int s = owner[b], pick = -1;
+			if (cnt[s] > 0 && maxlen_at(&k[sch[s]], cnt[s]) >= top)
+				pick = s;
+			if (pick < 0) { /* the kept scheme of smallest sufficient MaxLen */
+				int64_t best = INT64_MAX;
+				for (size_t x = 0; x < ns; x++) {
+					int64_t ml = cnt[x] > 0 ? maxlen_at(&k[sch[x]], cnt[x]) : 0;
+					if (cnt[x] > 0 && ml >= top && ml < best) {
+						best = ml;
+						pick = (int)x;
+					}
+				}
+			}
+			if (pick < 0) {
+				valid = 0;
+				break;
+			}
+			size_t kq = (size_t)sch[pick];
+			load[kq] += work_of(&(struct work){w->h, w->pre, w->lastne, 0}, &k[kq], kq,
+					    b - 1, b);
+			if (h->xmax[b] > lx[kq])
+				lx[kq] = h->xmax[b];
+		}
+		if (!valid)
+			continue;
+		struct bp_hyd_strategy st;
+		memset(&st, 0, sizeof(st));
+		double e = 0.0;
+		for (size_t s = 0; s < ns; s++) {
+			if (!cnt[s])
+				continue;
+			size_t kq = (size_t)sch[s];
+			double v = load[kq];
+			if (o->warmup && lx[kq] > 0)
+				v += (k[kq].pp - 1) * bp_hyd_T(&k[kq].fit, (double)lx[kq]);
+			v /= cnt[s];
+			if (v > e)
+				e = v;
+			st.g[st.ng++] = (struct bp_hyd_group){k[kq].tp, k[kq].pp, cnt[s]};
+		}
+		snprintf(st.origin, sizeof(st.origin), "relaxed");
+		if (offer(out, &st, top_of(h, L), e, err) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	free(owner);
+	free(load);
+	free(lx);
+	return rc;
+}
+
+/* Is a a sub-multiset of b (every scheme of a in b with at least a's count)? */
+static int submultiset(const struct bp_hyd_strategy *a, const struct bp_hyd_strategy *b)
+{
+	for (size_t i = 0; i < a->ng; i++) {
+		int found = 0;
+		for (size_t j = 0; j < b->ng && !found; j++)
+			found = b->g[j].tp == a->g[i].tp && b->g[j].pp == a->g[i].pp &&
+				b->g[j].count >= a->g[i].count;
+		if (!found)
+			return 0;
+	}
+	return 1;
+}
+
+int bp_hyd_propose(const struct bp_hyd_hist *h, const struct bp_hyd_pscheme *k, size_t nk,
+		   const struct bp_hyd_propose_opts *o, struct bp_hyd_set *out,
+		   struct bp_error *err)
+{
+	struct bp_hyd_dp di, dr;
+	struct work w;
+	struct bp_hyd_interval *iv = NULL;
+	int rc = -1;
+	memset(&di, 0, sizeof(di));
+	memset(&dr, 0, sizeof(dr));
+	memset(&w, 0, sizeof(w));
+	if (!nk)
+		return bp_errorf(err, "no parallel scheme to propose strategies from");
+	size_t cap = h->nb + 1;
+	iv = bp_calloc(cap, sizeof(*iv), err);
+	if (!iv || work_make(&w, h, k, nk, o->warmup, err) < 0)
+		goto out;
+	if (bp_hyd_dp_run(h, k, nk, o, 0, &di, err) < 0)
+		goto out;
+	if (o->relaxed && bp_hyd_dp_run(h, k, nk, o, 1, &dr, err) < 0)
+		goto out;
+	size_t W = h->nb + 1;
+	for (size_t L = 1; L <= h->nb; L++) {
+		if (!(h->cnt[L] > 0))
+			continue; /* no batch ends its lengths in an empty bucket */
+		size_t m = bp_hyd_dp_trace(&di, k, L, iv, cap);
+		if (m) {
+			struct bp_hyd_strategy st;
+			memset(&st, 0, sizeof(st));
+			for (size_t i = 0; i < m; i++) {
+				if (st.ng == BP_HYD_MAX_GROUPS)
+					break;
+				st.g[st.ng++] = (struct bp_hyd_group){k[iv[i].k].tp, k[iv[i].k].pp,
+								      (int)llround(iv[i].d)};
+				bp_hyd_strategy_canon(&st);
+			}
+			snprintf(st.origin, sizeof(st.origin), "dp");
+			if (offer(out, &st, top_of(h, L), di.t[di.nu * W + L], err) < 0)
+				goto out;
+		}
+		if (o->relaxed) {
+			m = bp_hyd_dp_trace(&dr, k, L, iv, cap);
+			if (m && round_relaxed(h, k, nk, o, &w, iv, m, L, out, err) < 0)
+				goto out;
+		}
+	}
+	if (!out->n) {
+		bp_errorf(err, "no strategy of the scheme space serves the dataset's lengths on %d "
+			  "GPUs", o->gpus);
+		goto out;
+	}
+	if (!o->keep_dominated) {
+		size_t m = 0;
+		for (size_t i = 0; i < out->n; i++) {
+			int dom = 0;
+			for (size_t j = 0; j < out->n && !dom; j++)
+				dom = j != i && submultiset(&out->s[i], &out->s[j]);
+			if (!dom)
+				out->s[m++] = out->s[i];
+		}
+		out->n = m;
+	}
+	rc = 0;
+out:
+	free(iv);
+	work_release(&w);
+	bp_hyd_dp_release(&di);
+	bp_hyd_dp_release(&dr);
+	return rc;
+}
