@@ -117,13 +117,25 @@ struct bp_hyd_strategy {
 	/* Provenance (strategies files and proposals): */
 	char origin[16];      /* "dp" (Eq. 4), "relaxed" (rounded relaxation), "file" */
 	int64_t len_lo, len_hi; /* the range of L it was proposed for (0 when unknown) */
+	int64_t max_len;      /* its longest pipeline's MaxLen (0 when unknown) */
 	double expected_us;   /* the proposal's expected propagation time per step (0: none) */
+};
+
+/* What the proposal knew about a scheme (strategies files, `balplan propose`): MaxLen for
+ * one pipeline (replica: the simulator's optimizer sharding; full: sharded over all GPUs,
+ * App. B.1), UtilLen, the fitted T(l) and its largest relative error. */
+struct bp_hyd_sinfo {
+	int tp, pp;
+	int64_t max_len, max_len_full, util_len;
+	double a, b, c, fit_err;
 };
 
 /* The candidate set S^ with how it was made. */
 struct bp_hyd_set {
 	struct bp_hyd_strategy *s; /* owned */
 	size_t n;
+	struct bp_hyd_sinfo *schemes; /* the scheme space, owned (may be empty) */
+	size_t nschemes;
 	int gpus;                  /* the cluster the strategies were made for */
 	char model[64];            /* "" when not recorded */
 	/* Proposal provenance ("" / 0 for hand-written files): */
@@ -303,6 +315,13 @@ struct bp_hyd_propose_opts {
 	int warmup;      /* the code's warm-up term: + T(longest in the interval)(PP - 1), the
 			  * whole cost over d (spec Sec. 8; K3's variant) */
 	int keep_dominated; /* 0: drop a candidate that is a sub-multiset of another */
+	/* Lengths L whose bucket no step is likely to end at or below are skipped: those with
+	 * P(a step's longest <= L) = F(L)^(sequences per step) < min_prob (0: every L with
+	 * sequences, the paper's S^ over all L). */
+	double min_prob;
+	/* A rounded relaxed strategy is kept when its expected time is within (1 + slack) of
+	 * the best at its L (the integer DP's or another rounding's). */
+	double relax_slack;
 };
 
 /* The DP table of Eq. 4 for inspection (tests): t[n][l] for n = 0 .. nu GPU units and l = 0

@@ -262,6 +262,7 @@ void bp_hyd_set_release(struct bp_hyd_set *s)
 	if (!s)
 		return;
 	free(s->s);
+	free(s->schemes);
 	bp_hyd_set_init(s);
 }
 

@@ -22,9 +22,15 @@
  * that scheme keeps a pipeline, else it moves to the kept scheme of smallest sufficient
  * MaxLen (ties: the earlier scheme); a combination that leaves a bucket unserved is dropped.
  * Its expected time is max_k W'_k / D'_k (the buckets' work pooled per scheme, Fig. 9's
- * "rounding requires scaling the resulting latency"). The integer DP's S[N][L] is always a
- * candidate too, with expected time t[N][L]. Strategies that are sub-multisets of another
- * candidate are dropped (more pipelines of the same schemes never dispatch worse). */
+ * "rounding requires scaling the resulting latency"); roundings more than relax_slack
+ * slower than the best solution at their L are dropped ("nearby" solutions). The integer
+ * DP's S[N][L] is always a candidate too, with expected time t[N][L]. Strategies that are
+ * sub-multisets of another candidate are dropped (more pipelines of the same schemes never
+ * dispatch worse).
+ *
+ * Which L: the paper takes every L <= L_max. A strategy proposed only for lengths that no
+ * step's longest sequence reaches (P(longest <= L) = F(L)^(sequences per step) below
+ * min_prob) would be too short for every step, so those L are skipped. */
 #include "hyd.h"
 
 #include <math.h>
@@ -415,9 +421,12 @@ static int offer(struct bp_hyd_set *out, struct bp_hyd_strategy *st, int64_t len
 /* Every rounding of one relaxed solution (the rule in the file's head). */
 static int round_relaxed(const struct bp_hyd_hist *h, const struct bp_hyd_pscheme *k,
 			 size_t nk, const struct bp_hyd_propose_opts *o, const struct work *w,
-			 const struct bp_hyd_interval *iv, size_t niv, size_t L,
+			 const struct bp_hyd_interval *iv, size_t niv, size_t L, double t_int,
 			 struct bp_hyd_set *out, struct bp_error *err)
 {
+	struct bp_hyd_strategy kept[64];
+	size_t nkept = 0;
+	double emin = t_int;
 	int sch[BP_HYD_MAX_GROUPS];
 	double D[BP_HYD_MAX_GROUPS];
 	size_t ns = 0;
@@ -503,9 +512,16 @@ static int round_relaxed(const struct bp_hyd_hist *h, const struct bp_hyd_pschem
 			st.g[st.ng++] = (struct bp_hyd_group){k[kq].tp, k[kq].pp, cnt[s]};
 		}
 		snprintf(st.origin, sizeof(st.origin), "relaxed");
-		if (offer(out, &st, top_of(h, L), e, err) < 0)
-			goto out;
+		st.expected_us = e;
+		if (e < emin)
+			emin = e;
+		if (nkept < BP_ARRAY_LEN(kept))
+			kept[nkept++] = st;
 	}
+	for (size_t i = 0; i < nkept; i++)
+		if (kept[i].expected_us <= emin * (1.0 + o->relax_slack) &&
+		    offer(out, &kept[i], top_of(h, L), kept[i].expected_us, err) < 0)
+			goto out;
 	rc = 0;
 out:
 	free(owner);
@@ -550,9 +566,16 @@ int bp_hyd_propose(const struct bp_hyd_hist *h, const struct bp_hyd_pscheme *k, 
 	if (o->relaxed && bp_hyd_dp_run(h, k, nk, o, 1, &dr, err) < 0)
 		goto out;
 	size_t W = h->nb + 1;
+	double ndocs = 0.0, cum = 0.0;
+	for (size_t b = 1; b <= h->nb; b++)
+		ndocs += h->cnt[b];
 	for (size_t L = 1; L <= h->nb; L++) {
+		cum += h->cnt[L];
 		if (!(h->cnt[L] > 0))
 			continue; /* no batch ends its lengths in an empty bucket */
+		if (o->min_prob > 0 && cum < ndocs &&
+		    ndocs * log(cum / ndocs) < log(o->min_prob))
+			continue; /* no step's longest sequence is this short */
 		size_t m = bp_hyd_dp_trace(&di, k, L, iv, cap);
 		if (m) {
 			struct bp_hyd_strategy st;
@@ -570,7 +593,8 @@ int bp_hyd_propose(const struct bp_hyd_hist *h, const struct bp_hyd_pscheme *k, 
 		}
 		if (o->relaxed) {
 			m = bp_hyd_dp_trace(&dr, k, L, iv, cap);
-			if (m && round_relaxed(h, k, nk, o, &w, iv, m, L, out, err) < 0)
+			if (m && round_relaxed(h, k, nk, o, &w, iv, m, L, di.t[di.nu * W + L], out,
+					       err) < 0)
 				goto out;
 		}
 	}

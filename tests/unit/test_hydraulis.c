@@ -293,7 +293,7 @@ static void test_k3(void)
 		{1, 1, {1.0, 0, 0, 0, 0}, 1, ml2, 4},
 		{2, 1, {0.8, 0, 0, 0, 0}, 1, ml8, 4},
 	};
-	struct bp_hyd_propose_opts o = {4, 1, 0, 0, 0};
+	struct bp_hyd_propose_opts o = {4, 1, 0, 0, 0, 0.0, 0.0};
 	struct bp_hyd_dp dp;
 	CHECK(bp_hyd_dp_run(&h, k, 2, &o, 0, &dp, &err) == 0);
 	const double want[] = {10, 30, 48, 48, 48, 48, 48, 60};

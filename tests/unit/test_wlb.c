@@ -111,7 +111,7 @@ static void test_release(void)
 	struct bp_rng rng;
 	CHECK(bp_costmodel_init(&cm, &prof, sc, 1, &err) == 0);
 	bp_rng_seed(&rng, 1);
-	struct bp_method_ctx ctx = {&cm, &rng, BP_SHARD_SEQUENCE, NULL};
+	struct bp_method_ctx ctx = {&cm, &rng, BP_SHARD_SEQUENCE, NULL, NULL};
 	/* step 0: three outliers + small docs; step 1: one outlier + small docs */
 	int64_t lens0[] = {9000, 500, 9500, 700, 10000, 300, 800};
 	int64_t lens1[] = {600, 9100, 400, 900, 200, 1000};
