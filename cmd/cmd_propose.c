@@ -25,41 +25,11 @@ struct prop_opts {
 	double theta;
 	int relaxed, warmup, keep_dominated;
 	double min_prob, relax_slack;
+	int indivisible;
 	const char *schemes; /* restrict the space ("8x1,4x2"), or NULL */
 };
 
-static const struct prop_opts prop_defaults = {0, 0, 8, 128, 0.85, 1, 0, 0, 1e-3, 0.1, NULL};
-
-/* Defaults that follow the repository's configurations (spec Sec. 8): GPU step 1 and length
- * step 128 up to 128 GPUs (7B/13B on 16-32 GPUs), growing with the cluster (32B on 1024
- * GPUs: N_STEP 4, S_STEP 1024); at most 256 length buckets at any context. */
-static int default_gpu_step(int gpus)
-{
-	return gpus > 256 ? gpus / 256 : 1;
-}
-
-static int64_t default_len_step(int gpus, int64_t max_tokens)
-{
-	int64_t s = 128 * ((max_tokens + 128 * 256 - 1) / (128 * 256));
-	return gpus > 128 ? s * (gpus / 128) : s;
-}
-
-/* The scheme space of Sec. 5.1 as balplan places it: TP a power of two dividing the heads
- * and within a node (and the cluster), PP dividing the layers and at most max_pp, TP PP <=
- * gpus. */
-static size_t space(const struct bp_model *m, int gpn, int gpus, int max_pp, struct bp_scheme *out,
-		    size_t cap)
-{
-	size_t n = 0;
-	for (int tp = 1; tp <= gpn && tp <= gpus; tp *= 2) {
-		if (m->heads % tp)
-			continue;
-		for (int pp = 1; pp <= max_pp && pp <= m->layers; pp++)
-			if (!(m->layers % pp) && (int64_t)tp * pp <= gpus && n < cap)
-				out[n++] = (struct bp_scheme){tp, 1, pp};
-	}
-	return n;
-}
+static const struct prop_opts prop_defaults = {0, 0, 8, 128, 0.85, 1, 0, 0, 1e-3, 0.1, 1, NULL};
 
 /* Parses "8x1,4x2" into schemes; -1 with err. */
 static int parse_schemes(const char *s, struct bp_scheme *out, size_t cap, size_t *n,
@@ -88,138 +58,21 @@ static int parse_schemes(const char *s, struct bp_scheme *out, size_t cap, size_
 	return 0;
 }
 
-/* A scheme of the space, priced: its fit, UtilLen and MaxLen by pipeline count. */
-struct priced {
-	struct bp_hyd_pscheme ps;
-	int64_t max_len_full;
-};
-
-static void priced_release(struct priced *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(p[i].ps.maxlen);
-	free(p);
-}
-
-/* Prices the schemes on the profile; those that cannot hold align tokens even with every
- * GPU as optimizer replica are left out. */
-static int price(const struct bp_profile *prof, const struct bp_scheme *sc, size_t nsc,
-		 int gpus, int64_t max_tokens, const struct prop_opts *po, struct priced **out,
-		 size_t *nout, struct bp_error *err)
-{
-	struct priced *p = bp_calloc(nsc ? nsc : 1, sizeof(*p), err);
-	size_t n = 0;
-	if (!p)
-		return -1;
-	for (size_t i = 0; i < nsc; i++) {
-		struct bp_costmodel cm;
-		struct priced *x = &p[n];
-		if (bp_costmodel_init(&cm, prof, sc[i], 1, err) < 0 ||
-		    bp_hyd_fit_cost(&cm, max_tokens < 384 ? 384 : max_tokens, &x->ps.fit, err) < 0) {
-			bp_costmodel_release(&cm);
-			priced_release(p, n);
-			return bp_error_prefix(err, "scheme <%d,%d>", sc[i].tp, sc[i].pp);
-		}
-		size_t nd = (size_t)(gpus / (sc[i].tp * sc[i].pp));
-		x->ps.maxlen = bp_calloc(nd + 1, sizeof(int64_t), err);
-		if (!x->ps.maxlen) {
-			bp_costmodel_release(&cm);
-			priced_release(p, n);
-			return -1;
-		}
-		for (size_t d = 1; d <= nd; d++) {
-			x->ps.maxlen[d] = bp_hyd_maxlen(&cm, (int)d, po->align);
-			/* MaxLen stops growing once the optimizer share is negligible */
-			if (d > 8 && x->ps.maxlen[d] == x->ps.maxlen[d - 1] &&
-			    x->ps.maxlen[d] == x->ps.maxlen[d - 8]) {
-				for (size_t e = d + 1; e <= nd; e++)
-					x->ps.maxlen[e] = x->ps.maxlen[d];
-				break;
-			}
-		}
-		x->ps.nd = nd;
-		x->ps.tp = sc[i].tp;
-		x->ps.pp = sc[i].pp;
-		x->ps.util_len = bp_hyd_util_len(&x->ps.fit, max_tokens, po->align, po->theta);
-		x->max_len_full = bp_hyd_maxlen_full(&cm, gpus, po->align);
-		bp_costmodel_release(&cm);
-		if (x->ps.maxlen[nd] < po->align) {
-			free(x->ps.maxlen);
-			x->ps.maxlen = NULL;
-			continue;
-		}
-		n++;
-	}
-	*out = p;
-	*nout = n;
-	return 0;
-}
-
-/* The proposal proper: prices the space on prof and fills set with S^ and its provenance. */
+/* The proposal: S^ on prof with the options, and the dataset's names. */
 static int propose(const struct bp_profile *prof, const struct bp_scheme *sc, size_t nsc,
 		   const struct bp_dataset *ds, const char *ds_sha, int gpus, int64_t max_tokens,
 		   enum bp_overlen ov, int64_t tps, int64_t dps, const struct prop_opts *po,
-		   struct bp_hyd_set *set, struct priced **pr, size_t *npr, struct bp_error *err)
+		   struct bp_hyd_set *set, struct bp_error *err)
 {
-	struct bp_hyd_hist h;
-	int rc = -1;
-	memset(&h, 0, sizeof(h));
-	*pr = NULL;
-	*npr = 0;
-	if (price(prof, sc, nsc, gpus, max_tokens, po, pr, npr, err) < 0)
+	struct bp_hyd_space_opts o = {
+		{gpus, po->gpu_step, po->relaxed, po->warmup, po->keep_dominated, po->min_prob,
+		 po->relax_slack, po->indivisible},
+		po->len_step, po->align, po->theta};
+	if (bp_hyd_propose_profile(prof, sc, nsc, ds, max_tokens, ov, tps, dps, &o, set, err) < 0)
 		return -1;
-	if (!*npr)
-		return bp_errorf(err, "no scheme of the space can hold %lld tokens in memory",
-				 (long long)po->align);
-	struct bp_hyd_pscheme *ps = bp_calloc(*npr, sizeof(*ps), err);
-	if (!ps)
-		return -1;
-	for (size_t i = 0; i < *npr; i++)
-		ps[i] = (*pr)[i].ps;
-	int64_t ls = po->len_step ? po->len_step : default_len_step(gpus, max_tokens);
-	int gs = po->gpu_step ? po->gpu_step : default_gpu_step(gpus);
-	struct bp_hyd_propose_opts o = {gpus, gs, po->relaxed, po->warmup, po->keep_dominated,
-					po->min_prob, po->relax_slack};
-	if (bp_hyd_hist_from_dataset(ds, max_tokens, ov, ls, tps, dps, &h, err) < 0 ||
-	    bp_hyd_propose(&h, ps, *npr, &o, set, err) < 0)
-		goto out;
-	for (size_t i = 0; i < set->n; i++) { /* each strategy's longest MaxLen */
-		struct bp_hyd_strategy *st = &set->s[i];
-		for (size_t g = 0; g < st->ng; g++)
-			for (size_t q = 0; q < *npr; q++)
-				if (ps[q].tp == st->g[g].tp && ps[q].pp == st->g[g].pp) {
-					size_t d = (size_t)st->g[g].count;
-					int64_t ml = ps[q].maxlen[d < ps[q].nd ? d : ps[q].nd];
-					if (ml > st->max_len)
-						st->max_len = ml;
-				}
-	}
-	set->gpus = gpus;
-	snprintf(set->model, sizeof(set->model), "%s", prof->model.name);
 	snprintf(set->dataset, sizeof(set->dataset), "%s", ds->name);
 	snprintf(set->dataset_sha, sizeof(set->dataset_sha), "%s", ds_sha);
-	snprintf(set->profile, sizeof(set->profile), "%s", prof->name);
-	snprintf(set->optimizer, sizeof(set->optimizer), "replica");
-	set->max_tokens = max_tokens;
-	set->tokens_per_step = tps;
-	set->len_step = ls;
-	set->gpu_step = gs;
-	set->schemes = bp_calloc(*npr, sizeof(*set->schemes), err);
-	if (!set->schemes)
-		goto out;
-	set->nschemes = *npr;
-	for (size_t i = 0; i < *npr; i++) {
-		const struct priced *x = &(*pr)[i];
-		set->schemes[i] = (struct bp_hyd_sinfo){x->ps.tp, x->ps.pp, x->ps.maxlen[1],
-							x->max_len_full, x->ps.util_len,
-							x->ps.fit.a, x->ps.fit.b, x->ps.fit.c,
-							x->ps.fit.max_err};
-	}
-	rc = 0;
-out:
-	free(ps);
-	bp_hyd_hist_release(&h);
-	return rc;
+	return 0;
 }
 
 /* The distinct schemes of the request and of every candidate (the plan's layouts). */
@@ -250,8 +103,6 @@ int cmd_hyd_candidates(const struct cmd_hyd_req *r, struct bp_hyd_set *set,
 {
 	struct bp_error err;
 	struct bp_profile sp;
-	struct priced *pr = NULL;
-	size_t npr = 0;
 	int rc = EXIT_DATA;
 	bp_profile_init(&sp);
 	if (r->strategies) {
@@ -270,8 +121,8 @@ int cmd_hyd_candidates(const struct cmd_hyd_req *r, struct bp_hyd_set *set,
 		if (r->profile) {
 			if (cmd_load_profile(r->profile, &sp, sha, &err) < 0)
 				goto fail;
-			nsc = space(&sp.model, sp.hw.gpus_per_node, r->gpus, prop_defaults.max_pp,
-				    sc, 64);
+			nsc = bp_hyd_space(&sp.model, sp.hw.gpus_per_node, r->gpus,
+					   prop_defaults.max_pp, sc, 64);
 		} else {
 			const struct bp_model *m = bp_model_preset(r->model);
 			const struct bp_gpu *g = bp_gpu_preset(r->gpu);
@@ -280,7 +131,8 @@ int cmd_hyd_candidates(const struct cmd_hyd_req *r, struct bp_hyd_set *set,
 					 "presets')", m ? "GPU" : "model", m ? r->gpu : r->model);
 				goto fail;
 			}
-			nsc = space(m, g->gpus_per_node, r->gpus, prop_defaults.max_pp, sc, 64);
+			nsc = bp_hyd_space(m, g->gpus_per_node, r->gpus, prop_defaults.max_pp, sc,
+					   64);
 			if (cmd_analytic_profile(r->gpu, r->model, sc, nsc, r->max_tokens, &sp, sha,
 						 &err) < 0)
 				goto fail;
@@ -291,8 +143,7 @@ int cmd_hyd_candidates(const struct cmd_hyd_req *r, struct bp_hyd_set *set,
 						     sp.hw.gpus_per_node, NULL))
 				sc[k++] = sc[i];
 		if (propose(&sp, sc, k, r->ds, r->ds_sha, r->gpus, r->max_tokens, r->overlen,
-			    r->tokens_per_step, r->docs_per_step, &prop_defaults, set, &pr, &npr,
-			    &err) < 0) {
+			    r->tokens_per_step, r->docs_per_step, &prop_defaults, set, &err) < 0) {
 			bp_error_prefix(&err, "cannot propose strategies");
 			goto fail;
 		}
@@ -312,8 +163,6 @@ int cmd_hyd_candidates(const struct cmd_hyd_req *r, struct bp_hyd_set *set,
 fail:
 	rc = cmd_error("%s", err.text);
 out:
-	if (pr)
-		priced_release(pr, npr);
 	bp_profile_release(&sp);
 	return rc;
 }
@@ -354,6 +203,9 @@ static void propose_usage(FILE *f)
 		"      --warmup             the code's interval cost (+ T(longest)(PP - 1), all\n"
 		"                           over d) instead of Eq. 4's\n"
 		"      --keep-dominated     keep strategies inside another candidate\n"
+		"      --eq4                Eq. 4 as printed: an interval costs only W / d (by\n"
+		"                           default at least PP T(longest), which one pipeline\n"
+		"                           runs whole)\n"
 		"      --min-prob P         skip lengths L with P(a step's longest <= L) < P\n"
 		"                           [0.001; 0: every L, as the paper]\n"
 		"      --relax-slack X      keep roundings within 1 + X of the best [0.1]\n"
@@ -422,6 +274,7 @@ int cmd_propose(int argc, char **argv)
 		{"no-relax", no_argument, NULL, 'r'},
 		{"warmup", no_argument, NULL, 'w'},
 		{"keep-dominated", no_argument, NULL, 'k'},
+		{"eq4", no_argument, NULL, 'e'},
 		{"min-prob", required_argument, NULL, 'b'},
 		{"relax-slack", required_argument, NULL, 'x'},
 		{"out", required_argument, NULL, 'o'},
@@ -498,6 +351,7 @@ int cmd_propose(int argc, char **argv)
 			break;
 		}
 		case 'r': po.relaxed = 0; break;
+		case 'e': po.indivisible = 0; break;
 		case 'w': po.warmup = 1; break;
 		case 'k': po.keep_dominated = 1; break;
 		case 'o': out = optarg; break;
@@ -545,8 +399,6 @@ int cmd_propose(int argc, char **argv)
 	struct bp_dataset ds;
 	struct bp_profile prof;
 	struct bp_hyd_set set;
-	struct priced *pr = NULL;
-	size_t npr = 0;
 	char ds_sha[65], prof_sha[65];
 	int rc = EXIT_DATA;
 	bp_dataset_init(&ds);
@@ -599,7 +451,7 @@ int cmd_propose(int argc, char **argv)
 			}
 		}
 	} else {
-		nsc = space(m, gpn, (int)gpus, po.max_pp, sc, 128);
+		nsc = bp_hyd_space(m, gpn, (int)gpus, po.max_pp, sc, 128);
 	}
 	if (!profile && cmd_analytic_profile(gpu, model, sc, nsc, max_tokens, &prof, prof_sha,
 					     &err) < 0) {
@@ -620,7 +472,7 @@ int cmd_propose(int argc, char **argv)
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int r = propose(&prof, sc, k, &ds, ds_sha, (int)gpus, max_tokens, ov, tps, dps, &po, &set,
-			&pr, &npr, &err);
+			&err);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (r < 0) {
 		rc = cmd_error("cannot propose strategies: %s", err.text);
@@ -648,8 +500,6 @@ int cmd_propose(int argc, char **argv)
 	}
 	rc = EXIT_OK;
 out:
-	if (pr)
-		priced_release(pr, npr);
 	bp_hyd_set_release(&set);
 	bp_dataset_release(&ds);
 	bp_profile_release(&prof);

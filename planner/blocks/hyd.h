@@ -275,6 +275,53 @@ struct bp_hyd_pack_out {
 int bp_hyd_pack(const struct bp_hyd_pack_in *in, int *bin_of, struct bp_hyd_pack_out *out,
 		struct bp_error *err);
 
+/* ---- one step: every candidate, then the selection (Sec. 6, Fig. 6 steps 1-4) ---- */
+
+/* A candidate strategy as a step sees it: its pipelines (MaxLen longest first), their
+ * UtilLen and the longest cap. */
+struct bp_hyd_cand {
+	size_t npipes;
+	const struct bp_hyd_dpipe *dp; /* borrowed */
+	const int64_t *util;           /* borrowed */
+	int64_t maxcap;
+};
+
+struct bp_hyd_step_opts {
+	int trials;
+	int code_c;       /* the code's c accounting: no c in dispatch and packing, c once per
+			   * micro-batch in Eq. 1, and an idle pipeline rejects the strategy */
+	int v_tries;
+	const struct bp_ilp_opts *ilp;      /* Eq. 3 when its m_ij columns <= ilp->max_vars */
+	const struct bp_ilp_opts *pack_ilp; /* Eq. 1 per V when n V <= pack_ilp->max_vars */
+};
+
+/* What one candidate gave (the hydraulis record keeps these). */
+struct bp_hyd_cand_res {
+	char status[16];   /* "ok", "too-short" (MaxLen below the step's longest), "empty-pipeline" */
+	double dispatch_us; /* Eq. 3 of the dispatch used */
+	double bound_us;    /* a certified lower bound on Eq. 3 */
+	double estimate_us; /* max over pipelines of Eq. 1: the estimated propagation time */
+	int trial;          /* Alg. 1's winning trial, -1 when not run */
+	char dispatch[16];  /* "greedy", "ilp-optimal", "ilp-feasible", "ilp-warm-start", "none" */
+};
+
+/* One pipeline of the chosen candidate. */
+struct bp_hyd_pipe_res {
+	double eq2_us;     /* Eq. 2 of its sequences */
+	int v, v_min, v_max;
+	double z_us, eq1_us;
+};
+
+/* Runs every candidate on the step's n sequences (Alg. 1 seeded seed + t, Eq. 3's ILP where
+ * asked, Eq. 1 per pipeline) and selects the least estimate, the first on ties. res (nc)
+ * gets every candidate's result, *selected the choice, pipe_of and bin_of (n) its dispatch
+ * and packing (micro-batch index within the pipeline), pr (its npipes) its pipelines.
+ * Returns 0, -1, or BP_INFEASIBLE when no candidate can take the step (err says why). */
+int bp_hyd_step(const struct bp_hyd_cand *c, size_t nc, const int64_t *len, size_t n,
+		uint64_t seed, const struct bp_hyd_step_opts *o, struct bp_hyd_cand_res *res,
+		int *selected, int *pipe_of, int *bin_of, struct bp_hyd_pipe_res *pr,
+		struct bp_error *err);
+
 /* ---- strategy proposal (Sec. 7, Eq. 4) ---- */
 
 /* The dataset as the DP sees it: nb length buckets of width step (bucket b, from 1, holds
@@ -322,6 +369,10 @@ struct bp_hyd_propose_opts {
 	/* A rounded relaxed strategy is kept when its expected time is within (1 + slack) of
 	 * the best at its L (the integer DP's or another rounding's). */
 	double relax_slack;
+	/* An interval's latency is at least PP T(x) of its longest sequence x (one pipeline
+	 * runs it whole: Eq. 2's bound), not only its expected W / d: without it Eq. 4 gives
+	 * the rare longest sequences a sliver of a pipeline. 0: Eq. 4 as printed. */
+	int indivisible;
 };
 
 /* The DP table of Eq. 4 for inspection (tests): t[n][l] for n = 0 .. nu GPU units and l = 0
@@ -345,7 +396,8 @@ void bp_hyd_dp_release(struct bp_hyd_dp *dp);
  * fraction) with 0 < l' <= l (spec Sec. 12.2) and MaxLen(P_k, d) >= the interval's top. For
  * fixed (n, l, k) the best (d, l') is found by a two-pointer walk (the remaining latency
  * t[n - dN][l - l'] grows with d and falls with l', the interval's W/d the reverse), so the
- * table costs O(K N_u L_b (N_u + L_b)). Ties keep the earlier choice (skip first, then
+ * table costs O(K N_u L_b (N_u + L_b)). Equal t are broken by the smaller sum of interval
+ * latencies, then by more GPU units for the interval, then the earlier choice (skip first,
  * schemes in order, d and l' ascending). */
 int bp_hyd_dp_run(const struct bp_hyd_hist *h, const struct bp_hyd_pscheme *k, size_t nk,
 		  const struct bp_hyd_propose_opts *o, int relaxed, struct bp_hyd_dp *dp,
@@ -360,6 +412,31 @@ struct bp_hyd_interval {
 };
 size_t bp_hyd_dp_trace(const struct bp_hyd_dp *dp, const struct bp_hyd_pscheme *k, size_t L,
 		       struct bp_hyd_interval *out, size_t cap);
+
+/* The scheme space of Sec. 5.1 as balplan places it: TP a power of two that divides the
+ * heads and fits a node (and the cluster), PP dividing the layers and at most max_pp, TP x PP
+ * <= gpus. Fills up to cap schemes (cp 1), returns how many. */
+size_t bp_hyd_space(const struct bp_model *m, int gpus_per_node, int gpus, int max_pp,
+		    struct bp_scheme *out, size_t cap);
+
+/* The whole proposal on a profile: prices every scheme of sc (fit of T on the cost model up
+ * to max_tokens, UtilLen at theta, MaxLen for 1 .. gpus / N(P) pipelines aligned to align;
+ * schemes that cannot hold align tokens are left out), buckets the dataset
+ * (bp_hyd_hist_from_dataset) and runs bp_hyd_propose. Fills set's strategies (with max_len),
+ * schemes, gpus, model, profile, max_tokens, tokens_per_step, len_step, gpu_step and
+ * optimizer; dataset names are the caller's. A zero len_step or gpu_step in o takes the
+ * defaults bp_hyd_default_steps gives. */
+struct bp_hyd_space_opts {
+	struct bp_hyd_propose_opts p; /* p.gpus is the cluster */
+	int64_t len_step, align;
+	double theta;
+};
+void bp_hyd_default_steps(int gpus, int64_t max_tokens, int *gpu_step, int64_t *len_step);
+int bp_hyd_propose_profile(const struct bp_profile *prof, const struct bp_scheme *sc,
+			   size_t nsc, const struct bp_dataset *ds, int64_t max_tokens,
+			   enum bp_overlen overlen, int64_t tokens_per_step, int64_t docs_per_step,
+			   const struct bp_hyd_space_opts *o, struct bp_hyd_set *set,
+			   struct bp_error *err);
 
 /* The proposal S^ (Sec. 7): for L = 1 .. nb, S[N][L] of the integer DP (origin "dp",
  * expected time t[N][L]) and, when o->relaxed, every rounding of the relaxed S[N][L]

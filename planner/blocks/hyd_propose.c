@@ -34,6 +34,7 @@
 #include "hyd.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -229,6 +230,7 @@ struct work {
 	double *pre;     /* [nk][nb + 1] */
 	size_t *lastne;  /* [nb + 1]: the last bucket <= j with sequences, 0 when none */
 	int warmup;
+	int indivisible;
 };
 
 static double work_of(const struct work *w, const struct bp_hyd_pscheme *k, size_t ki,
@@ -238,6 +240,21 @@ static double work_of(const struct work *w, const struct bp_hyd_pscheme *k, size
 	double v = pre[j] - pre[i];
 	if (w->warmup && k->pp > 1 && w->lastne[j] > i)
 		v += (k->pp - 1) * bp_hyd_T(&k->fit, (double)w->h->xmax[w->lastne[j]]);
+	return v;
+}
+
+/* The interval's latency on d pipelines: W / d (Eq. 4), and, with `indivisible`, at least
+ * PP T(x) for its longest sequence x, which one pipeline runs whole (Eq. 2's bound,
+ * App. D.1). Non-decreasing as the interval grows downward, as the two-pointer walk needs. */
+static double lat(const struct work *w, const struct bp_hyd_pscheme *k, size_t ki, size_t i,
+		  size_t j, double d)
+{
+	double v = work_of(w, k, ki, i, j) / d;
+	if (w->indivisible && w->lastne[j] > i) {
+		double one = k->pp * bp_hyd_T(&k->fit, (double)w->h->xmax[w->lastne[j]]);
+		if (one > v)
+			v = one;
+	}
 	return v;
 }
 
@@ -300,15 +317,22 @@ int bp_hyd_dp_run(const struct bp_hyd_hist *h, const struct bp_hyd_pscheme *k, s
 				 "too large; raise the GPU or length step", nu + 1, W);
 	if (work_make(&w, h, k, nk, o->warmup, err) < 0)
 		goto out;
+	w.indivisible = o->indivisible;
 	dp->nu = nu;
 	dp->nb = nb;
 	dp->relaxed = relaxed;
 	dp->unit = o->gpu_step;
 	dp->t = bp_calloc((nu + 1) * W, sizeof(double), err);
 	dp->how = bp_calloc((nu + 1) * W, sizeof(*dp->how), err);
+	/* Ties in t are broken by the sum of the intervals' latencies: among the solutions
+	 * with the least slowest interval, the one whose other intervals are fastest, so GPUs
+	 * the maximum does not need still go where they shorten an interval; then by the
+	 * units the interval takes (more: spare GPUs still serve). */
+	double *S = bp_calloc((nu + 1) * W, sizeof(double), err);
 	int64_t *mstep = bp_calloc(nk ? nk : 1, sizeof(int64_t), err);
-	if (!dp->t || !dp->how || !mstep) {
+	if (!dp->t || !dp->how || !mstep || !S) {
 		free(mstep);
+		free(S);
 		goto out;
 	}
 	for (size_t q = 0; q < nk; q++) {
@@ -322,15 +346,18 @@ int bp_hyd_dp_run(const struct bp_hyd_hist *h, const struct bp_hyd_pscheme *k, s
 			struct bp_hyd_choice *c = &dp->how[n * W + l];
 			if (!l) {
 				T[n * W] = 0.0;
+				S[n * W] = 0.0;
 				*c = (struct bp_hyd_choice){-2, 0, 0};
 				continue;
 			}
 			if (!n) {
 				T[l] = INFINITY;
+				S[l] = INFINITY;
 				*c = (struct bp_hyd_choice){-2, 0, 0};
 				continue;
 			}
-			double best = T[(n - 1) * W + l];
+			double best = T[(n - 1) * W + l], bests = S[(n - 1) * W + l];
+			int64_t bm = 0; /* units of the best choice: on a full tie, more wins */
 			struct bp_hyd_choice bc = {-1, 0, 0};
 			int64_t top = top_of(h, l);
 			for (size_t q = 0; q < nk; q++) {
@@ -341,29 +368,35 @@ int bp_hyd_dp_run(const struct bp_hyd_hist *h, const struct bp_hyd_pscheme *k, s
 					if (maxlen_at(&k[q], d) < top)
 						continue; /* MaxLen(P_k, d) grows with d */
 					const double *A = T + (n - (size_t)m) * W;
+					const double *As = S + (n - (size_t)m) * W;
 					/* the first p with W/d >= t[n - m][l - p] (W/d rises with p,
-					 * t falls), not before the last m's (it only moves right) */
-					while (p < l && work_of(&w, &k[q], q, l - p, l) / d < A[l - p])
+					 * t falls), not before the last m's (it only moves right); the
+					 * optimum over p is there or one before */
+					while (p < l && lat(&w, &k[q], q, l - p, l, d) < A[l - p])
 						p++;
-					double v = work_of(&w, &k[q], q, l - p, l) / d;
-					if (A[l - p] > v)
-						v = A[l - p];
-					size_t bp = p;
-					if (p >= 2 && A[l - p + 1] < v) {
-						v = A[l - p + 1];
-						bp = p - 1;
-					}
-					if (v < best) {
-						best = v;
-						bc = (struct bp_hyd_choice){(int32_t)q, (int32_t)m,
-									    (int32_t)bp};
+					for (size_t pp = p; pp + 1 >= p && pp >= 1; pp--) {
+						double b = lat(&w, &k[q], q, l - pp, l, d);
+						double v = A[l - pp] > b ? A[l - pp] : b;
+						double vs = As[l - pp] + b;
+						if (v < best || (v == best && (vs < bests ||
+									       (vs == bests && m > bm)))) {
+							best = v;
+							bests = vs;
+							bm = m;
+							bc = (struct bp_hyd_choice){(int32_t)q, (int32_t)m,
+										    (int32_t)pp};
+						}
+						if (pp == 1)
+							break;
 					}
 				}
 			}
 			T[n * W + l] = best;
+			S[n * W + l] = bests;
 			*c = bc;
 		}
 	free(mstep);
+	free(S);
 	rc = 0;
 out:
 	work_release(&w);
@@ -489,7 +522,7 @@ static int round_relaxed(const struct bp_hyd_hist *h, const struct bp_hyd_pschem
 				break;
 			}
 			size_t kq = (size_t)sch[pick];
-			load[kq] += work_of(&(struct work){w->h, w->pre, w->lastne, 0}, &k[kq], kq,
+			load[kq] += work_of(&(struct work){w->h, w->pre, w->lastne, 0, 0}, &k[kq], kq,
 					    b - 1, b);
 			if (h->xmax[b] > lx[kq])
 				lx[kq] = h->xmax[b];
@@ -507,6 +540,9 @@ static int round_relaxed(const struct bp_hyd_hist *h, const struct bp_hyd_pschem
 			if (o->warmup && lx[kq] > 0)
 				v += (k[kq].pp - 1) * bp_hyd_T(&k[kq].fit, (double)lx[kq]);
 			v /= cnt[s];
+			if (o->indivisible && lx[kq] > 0 &&
+			    k[kq].pp * bp_hyd_T(&k[kq].fit, (double)lx[kq]) > v)
+				v = k[kq].pp * bp_hyd_T(&k[kq].fit, (double)lx[kq]);
 			if (v > e)
 				e = v;
 			st.g[st.ng++] = (struct bp_hyd_group){k[kq].tp, k[kq].pp, cnt[s]};
@@ -620,5 +656,140 @@ out:
 	work_release(&w);
 	bp_hyd_dp_release(&di);
 	bp_hyd_dp_release(&dr);
+	return rc;
+}
+
+/* ---- the proposal on a profile ---- */
+
+size_t bp_hyd_space(const struct bp_model *m, int gpus_per_node, int gpus, int max_pp,
+		    struct bp_scheme *out, size_t cap)
+{
+	size_t n = 0;
+	for (int tp = 1; tp <= gpus_per_node && tp <= gpus; tp *= 2) {
+		if (m->heads % tp)
+			continue;
+		for (int pp = 1; pp <= max_pp && pp <= m->layers; pp++)
+			if (!(m->layers % pp) && (int64_t)tp * pp <= gpus && n < cap)
+				out[n++] = (struct bp_scheme){tp, 1, pp};
+	}
+	return n;
+}
+
+/* The repository's configurations (spec Sec. 8): GPU step 1 and length step 128 up to 128
+ * GPUs (7B and 13B on 16-32 GPUs), growing with the cluster (32B on 1024 GPUs: N_STEP 4,
+ * S_STEP 1024); at most 256 length buckets at any context. */
+void bp_hyd_default_steps(int gpus, int64_t max_tokens, int *gpu_step, int64_t *len_step)
+{
+	int64_t s = 128 * ((max_tokens + 128 * 256 - 1) / (128 * 256));
+	*gpu_step = gpus > 256 ? gpus / 256 : 1;
+	*len_step = gpus > 128 ? s * (gpus / 128) : s;
+}
+
+int bp_hyd_propose_profile(const struct bp_profile *prof, const struct bp_scheme *sc,
+			   size_t nsc, const struct bp_dataset *ds, int64_t max_tokens,
+			   enum bp_overlen overlen, int64_t tokens_per_step, int64_t docs_per_step,
+			   const struct bp_hyd_space_opts *o, struct bp_hyd_set *set,
+			   struct bp_error *err)
+{
+	struct bp_hyd_pscheme *ps = bp_calloc(nsc ? nsc : 1, sizeof(*ps), err);
+	int64_t *full = bp_calloc(nsc ? nsc : 1, sizeof(int64_t), err);
+	struct bp_hyd_hist h;
+	size_t n = 0;
+	int rc = -1, gpus = o->p.gpus;
+	memset(&h, 0, sizeof(h));
+	if (!ps || !full)
+		goto out;
+	/* Price the schemes: T(l) fitted on the cost model, UtilLen, MaxLen by pipelines. */
+	for (size_t i = 0; i < nsc; i++) {
+		struct bp_costmodel cm;
+		struct bp_hyd_pscheme *x = &ps[n];
+		if (bp_costmodel_init(&cm, prof, sc[i], 1, err) < 0 ||
+		    bp_hyd_fit_cost(&cm, max_tokens < 384 ? 384 : max_tokens, &x->fit, err) < 0) {
+			bp_costmodel_release(&cm);
+			bp_error_prefix(err, "scheme <%d,%d>", sc[i].tp, sc[i].pp);
+			goto out;
+		}
+		size_t nd = (size_t)(gpus / (sc[i].tp * sc[i].pp));
+		x->maxlen = bp_calloc(nd + 1, sizeof(int64_t), err);
+		if (!x->maxlen) {
+			bp_costmodel_release(&cm);
+			goto out;
+		}
+		for (size_t d = 1; d <= nd; d++) {
+			x->maxlen[d] = bp_hyd_maxlen(&cm, (int)d, o->align);
+			/* MaxLen stops growing once the optimizer's share is small */
+			if (d > 8 && x->maxlen[d] == x->maxlen[d - 1] &&
+			    x->maxlen[d] == x->maxlen[d - 8]) {
+				for (size_t e = d + 1; e <= nd; e++)
+					x->maxlen[e] = x->maxlen[d];
+				break;
+			}
+		}
+		x->nd = nd;
+		x->tp = sc[i].tp;
+		x->pp = sc[i].pp;
+		x->util_len = bp_hyd_util_len(&x->fit, max_tokens, o->align, o->theta);
+		full[n] = bp_hyd_maxlen_full(&cm, gpus, o->align);
+		bp_costmodel_release(&cm);
+		if (!nd || x->maxlen[nd] < o->align) {
+			free(x->maxlen);
+			x->maxlen = NULL;
+			continue; /* cannot hold align tokens even with every GPU sharding */
+		}
+		n++;
+	}
+	if (!n) {
+		bp_errorf(err, "no scheme of the space can hold %lld tokens in memory",
+			  (long long)o->align);
+		goto out;
+	}
+	struct bp_hyd_propose_opts po = o->p;
+	int64_t ls = o->len_step;
+	int gs0;
+	int64_t ls0;
+	bp_hyd_default_steps(gpus, max_tokens, &gs0, &ls0);
+	if (!po.gpu_step)
+		po.gpu_step = gs0;
+	if (!ls)
+		ls = ls0;
+	if (bp_hyd_hist_from_dataset(ds, max_tokens, overlen, ls, tokens_per_step, docs_per_step,
+				     &h, err) < 0 ||
+	    bp_hyd_propose(&h, ps, n, &po, set, err) < 0)
+		goto out;
+	for (size_t i = 0; i < set->n; i++) { /* each strategy's longest MaxLen */
+		struct bp_hyd_strategy *st = &set->s[i];
+		for (size_t g = 0; g < st->ng; g++)
+			for (size_t q = 0; q < n; q++)
+				if (ps[q].tp == st->g[g].tp && ps[q].pp == st->g[g].pp) {
+					size_t d = (size_t)st->g[g].count;
+					int64_t ml = ps[q].maxlen[d < ps[q].nd ? d : ps[q].nd];
+					if (ml > st->max_len)
+						st->max_len = ml;
+				}
+	}
+	set->gpus = gpus;
+	snprintf(set->model, sizeof(set->model), "%s", prof->model.name);
+	snprintf(set->profile, sizeof(set->profile), "%s", prof->name);
+	snprintf(set->optimizer, sizeof(set->optimizer), "replica");
+	set->max_tokens = max_tokens;
+	set->tokens_per_step = tokens_per_step;
+	set->len_step = ls;
+	set->gpu_step = po.gpu_step;
+	set->schemes = bp_calloc(n, sizeof(*set->schemes), err);
+	if (!set->schemes)
+		goto out;
+	set->nschemes = n;
+	for (size_t i = 0; i < n; i++)
+		set->schemes[i] = (struct bp_hyd_sinfo){ps[i].tp, ps[i].pp, ps[i].maxlen[1],
+							full[i], ps[i].util_len, ps[i].fit.a,
+							ps[i].fit.b, ps[i].fit.c, ps[i].fit.max_err};
+	rc = 0;
+out:
+	if (ps)
+		for (size_t i = 0; i < nsc; i++)
+			free(ps[i].maxlen);
+	free(ps);
+	free(full);
+	bp_hyd_hist_release(&h);
 	return rc;
 }

@@ -32,27 +32,13 @@
 
 /* ---- the per-step record ---- */
 
-struct hyd_crec {
-	int layout;
-	char status[16];   /* "ok", "too-short" (MaxLen below the batch's longest), "empty-pipeline" */
-	double dispatch_us; /* Eq. 3 of the dispatch used */
-	double bound_us;    /* a certified lower bound on Eq. 3 */
-	double estimate_us; /* max over pipelines of Eq. 1 */
-	int trial;          /* Alg. 1's winning trial, -1 when not run */
-	char dispatch[16];  /* "greedy", "ilp-optimal", "ilp-feasible", "ilp-warm-start" */
-};
-
-struct hyd_prec {
-	double eq2_us;
-	int v, v_min, v_max;
-	double z_us, eq1_us;
-};
-
+/* Every candidate's result and the chosen one's pipelines (blocks/hyd.h). */
 struct hyd_rec {
 	int selected, changed;
-	struct hyd_crec *c;
+	struct bp_hyd_cand_res *c; /* owned */
 	size_t nc;
-	struct hyd_prec *p;
+	int *layout;               /* [nc]: each candidate's layout; owned */
+	struct bp_hyd_pipe_res *p; /* owned */
 	size_t np;
 };
 
@@ -60,8 +46,10 @@ static void rec_release(void *r)
 {
 	struct hyd_rec *h = r;
 	free(h->c);
+	free(h->layout);
 	free(h->p);
 	h->c = NULL;
+	h->layout = NULL;
 	h->p = NULL;
 }
 
@@ -73,9 +61,9 @@ static json_t *rec_to_json(const void *r)
 	bp_json_set(o, "selected", json_integer(h->selected), &ok);
 	bp_json_set(o, "changed", json_integer(h->changed), &ok);
 	for (size_t i = 0; i < h->nc; i++) {
-		const struct hyd_crec *c = &h->c[i];
+		const struct bp_hyd_cand_res *c = &h->c[i];
 		json_t *x = json_array();
-		bp_json_append(x, json_integer(c->layout), &ok);
+		bp_json_append(x, json_integer(h->layout[i]), &ok);
 		bp_json_append(x, json_string(c->status), &ok);
 		bp_json_append(x, bp_json_real(c->dispatch_us), &ok);
 		bp_json_append(x, bp_json_real(c->bound_us), &ok);
@@ -85,7 +73,7 @@ static json_t *rec_to_json(const void *r)
 		bp_json_append(ca, x, &ok);
 	}
 	for (size_t k = 0; k < h->np; k++) {
-		const struct hyd_prec *p = &h->p[k];
+		const struct bp_hyd_pipe_res *p = &h->p[k];
 		json_t *x = json_array();
 		bp_json_append(x, bp_json_real(p->eq2_us), &ok);
 		bp_json_append(x, json_integer(p->v), &ok);
@@ -152,12 +140,13 @@ static int rec_from_json(void *r, json_t *o, const char *where, struct bp_error 
 	if (!ca || !pa)
 		return -1;
 	h->c = bp_calloc(json_array_size(ca) + 1, sizeof(*h->c), err);
+	h->layout = bp_calloc(json_array_size(ca) + 1, sizeof(int), err);
 	h->p = bp_calloc(json_array_size(pa) + 1, sizeof(*h->p), err);
-	if (!h->c || !h->p)
+	if (!h->c || !h->layout || !h->p)
 		return -1;
 	for (size_t i = 0; i < json_array_size(ca); i++) {
 		json_t *x = json_array_get(ca, i);
-		struct hyd_crec *c = &h->c[i];
+		struct bp_hyd_cand_res *c = &h->c[i];
 		double v[5];
 		snprintf(w, sizeof(w), "%.200s.candidates[%zu]", where, i);
 		if (!json_is_array(x) || json_array_size(x) != 7)
@@ -171,7 +160,7 @@ static int rec_from_json(void *r, json_t *o, const char *where, struct bp_error 
 		    get_num(x, 5, 1, -1, 1 << 30, &v[4], w, err) < 0 ||
 		    get_text(x, 6, c->dispatch, sizeof(c->dispatch), dispatches, w, err) < 0)
 			return -1;
-		c->layout = (int)v[0];
+		h->layout[i] = (int)v[0];
 		c->dispatch_us = v[1];
 		c->bound_us = v[2];
 		c->estimate_us = v[3];
@@ -180,7 +169,7 @@ static int rec_from_json(void *r, json_t *o, const char *where, struct bp_error 
 	}
 	for (size_t k = 0; k < json_array_size(pa); k++) {
 		json_t *x = json_array_get(pa, k);
-		struct hyd_prec *p = &h->p[k];
+		struct bp_hyd_pipe_res *p = &h->p[k];
 		double v[6];
 		snprintf(w, sizeof(w), "%.200s.pipelines[%zu]", where, k);
 		if (!json_is_array(x) || json_array_size(x) != 6)
@@ -192,7 +181,7 @@ static int rec_from_json(void *r, json_t *o, const char *where, struct bp_error 
 		    get_num(x, 4, 0, 0, big, &v[4], w, err) < 0 ||
 		    get_num(x, 5, 0, 0, big, &v[5], w, err) < 0)
 			return -1;
-		*p = (struct hyd_prec){v[0], (int)v[1], (int)v[2], (int)v[3], v[4], v[5]};
+		*p = (struct bp_hyd_pipe_res){v[0], (int)v[1], (int)v[2], (int)v[3], v[4], v[5]};
 		h->np = k + 1;
 	}
 	return 0;
@@ -207,14 +196,14 @@ static int rec_validate(const void *r, const struct bp_step *st, struct bp_error
 	const double tol = 2e-3;
 	if ((size_t)h->selected >= h->nc)
 		return bp_errorf(err, "selects candidate %d of %zu", h->selected, h->nc);
-	const struct hyd_crec *sel = &h->c[h->selected];
-	if (sel->layout != st->layout)
+	const struct bp_hyd_cand_res *sel = &h->c[h->selected];
+	if (h->layout[h->selected] != st->layout)
 		return bp_errorf(err, "selects the candidate of layout %d but the step uses layout "
-				 "%d", sel->layout, st->layout);
+				 "%d", h->layout[h->selected], st->layout);
 	if (strcmp(sel->status, "ok"))
 		return bp_errorf(err, "selects a candidate of status \"%s\"", sel->status);
 	for (size_t i = 0; i < h->nc; i++) {
-		const struct hyd_crec *c = &h->c[i];
+		const struct bp_hyd_cand_res *c = &h->c[i];
 		if (strcmp(c->status, "ok"))
 			continue;
 		if (c->estimate_us + tol < sel->estimate_us)
@@ -229,7 +218,7 @@ static int rec_validate(const void *r, const struct bp_step *st, struct bp_error
 		return bp_errorf(err, "has %zu pipelines but the step %zu", h->np, st->npipes);
 	double worst = 0.0;
 	for (size_t k = 0; k < h->np; k++) {
-		const struct hyd_prec *p = &h->p[k];
+		const struct bp_hyd_pipe_res *p = &h->p[k];
 		if ((size_t)p->v != st->pipes[k].nmbs)
 			return bp_errorf(err, "pipeline %zu: V* %d but %zu micro-batches", k, p->v,
 					 st->pipes[k].nmbs);
@@ -252,7 +241,7 @@ static void rec_diff(const void *a, const void *b, char *buf, size_t n)
 {
 	const struct hyd_rec *x = a, *y = b;
 	buf[0] = 0;
-	int la = x->nc ? x->c[x->selected].layout : -1, lb = y->nc ? y->c[y->selected].layout : -1;
+	int la = x->nc ? x->layout[x->selected] : -1, lb = y->nc ? y->layout[y->selected] : -1;
 	double ea = x->nc ? x->c[x->selected].estimate_us : 0, eb = y->nc ? y->c[y->selected].estimate_us : 0;
 	if (la != lb || ea != eb)
 		snprintf(buf, n, "hydraulis: strategy of layout %d, estimate %.3f us -> layout %d, "
@@ -275,8 +264,8 @@ struct scheme_fit {
 struct cand {
 	int layout;
 	size_t npipes;
-	struct bp_hyd_dpipe *dp; /* per pipeline, layout order (MaxLen descending) */
-	int64_t *util;
+	struct bp_hyd_dpipe *dp; /* per pipeline, layout order (MaxLen descending); owned */
+	int64_t *util;           /* owned */
 	int64_t maxcap;
 };
 
@@ -441,124 +430,6 @@ static int make_candidate(const struct bp_method_ctx *ctx, const struct bp_hyd_s
 	return 0;
 }
 
-/* What a candidate's two stages give for one step. */
-struct trial_out {
-	int *pipe_of, *bin_of;     /* per sequence */
-	struct hyd_prec *pr;       /* per pipeline */
-};
-
-static void trial_free(struct trial_out *t)
-{
-	free(t->pipe_of);
-	free(t->bin_of);
-	free(t->pr);
-}
-
-static int trial_alloc(struct trial_out *t, size_t n, size_t np, struct bp_error *err)
-{
-	t->pipe_of = bp_calloc(n ? n : 1, sizeof(int), err);
-	t->bin_of = bp_calloc(n ? n : 1, sizeof(int), err);
-	t->pr = bp_calloc(np ? np : 1, sizeof(*t->pr), err);
-	return t->pipe_of && t->bin_of && t->pr ? 0 : -1;
-}
-
-/* Dispatch, pack and estimate one candidate (Sec. 6). */
-static int run_candidate(const struct cand *c, const int64_t *len, size_t n, uint64_t seed,
-			 const struct opts *o, struct hyd_crec *rec, struct trial_out *t,
-			 struct bp_error *err)
-{
-	int rc = -1;
-	int64_t longest = 0;
-	for (size_t i = 0; i < n; i++)
-		if (len[i] > longest)
-			longest = len[i];
-	rec->trial = -1;
-	snprintf(rec->dispatch, sizeof(rec->dispatch), "none");
-	rec->estimate_us = rec->dispatch_us = rec->bound_us = 0.0;
-	if (longest > c->maxcap) {
-		snprintf(rec->status, sizeof(rec->status), "too-short");
-		return 1;
-	}
-	struct bp_hyd_dispatch d = {len, n, c->dp, c->npipes, o->code_c, o->trials, seed};
-	double obj;
-	int r = bp_hyd_dispatch_greedy(&d, t->pipe_of, &obj, &rec->trial, err);
-	if (r < 0)
-		return r;
-	rec->dispatch_us = obj;
-	rec->bound_us = bp_hyd_dispatch_bound(&d);
-	snprintf(rec->dispatch, sizeof(rec->dispatch), "greedy");
-	/* Eq. 3 exactly where the instance is small enough (columns m_ij). */
-	size_t cols = 0;
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j < c->npipes && c->dp[j].cap >= len[i]; j++)
-			cols++;
-	if (o->ilp.max_vars > 0 && (int64_t)cols <= o->ilp.max_vars && n && c->npipes > 1) {
-		struct bp_hyd_ilp_res ir;
-		int *alt = bp_calloc(n, sizeof(int), err);
-		if (!alt || bp_hyd_dispatch_ilp(&d, &o->ilp, t->pipe_of, alt, &ir, err) < 0) {
-			free(alt);
-			return -1;
-		}
-		memcpy(t->pipe_of, alt, n * sizeof(int));
-		free(alt);
-		rec->dispatch_us = ir.objective;
-		rec->bound_us = ir.bound;
-		snprintf(rec->dispatch, sizeof(rec->dispatch), "ilp-%s",
-			 bp_ilp_status_name(ir.status));
-	}
-	double *eq2 = bp_calloc(c->npipes, sizeof(double), err);
-	double *w = bp_calloc(n ? n : 1, sizeof(double), err);
-	int64_t *l = bp_calloc(n ? n : 1, sizeof(int64_t), err);
-	size_t *idx = bp_calloc(n ? n : 1, sizeof(size_t), err);
-	int *bins = bp_calloc(n ? n : 1, sizeof(int), err);
-	if (!eq2 || !w || !l || !idx || !bins)
-		goto out;
-	bp_hyd_eq2(&d, t->pipe_of, eq2);
-	snprintf(rec->status, sizeof(rec->status), "ok");
-	double est = 0.0;
-	for (size_t j = 0; j < c->npipes; j++) {
-		size_t m = 0;
-		for (size_t i = 0; i < n; i++)
-			if (t->pipe_of[i] == (int)j) {
-				idx[m] = i;
-				l[m] = len[i];
-				w[m++] = bp_hyd_seq_cost(&d, j, len[i]);
-			}
-		struct hyd_prec *p = &t->pr[j];
-		memset(p, 0, sizeof(*p));
-		p->eq2_us = eq2[j];
-		if (!m) {
-			if (o->code_c) /* the code rejects a strategy that leaves a pipeline idle */
-				snprintf(rec->status, sizeof(rec->status), "empty-pipeline");
-			continue;
-		}
-		const struct bp_hyd_fit *f = c->dp[j].T;
-		struct bp_hyd_pack_in in = {w, l, m, c->dp[j].pp, c->dp[j].cap, c->util[j],
-					    o->code_c ? fmax(f->c, 0.0) : 0.0, o->v_tries,
-					    o->pack_ilp.max_vars > 0 ? &o->pack_ilp : NULL};
-		struct bp_hyd_pack_out po;
-		r = bp_hyd_pack(&in, bins, &po, err);
-		if (r < 0) {
-			rc = r;
-			goto out;
-		}
-		for (size_t q = 0; q < m; q++)
-			t->bin_of[idx[q]] = bins[q];
-		*p = (struct hyd_prec){eq2[j], po.v, po.v_min, po.v_max, po.z, po.obj};
-		if (po.obj > est)
-			est = po.obj;
-	}
-	rec->estimate_us = est;
-	rc = strcmp(rec->status, "ok") ? 1 : 0;
-out:
-	free(eq2);
-	free(w);
-	free(l);
-	free(idx);
-	free(bins);
-	return rc;
-}
-
 /* Item order inside a micro-batch and micro-batch order inside a pipeline: longest (most
  * tokens) first, then draw order (the code runs micro-batches by tokens descending). */
 struct key {
@@ -574,8 +445,9 @@ static int cmp_key_desc(const void *a, const void *b)
 }
 
 /* The step's pipelines from the chosen candidate's dispatch and packing. */
-static int emit_step(const struct bp_batch *b, const struct cand *c, const struct trial_out *t,
-		     struct bp_step *st, struct bp_error *err)
+static int emit_step(const struct bp_batch *b, const struct cand *c, const int *pipe_of,
+		     const int *bin_of, const struct bp_hyd_pipe_res *pr, struct bp_step *st,
+		     struct bp_error *err)
 {
 	size_t n = b->ndocs;
 	int rc = -1;
@@ -590,20 +462,20 @@ static int emit_step(const struct bp_batch *b, const struct cand *c, const struc
 	if (!st->pipes || !items || !mbs || !spans || !tok)
 		goto out;
 	for (size_t j = 0; j < c->npipes; j++) {
-		int v = t->pr[j].v;
+		int v = pr[j].v;
 		if (!v)
 			continue;
 		memset(tok, 0, (size_t)v * sizeof(int64_t));
 		for (size_t i = 0; i < n; i++)
-			if (t->pipe_of[i] == (int)j)
-				tok[t->bin_of[i]] += b->docs[i].len;
+			if (pipe_of[i] == (int)j)
+				tok[bin_of[i]] += b->docs[i].len;
 		for (int k = 0; k < v; k++)
 			mbs[k] = (struct key){tok[k], (size_t)k};
 		qsort(mbs, (size_t)v, sizeof(*mbs), cmp_key_desc);
 		for (int k = 0; k < v; k++) {
 			size_t m = 0;
 			for (size_t i = 0; i < n; i++)
-				if (t->pipe_of[i] == (int)j && t->bin_of[i] == (int)mbs[k].i)
+				if (pipe_of[i] == (int)j && bin_of[i] == (int)mbs[k].i)
 					items[m++] = (struct key){b->docs[i].len, i};
 			qsort(items, m, sizeof(*items), cmp_key_desc);
 			for (size_t q = 0; q < m; q++)
@@ -630,8 +502,10 @@ int bp_method_hydraulis(const struct bp_method_ctx *ctx, const struct bp_batches
 	struct scheme_fit *fits = NULL;
 	size_t nfits = 0, nc = 0;
 	struct cand *cands = NULL;
-	struct trial_out cur = {0}, best = {0};
+	struct bp_hyd_cand *view = NULL;
 	int64_t *len = NULL;
+	int *pipe_of = NULL, *bin_of = NULL;
+	struct bp_hyd_pipe_res *pr = NULL;
 	int rc = -1;
 	if (!set || !set->n)
 		return bp_errorf(err, "method 'hydraulis' needs candidate strategies (balplan solve "
@@ -644,7 +518,8 @@ int bp_method_hydraulis(const struct bp_method_ctx *ctx, const struct bp_batches
 	if (fit_schemes(ctx, set, out, &o, &fits, &nfits, err) < 0)
 		goto out;
 	cands = bp_calloc(set->n, sizeof(*cands), err);
-	if (!cands)
+	view = bp_calloc(set->n, sizeof(*view), err);
+	if (!cands || !view)
 		goto out;
 	for (nc = 0; nc < set->n; nc++) {
 		int r = make_candidate(ctx, &set->s[nc], fits, nfits, &o, out, &cands[nc], err);
@@ -653,19 +528,25 @@ int bp_method_hydraulis(const struct bp_method_ctx *ctx, const struct bp_batches
 			nc++;
 			goto out;
 		}
+		view[nc] = (struct bp_hyd_cand){cands[nc].npipes, cands[nc].dp, cands[nc].util,
+						cands[nc].maxcap};
 	}
 	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
 		goto out;
-	size_t maxn = 0, maxp = 0;
+	size_t maxn = 1, maxp = 1;
 	for (size_t s = 0; s < in->n; s++)
 		if (in->b[s].ndocs > maxn)
 			maxn = in->b[s].ndocs;
 	for (size_t i = 0; i < nc; i++)
 		if (cands[i].npipes > maxp)
 			maxp = cands[i].npipes;
-	len = bp_calloc(maxn ? maxn : 1, sizeof(int64_t), err);
-	if (!len || trial_alloc(&cur, maxn, maxp, err) < 0 || trial_alloc(&best, maxn, maxp, err) < 0)
+	len = bp_calloc(maxn, sizeof(int64_t), err);
+	pipe_of = bp_calloc(maxn, sizeof(int), err);
+	bin_of = bp_calloc(maxn, sizeof(int), err);
+	pr = bp_calloc(maxp, sizeof(*pr), err);
+	if (!len || !pipe_of || !bin_of || !pr)
 		goto out;
+	struct bp_hyd_step_opts so = {o.trials, o.code_c, o.v_tries, &o.ilp, &o.pack_ilp};
 	int prev = -1;
 	for (size_t s = 0; s < in->n; s++) {
 		const struct bp_batch *b = &in->b[s];
@@ -677,39 +558,18 @@ int bp_method_hydraulis(const struct bp_method_ctx *ctx, const struct bp_batches
 		if (!rec)
 			goto out;
 		rec->c = bp_calloc(nc, sizeof(*rec->c), err);
-		if (!rec->c)
+		rec->layout = bp_calloc(nc, sizeof(int), err);
+		if (!rec->c || !rec->layout)
 			goto out;
 		rec->nc = nc;
-		int sel = -1;
-		for (size_t i = 0; i < nc; i++) {
-			struct hyd_crec *cr = &rec->c[i];
-			cr->layout = cands[i].layout;
-			int r = run_candidate(&cands[i], len, b->ndocs, seed, &o, cr, &cur, err);
-			if (r < 0) {
-				rc = r;
-				bp_error_prefix(err, "step %zu", s);
-				goto out;
-			}
-			if (r == 0 && (sel < 0 || cr->estimate_us < rec->c[sel].estimate_us)) {
-				sel = (int)i; /* Fig. 6 step 4: the least estimate, the first on ties */
-				struct trial_out tmp = best;
-				best = cur;
-				cur = tmp;
-			}
-		}
-		if (sel < 0) {
-			int64_t longest = 0, cap = 0;
-			for (size_t i = 0; i < b->ndocs; i++)
-				longest = len[i] > longest ? len[i] : longest;
-			for (size_t i = 0; i < nc; i++)
-				cap = cands[i].maxcap > cap ? cands[i].maxcap : cap;
-			rc = longest > cap
-				? bp_infeasiblef(err, "step %zu: a document of %lld tokens is longer "
-						 "than every candidate strategy's MaxLen (the longest "
-						 "is %lld)", s, (long long)longest, (long long)cap)
-				: bp_infeasiblef(err, "step %zu: every candidate strategy leaves a "
-						 "pipeline without sequences (hyd_c=code rejects that)",
-						 s);
+		for (size_t i = 0; i < nc; i++)
+			rec->layout[i] = cands[i].layout;
+		int sel;
+		int r = bp_hyd_step(view, nc, len, b->ndocs, seed, &so, rec->c, &sel, pipe_of,
+				    bin_of, pr, err);
+		if (r < 0) {
+			rc = r;
+			bp_error_prefix(err, "step %zu", s);
 			goto out;
 		}
 		rec->selected = sel;
@@ -719,8 +579,8 @@ int bp_method_hydraulis(const struct bp_method_ctx *ctx, const struct bp_batches
 		if (!rec->p)
 			goto out;
 		rec->np = cands[sel].npipes;
-		memcpy(rec->p, best.pr, rec->np * sizeof(*rec->p));
-		if (emit_step(b, &cands[sel], &best, st, err) < 0)
+		memcpy(rec->p, pr, rec->np * sizeof(*rec->p));
+		if (emit_step(b, &cands[sel], pipe_of, bin_of, pr, st, err) < 0)
 			goto out;
 	}
 	rc = 0;
@@ -730,9 +590,11 @@ out:
 		free(cands[i].util);
 	}
 	free(cands);
+	free(view);
 	free(fits);
 	free(len);
-	trial_free(&cur);
-	trial_free(&best);
+	free(pipe_of);
+	free(bin_of);
+	free(pr);
 	return rc;
 }

@@ -10,6 +10,8 @@
 #include "analytic.h"
 #include "check.h"
 #include "hyd.h"
+#include "hyd_json.h"
+#include "jsonutil.h"
 #include "method.h"
 #include "rng.h"
 #include "solve.h"
@@ -293,7 +295,7 @@ static void test_k3(void)
 		{1, 1, {1.0, 0, 0, 0, 0}, 1, ml2, 4},
 		{2, 1, {0.8, 0, 0, 0, 0}, 1, ml8, 4},
 	};
-	struct bp_hyd_propose_opts o = {4, 1, 0, 0, 0, 0.0, 0.0};
+	struct bp_hyd_propose_opts o = {4, 1, 0, 0, 0, 0.0, 0.0, 0};
 	struct bp_hyd_dp dp;
 	CHECK(bp_hyd_dp_run(&h, k, 2, &o, 0, &dp, &err) == 0);
 	const double want[] = {10, 30, 48, 48, 48, 48, 48, 60};
@@ -545,6 +547,213 @@ static void test_strategies(void)
 	}
 }
 
+/* ---- the method through bp_solve (P1, P2, P7, P8, P10) ---- */
+
+static int solve_hyd(const char *dataset, const struct bp_profile *prof, const char *method,
+		     struct bp_scheme req, int gpus, int64_t L, int64_t tps, uint64_t seed,
+		     const struct bp_hyd_set *set, const struct bp_param *params, size_t np,
+		     struct bp_plan *plan, struct bp_error *err)
+{
+	struct bp_dataset ds;
+	bp_dataset_init(&ds);
+	CHECK(bp_dataset_preset(&ds, dataset, err) == 0);
+	struct bp_solve_opts o = {
+		.method = method,
+		.cluster = {.gpus = gpus, .tp = req.tp, .cp = req.cp, .pp = req.pp,
+			    .dp = gpus / (req.tp * req.cp * req.pp)},
+		.steps = 6, .max_tokens = L, .tokens_per_step = tps,
+		.overlen = BP_OVERLEN_TRUNCATE, .seed = seed, .shard = BP_SHARD_SEQUENCE,
+		.dataset_name = dataset,
+		.dataset_sha = "0000000000000000000000000000000000000000000000000000000000000000",
+		.profile_sha = "1111111111111111111111111111111111111111111111111111111111111111",
+		.params = params, .nparams = np, .method_input = set,
+	};
+	int rc = bp_solve(&ds, prof, &o, plan, err);
+	bp_dataset_release(&ds);
+	return rc;
+}
+
+static char *encode(const struct bp_plan *p)
+{
+	json_t *j = bp_plan_to_json(p);
+	char *t = j ? bp_json_dump_lines(j) : NULL;
+	json_decref(j);
+	return t;
+}
+
+static int plan_cb(void *out, json_t *root, struct bp_error *err)
+{
+	return bp_plan_from_json(out, root, err);
+}
+
+static void test_method(void)
+{
+	struct bp_error err;
+	struct bp_profile prof;
+	struct bp_hyd_set set;
+	const char *strategies[] = {"4x1*4", "8x1+2x1*4", "8x1+4x1+2x2", "2x2*4"};
+	struct bp_scheme sc[] = {{4, 1, 1}, {8, 1, 1}, {2, 1, 1}, {2, 1, 2}};
+	bp_profile_init(&prof);
+	CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"), bp_model_preset("llama3-8b"), sc,
+				  4, 16384, &err) == 0);
+	bp_hyd_set_init(&set);
+	for (size_t i = 0; i < BP_ARRAY_LEN(strategies); i++) {
+		struct bp_hyd_strategy st;
+		CHECK(bp_hyd_strategy_parse(strategies[i], &st, &err) == 0);
+		CHECK(bp_hyd_set_add(&set, &st, &err) >= 0);
+	}
+	/* the strategies file round trip */
+	json_t *j = bp_hyd_set_to_json(&set);
+	struct bp_hyd_set back;
+	bp_hyd_set_init(&back);
+	CHECK(j && bp_hyd_set_from_json(&back, j, &err) == 0);
+	json_t *j2 = bp_hyd_set_to_json(&back);
+	char *a = bp_json_dump_lines(j), *b = bp_json_dump_lines(j2);
+	CHECK(a && b && !strcmp(a, b));
+	free(a);
+	free(b);
+	json_decref(j);
+	json_decref(j2);
+	bp_hyd_set_release(&back);
+	for (int code = 0; code < 2; code++)
+		for (uint64_t seed = 1; seed <= 3; seed++) {
+			struct bp_plan p1, p2;
+			struct bp_param par[2];
+			memset(par, 0, sizeof(par));
+			strcpy(par[0].key, "hyd_c");
+			strcpy(par[0].value, code ? "code" : "paper");
+			strcpy(par[1].key, "trials");
+			strcpy(par[1].value, "30");
+			int r1 = solve_hyd("synthetic-longtail", &prof, "hydraulis", sc[0], 16, 16384,
+					   65536, seed, &set, par, 2, &p1, &err);
+			if (r1)
+				fprintf(stderr, "hydraulis: %s\n", err.text);
+			CHECK(r1 == 0 || (code && r1 == BP_INFEASIBLE));
+			if (r1)
+				continue;
+			CHECK(solve_hyd("synthetic-longtail", &prof, "hydraulis", sc[0], 16, 16384,
+					65536, seed, &set, par, 2, &p2, &err) == 0);
+			char *t1 = encode(&p1), *t2 = encode(&p2);
+			CHECK(t1 && t2 && !strcmp(t1, t2)); /* P7: same inputs, same plan */
+			/* decode then encode is the identity; check re-predicts every number */
+			struct bp_plan q;
+			bp_plan_init(&q);
+			CHECK(bp_json_parse_text(t1, strlen(t1), plan_cb, &q, &err) == 0);
+			char *t3 = encode(&q);
+			CHECK(t3 && !strcmp(t1, t3));
+			CHECK(bp_plan_check(&q, &prof, &err) == 0);
+			/* every candidate is a layout; steps use them; every micro-batch within its
+			 * pipeline's MaxLen (P1); P2 on every layout */
+			CHECK(p1.nlayouts == 1 + set.n);
+			for (size_t i = 0; i < p1.nlayouts; i++)
+				CHECK(bp_layout_check(&p1.layouts[i], 16, 8, 32, &err) == 0);
+			for (size_t s = 0; s < p1.nsteps; s++) {
+				const struct bp_step *st = &p1.steps[s];
+				CHECK(st->layout >= 1);
+				CHECK(st->record_ops == &bp_record_hydraulis);
+				const struct bp_layout *l = bp_plan_layout(&p1, st);
+				for (size_t k = 1; k < l->npipes; k++)
+					CHECK(l->pipes[k].mb_max_tokens <= l->pipes[k - 1].mb_max_tokens);
+				int64_t tokens = 0;
+				for (size_t k = 0; k < st->npipes; k++)
+					for (size_t m = 0; m < st->pipes[k].nmbs; m++) {
+						const struct bp_mb *mb = &st->pipes[k].mbs[m];
+						CHECK(mb->nspans >= 1);
+						CHECK(mb->tokens <= l->pipes[k].mb_max_tokens);
+						if (m)
+							CHECK(mb->tokens <= st->pipes[k].mbs[m - 1].tokens);
+						tokens += mb->tokens;
+					}
+				int64_t drawn = 0;
+				for (size_t d = 0; d < st->ndocs; d++)
+					drawn += st->docs[d].len;
+				CHECK(tokens == drawn);
+			}
+			bp_plan_release(&q);
+			free(t1);
+			free(t2);
+			free(t3);
+			bp_plan_release(&p1);
+			bp_plan_release(&p2);
+		}
+	/* P9 (smoke): one homogeneous candidate <4,1> x 4, PP 1: dispatch + min-max packing is
+	 * no slower than fixed on the same batches and layout */
+	struct bp_hyd_set one;
+	bp_hyd_set_init(&one);
+	CHECK(bp_hyd_set_add(&one, &set.s[0], &err) >= 0);
+	struct bp_plan ph, pf;
+	CHECK(solve_hyd("synthetic-longtail", &prof, "hydraulis", sc[0], 16, 16384, 65536, 5,
+			&one, NULL, 0, &ph, &err) == 0);
+	CHECK(solve_hyd("synthetic-longtail", &prof, "fixed", sc[0], 16, 16384, 65536, 5, NULL,
+			NULL, 0, &pf, &err) == 0);
+	fprintf(stderr, "P9: hydraulis %.1f ms, fixed %.1f ms per step\n",
+		ph.summary.step_mean_us / 1e3, pf.summary.step_mean_us / 1e3);
+	CHECK(ph.summary.step_mean_us <= pf.summary.step_mean_us * 1.05);
+	bp_plan_release(&ph);
+	bp_plan_release(&pf);
+	bp_hyd_set_release(&one);
+	/* a step whose longest document no candidate holds: <2,1> x 2 caps far below 16K */
+	struct bp_hyd_set small;
+	struct bp_hyd_strategy st;
+	struct bp_plan pi;
+	bp_hyd_set_init(&small);
+	CHECK(bp_hyd_strategy_parse("2x1*2", &st, &err) == 0);
+	CHECK(bp_hyd_set_add(&small, &st, &err) >= 0);
+	CHECK(solve_hyd("synthetic-longtail", &prof, "hydraulis", sc[0], 16, 16384, 65536, 1,
+			&small, NULL, 0, &pi, &err) == BP_INFEASIBLE);
+	CHECK(strstr(err.text, "longer than every candidate strategy's MaxLen") != NULL);
+	/* no candidates at all */
+	struct bp_hyd_set none;
+	bp_hyd_set_init(&none);
+	CHECK(solve_hyd("synthetic-longtail", &prof, "hydraulis", sc[0], 16, 16384, 65536, 1,
+			&none, NULL, 0, &pi, &err) < 0);
+	bp_hyd_set_release(&small);
+	bp_hyd_set_release(&set);
+	bp_profile_release(&prof);
+}
+
+/* P10 and P6: MaxLen is exactly the longest micro-batch the simulator's memory model lets
+ * every stage hold under 1F1B; it grows with TP and PP and with the optimizer replicas. */
+static void test_maxlen(void)
+{
+	struct bp_error err;
+	struct bp_profile prof;
+	struct bp_scheme sc[] = {{1, 1, 4}, {2, 1, 4}, {4, 1, 1}, {4, 1, 2}, {8, 1, 1}, {8, 1, 3}};
+	bp_profile_init(&prof);
+	CHECK(bp_profile_analytic(&prof, bp_gpu_preset("A800"), bp_model_preset("hydraulis-32b"),
+				  sc, BP_ARRAY_LEN(sc), 32768, &err) == 0);
+	int64_t prev_tp[9] = {0};
+	for (size_t i = 0; i < BP_ARRAY_LEN(sc); i++) {
+		struct bp_costmodel cm;
+		CHECK(bp_costmodel_init(&cm, &prof, sc[i], 1, &err) == 0);
+		int64_t last = -1;
+		for (int r = 1; r <= 8; r *= 2) {
+			int64_t l = bp_hyd_maxlen(&cm, r, 1);
+			CHECK(l >= last); /* more replicas, less optimizer state per GPU */
+			last = l;
+			struct bp_costmodel c2 = cm;
+			c2.dp = r;
+			int fits = 1, over = 0;
+			for (int s = 0; s < cm.sc.pp; s++) {
+				int64_t st = bp_cost_state_bytes(&c2, s), cap = bp_cost_mem_cap(&cm);
+				fits &= st + (cm.sc.pp - s) * bp_cost_act_bytes(&cm, s, l) <= cap;
+				over |= st + (cm.sc.pp - s) * bp_cost_act_bytes(&cm, s, l + 1) > cap;
+			}
+			CHECK(l == 0 || (fits && over));
+			CHECK(bp_hyd_maxlen(&cm, r, 128) == l / 128 * 128);
+		}
+		/* the paper's layout (optimizer over all 64 GPUs) holds at least as much */
+		CHECK(bp_hyd_maxlen_full(&cm, 64, 1) >= bp_hyd_maxlen(&cm, 1, 1));
+		if (sc[i].pp == 1 || sc[i].tp == 4) {
+			int64_t v = bp_hyd_maxlen(&cm, 1, 1);
+			CHECK(v >= prev_tp[sc[i].tp]);
+			prev_tp[sc[i].tp] = v;
+		}
+		bp_costmodel_release(&cm);
+	}
+	bp_profile_release(&prof);
+}
+
 int main(void)
 {
 	test_k1();
@@ -554,5 +763,7 @@ int main(void)
 	test_k4();
 	test_k5();
 	test_strategies();
+	test_maxlen();
+	test_method();
 	return CHECK_DONE();
 }

@@ -63,7 +63,7 @@ static void test_all_methods(void)
 		CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"), bp_model_preset("llama3-8b"),
 					  &schemes[sidx], 1, 32768, &err) == 0);
 		for (size_t m = 0; m < bp_method_count(); m++)
-			for (size_t d = 0; d < 2; d++)
+			for (size_t d = 0; d < 2 && bp_method_in_all(bp_method_at(m)); d++)
 				for (uint64_t seed = 1; seed <= 3; seed++) {
 					struct bp_plan plan, back;
 					int gpus = 32;
