@@ -114,6 +114,22 @@ int cmd_hyd_candidates(const struct cmd_hyd_req *r, struct bp_hyd_set *set,
 			return cmd_error("cannot read strategies '%s': %s", r->strategies, err.text);
 		}
 		free(buf);
+		/* Every strategy must fit the cluster and the model (Sec. 5.1's D_T, D_P). */
+		const struct bp_model *m = NULL;
+		int gpn = 0;
+		if (r->profile) {
+			if (cmd_load_profile(r->profile, &sp, sha, &err) < 0)
+				goto fail;
+			m = &sp.model;
+			gpn = sp.hw.gpus_per_node;
+		} else if ((m = bp_model_preset(r->model)) && bp_gpu_preset(r->gpu)) {
+			gpn = bp_gpu_preset(r->gpu)->gpus_per_node;
+		}
+		for (size_t i = 0; m && i < set->n; i++)
+			if (bp_hyd_strategy_check(&set->s[i], r->gpus, gpn, m, &err) < 0) {
+				bp_error_prefix(&err, "strategies '%s'", r->strategies);
+				goto fail;
+			}
 	} else {
 		/* Propose on the fly, on the profile given or the analytic one of the space. */
 		struct bp_scheme sc[64];

@@ -199,6 +199,9 @@ struct bp_hyd_dispatch {
 	const struct bp_hyd_dpipe *pipes; /* borrowed */
 	size_t npipes;
 	int no_c;          /* 1: per-sequence cost without c (the code's dispatch), else T */
+	int code;          /* the code's variant of Alg. 1 (spec Sec. 7): its pre-pass (with one
+			    * longest pipeline, the sequences only it holds go first) and ties to
+			    * an empty pipeline */
 	int trials;        /* Alg. 1's T */
 	uint64_t seed;     /* trial t shuffles with a generator seeded seed + t */
 };
@@ -213,7 +216,8 @@ double bp_hyd_eq2(const struct bp_hyd_dispatch *d, const int *pipe_of, double *p
 
 /* Alg. 1 (App. D.2), as printed: `trials` independent trials, each shuffling the sequences
  * and placing them one by one on the allowed pipeline that minimises the largest pipeline
- * cost (C_j + E_j), the first such pipeline on ties; the best trial (the first on ties) wins.
+ * cost (C_j + E_j), the first such pipeline on ties (with d->code, the first empty one among
+ * them, after the code's pre-pass); the best trial (the first on ties) wins.
  * Per-group segment trees give each placement in O(groups x log pipelines) instead of
  * O(pipelines); a trial stops as soon as it cannot beat the best. pipe_of gets the best
  * assignment, *objective its Eq. 3 value, *trial its index (from 0). Returns 0, or

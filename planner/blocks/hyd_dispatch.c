@@ -60,6 +60,7 @@ struct group {
 	int pp;
 	int64_t cap;
 	double *mcost, *mc;        /* [2 tsize]: min of C + E and of C over a node */
+	double *mn;                /* [2 tsize]: min sequence count (0: an empty pipeline) */
 };
 
 struct groups {
@@ -91,14 +92,14 @@ static int groups_make(const struct bp_hyd_dispatch *d, struct groups *gs, struc
 			last->size++;
 			continue;
 		}
-		gs->g[gs->n++] = (struct group){j, 1, 0, p->pp, p->cap, NULL, NULL};
+		gs->g[gs->n++] = (struct group){j, 1, 0, p->pp, p->cap, NULL, NULL, NULL};
 	}
 	for (size_t k = 0; k < gs->n; k++) {
 		size_t t = 1;
 		while (t < gs->g[k].size)
 			t *= 2;
 		gs->g[k].tsize = t;
-		total += 4 * t;
+		total += 6 * t;
 	}
 	gs->store = bp_calloc(total ? total : 1, sizeof(double), err);
 	if (!gs->store)
@@ -107,7 +108,8 @@ static int groups_make(const struct bp_hyd_dispatch *d, struct groups *gs, struc
 	for (size_t k = 0; k < gs->n; k++) {
 		gs->g[k].mcost = s;
 		gs->g[k].mc = s + 2 * gs->g[k].tsize;
-		s += 4 * gs->g[k].tsize;
+		gs->g[k].mn = s + 4 * gs->g[k].tsize;
+		s += 6 * gs->g[k].tsize;
 	}
 	return 0;
 }
@@ -118,22 +120,37 @@ static void group_reset(struct group *g)
 		double v = x < g->size ? 0.0 : INFINITY;
 		g->mcost[g->tsize + x] = v;
 		g->mc[g->tsize + x] = v;
+		g->mn[g->tsize + x] = v;
 	}
 	for (size_t x = g->tsize - 1; x >= 1; x--) {
 		g->mcost[x] = fmin(g->mcost[2 * x], g->mcost[2 * x + 1]);
 		g->mc[x] = fmin(g->mc[2 * x], g->mc[2 * x + 1]);
+		g->mn[x] = fmin(g->mn[2 * x], g->mn[2 * x + 1]);
 	}
 }
 
-static void group_set(struct group *g, size_t local, double cost, double c)
+static void group_set(struct group *g, size_t local, double cost, double c, double cnt)
 {
 	size_t x = g->tsize + local;
 	g->mcost[x] = cost;
 	g->mc[x] = c;
+	g->mn[x] = cnt;
 	for (x /= 2; x >= 1; x /= 2) {
 		g->mcost[x] = fmin(g->mcost[2 * x], g->mcost[2 * x + 1]);
 		g->mc[x] = fmin(g->mc[2 * x], g->mc[2 * x + 1]);
+		g->mn[x] = fmin(g->mn[2 * x], g->mn[2 * x + 1]);
 	}
+}
+
+/* The group's leftmost pipeline without sequences, or -1. */
+static long first_empty(const struct group *g)
+{
+	if (g->mn[1] > 0)
+		return -1;
+	size_t x = 1;
+	while (x < g->tsize)
+		x = g->mn[2 * x] == 0 ? 2 * x : 2 * x + 1;
+	return (long)(x - g->tsize);
 }
 
 /* One placement's view of a group: the sequence's cost t on it, the pipelines' C and E. */
@@ -216,11 +233,12 @@ int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double
 	int *cur = bp_calloc(n ? n : 1, sizeof(int), err);
 	double *C = bp_calloc(d->npipes ? d->npipes : 1, sizeof(double), err);
 	double *E = bp_calloc(d->npipes ? d->npipes : 1, sizeof(double), err);
+	double *N = bp_calloc(d->npipes ? d->npipes : 1, sizeof(double), err); /* sequences */
 	double *cost = NULL; /* [group][sequence] */
 	memset(&gs, 0, sizeof(gs));
 	*objective = INFINITY;
 	*trial = -1;
-	if (!order || !allowed || !cur || !C || !E || groups_make(d, &gs, err) < 0)
+	if (!order || !allowed || !cur || !C || !E || !N || groups_make(d, &gs, err) < 0)
 		goto out;
 	if (!d->npipes) {
 		bp_errorf(err, "internal: dispatch to no pipelines");
@@ -256,8 +274,22 @@ int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double
 			order[i - 1] = order[r];
 			order[r] = tmp;
 		}
+		if (d->code && gs.g[0].size == 1) {
+			/* The code's pre-pass: sequences only pipeline 0 can hold go there first
+			 * (when it alone has the largest MaxLen), in shuffled order. */
+			size_t k = 0;
+			for (size_t i = 0; i < n; i++)
+				if (allowed[order[i]] == 1)
+					cur[k++] = (int)order[i];
+			for (size_t i = 0; i < n; i++)
+				if (allowed[order[i]] != 1)
+					cur[k++] = (int)order[i];
+			for (size_t i = 0; i < n; i++)
+				order[i] = (size_t)cur[i];
+		}
 		memset(C, 0, d->npipes * sizeof(double));
 		memset(E, 0, d->npipes * sizeof(double));
+		memset(N, 0, d->npipes * sizeof(double));
 		for (size_t g = 0; g < gs.n; g++)
 			group_reset(&gs.g[g]);
 		double m1 = 0.0; /* the largest C_j + E_j so far */
@@ -272,6 +304,17 @@ int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double
 			 * whose C'_j + E'_j <= m1 (the current maximum among them: its other cost is
 			 * at most m1 and its own only grows). So the first such pipeline wins; if
 			 * there is none, every score is C'_j + E'_j and the least wins. */
+			/* The code's tie-break: among the pipelines of least score, the first
+			 * empty one if there is one. */
+			for (size_t g = 0; d->code && g < allowed[i] && hit < 0; g++) {
+				long e = first_empty(&gs.g[g]);
+				pr = (struct probe){&gs.g[g], C, E, cost[g * n + i],
+						    (gs.g[g].pp - 1) * cost[g * n + i]};
+				if (e >= 0 && newcost(&pr, (size_t)e) <= m1) {
+					hit = e;
+					hg = g;
+				}
+			}
 			for (size_t g = 0; g < allowed[i] && hit < 0; g++) {
 				pr = (struct probe){&gs.g[g], C, E, cost[g * n + i],
 						    (gs.g[g].pp - 1) * cost[g * n + i]};
@@ -280,6 +323,7 @@ int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double
 			}
 			if (hit < 0) {
 				double bv = INFINITY;
+				int bempty = 0;
 				for (size_t g = 0; g < allowed[i]; g++) {
 					double v;
 					long a;
@@ -287,10 +331,17 @@ int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double
 							    (gs.g[g].pp - 1) * cost[g * n + i]};
 					descend(&pr, &v, &a);
 					find_min(&pr, 1, 0, gs.g[g].tsize, &v, &a);
-					if (v < bv) { /* strict: the earlier group on ties */
+					long e = d->code ? first_empty(&gs.g[g]) : -1;
+					int is_empty = e >= 0 && newcost(&pr, (size_t)e) == v;
+					if (is_empty)
+						a = e;
+					/* strict: the earlier group on ties, unless the code's rule
+					 * prefers a later empty pipeline */
+					if (v < bv || (v == bv && is_empty && !bempty)) {
 						bv = v;
 						hit = a;
 						hg = g;
+						bempty = is_empty;
 					}
 				}
 			}
@@ -299,8 +350,9 @@ int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double
 			double t1 = cost[hg * n + i];
 			C[j] += t1;
 			E[j] = fmax(E[j], (G->pp - 1) * t1);
+			N[j] += 1;
 			double cj = C[j] + E[j];
-			group_set(G, (size_t)hit, cj, C[j]);
+			group_set(G, (size_t)hit, cj, C[j], N[j]);
 			cur[i] = (int)j;
 			if (cj > m1)
 				m1 = cj;
@@ -328,6 +380,7 @@ out:
 	free(cur);
 	free(C);
 	free(E);
+	free(N);
 	free(cost);
 	return rc;
 }

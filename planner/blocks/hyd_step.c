@@ -67,7 +67,8 @@ static int run_candidate(const struct bp_hyd_cand *c, const int64_t *len, size_t
 		snprintf(res->status, sizeof(res->status), "too-short");
 		return 1;
 	}
-	struct bp_hyd_dispatch d = {len, n, c->dp, c->npipes, o->code_c, o->trials, seed};
+	struct bp_hyd_dispatch d = {len, n, c->dp, c->npipes, o->code_c, o->code_c, o->trials,
+				    seed};
 	double obj;
 	int r = bp_hyd_dispatch_greedy(&d, t->pipe_of, &obj, &res->trial, err);
 	if (r < 0)

@@ -68,6 +68,7 @@ static double alg1_literal(const struct bp_hyd_dispatch *d, int trials, int *bes
 	size_t *order = calloc(n + 1, sizeof(size_t));
 	int *cur = calloc(n + 1, sizeof(int));
 	double *C = calloc(np, sizeof(double)), *E = calloc(np, sizeof(double));
+	int *cnt = calloc(np, sizeof(int)), *best_cur = calloc(n + 1, sizeof(int));
 	for (int t = 0; t < trials; t++) {
 		struct bp_rng rng;
 		bp_rng_seed(&rng, d->seed + (uint64_t)t);
@@ -79,8 +80,20 @@ static double alg1_literal(const struct bp_hyd_dispatch *d, int trials, int *bes
 			order[i - 1] = order[r];
 			order[r] = tmp;
 		}
+		if (d->code && (np == 1 || d->pipes[0].cap > d->pipes[1].cap)) { /* pre-pass */
+			size_t k = 0;
+			for (size_t i = 0; i < n; i++)
+				if (np == 1 || d->len[order[i]] > d->pipes[1].cap)
+					cur[k++] = (int)order[i];
+			for (size_t i = 0; i < n; i++)
+				if (!(np == 1 || d->len[order[i]] > d->pipes[1].cap))
+					cur[k++] = (int)order[i];
+			for (size_t i = 0; i < n; i++)
+				order[i] = (size_t)cur[i];
+		}
 		memset(C, 0, np * sizeof(double));
 		memset(E, 0, np * sizeof(double));
+		memset(cnt, 0, np * sizeof(int));
 		for (size_t q = 0; q < n; q++) {
 			size_t i = order[q];
 			double omin = INFINITY;
@@ -92,7 +105,8 @@ static double alg1_literal(const struct bp_hyd_dispatch *d, int trials, int *bes
 				for (size_t k = 0; k < np; k++)
 					if (k != j && C[k] + E[k] > omax)
 						omax = C[k] + E[k];
-				if (omax < omin) {
+				if (omax < omin ||
+				    (d->code && omax == omin && !cnt[j] && cnt[js])) {
 					omin = omax;
 					js = (int)j;
 				}
@@ -100,6 +114,7 @@ static double alg1_literal(const struct bp_hyd_dispatch *d, int trials, int *bes
 			double c = bp_hyd_seq_cost(d, (size_t)js, d->len[i]);
 			C[js] += c;
 			E[js] = fmax(E[js], (d->pipes[js].pp - 1) * c);
+			cnt[js]++;
 			cur[i] = js;
 		}
 		double o = 0.0;
@@ -114,6 +129,8 @@ static double alg1_literal(const struct bp_hyd_dispatch *d, int trials, int *bes
 	free(cur);
 	free(C);
 	free(E);
+	free(cnt);
+	free(best_cur);
 	return best;
 }
 
@@ -144,7 +161,7 @@ static void test_k2(void)
 	struct bp_hyd_fit f1 = {1, 0, 0, 0, 0}, f2 = {0.5, 0, 0, 0, 0};
 	struct bp_hyd_dpipe pipes[] = {{&f1, 1, 10}, {&f2, 2, 5}};
 	const int64_t len[] = {6, 4, 4, 4, 2};
-	struct bp_hyd_dispatch d = {len, 5, pipes, 2, 0, 100, 7};
+	struct bp_hyd_dispatch d = {len, 5, pipes, 2, 0, 0, 100, 7};
 	struct bp_error err;
 	int a[5], b[5], trial;
 	double obj;
@@ -165,6 +182,15 @@ static void test_k2(void)
 			seen[k] = 1;
 	}
 	CHECK(seen[0] && seen[1] && seen[2] && seen[3]);
+	/* the code's variant (pre-pass, ties to an empty pipeline) reaches 36 in every trial */
+	d.code = 1;
+	for (uint64_t s = 0; s < 120; s++) {
+		d.trials = 1;
+		d.seed = s;
+		CHECK(bp_hyd_dispatch_greedy(&d, a, &obj, &trial, &err) == 0);
+		CHECK(obj == 36);
+	}
+	d.code = 0;
 	/* the ILP from a poor warm start (everything it can on P1) proves 36 */
 	int warm[5] = {0, 0, 0, 0, 0};
 	struct bp_ilp_opts io;
@@ -178,7 +204,7 @@ static void test_k2(void)
 	CHECK_NEAR(bp_hyd_eq2(&d, b, NULL), 36, 1e-9);
 	/* a sequence no pipeline can hold */
 	const int64_t big[] = {11};
-	struct bp_hyd_dispatch d2 = {big, 1, pipes, 2, 0, 10, 1};
+	struct bp_hyd_dispatch d2 = {big, 1, pipes, 2, 0, 0, 10, 1};
 	CHECK(bp_hyd_dispatch_greedy(&d2, a, &obj, &trial, &err) == BP_INFEASIBLE);
 }
 
@@ -214,7 +240,7 @@ static void test_dispatch_random(void)
 		int64_t len[200];
 		for (size_t i = 0; i < n; i++)
 			len[i] = 1 + (int64_t)bp_rng_below(&rng, (uint64_t)pipes[0].cap);
-		struct bp_hyd_dispatch d = {len, n, pipes, np, no_c, 20, bp_rng_next(&rng)};
+		struct bp_hyd_dispatch d = {len, n, pipes, np, no_c, no_c, 20, bp_rng_next(&rng)};
 		int a[200], b[200], trial;
 		double obj;
 		CHECK(bp_hyd_dispatch_greedy(&d, a, &obj, &trial, &err) == 0);
