@@ -297,11 +297,15 @@ struct bp_hyd_step_opts {
 	int v_tries;
 	const struct bp_ilp_opts *ilp;      /* Eq. 3 when its m_ij columns <= ilp->max_vars */
 	const struct bp_ilp_opts *pack_ilp; /* Eq. 1 per V when n V <= pack_ilp->max_vars */
+	int prune;        /* skip a candidate whose bound or dispatch reaches the best estimate */
 };
 
 /* What one candidate gave (the hydraulis record keeps these). */
 struct bp_hyd_cand_res {
-	char status[16];   /* "ok", "too-short" (MaxLen below the step's longest), "empty-pipeline" */
+	/* "ok"; "too-short" (MaxLen below the step's longest); "empty-pipeline" (hyd_c=code);
+	 * "pruned": its dispatch bound or objective, a lower bound on its estimate kept in
+	 * estimate_us, already reached the best estimate of an earlier candidate */
+	char status[16];
 	double dispatch_us; /* Eq. 3 of the dispatch used */
 	double bound_us;    /* a certified lower bound on Eq. 3 */
 	double estimate_us; /* max over pipelines of Eq. 1: the estimated propagation time */

@@ -17,6 +17,16 @@
 
 #include "rng.h"
 
+/* min and max without libm calls (no NaN here: costs are finite). */
+static inline double dmin(double a, double b)
+{
+	return b < a ? b : a;
+}
+static inline double dmax(double a, double b)
+{
+	return b > a ? b : a;
+}
+
 double bp_hyd_seq_cost(const struct bp_hyd_dispatch *d, size_t j, int64_t len)
 {
 	const struct bp_hyd_fit *f = d->pipes[j].T;
@@ -123,9 +133,9 @@ static void group_reset(struct group *g)
 		g->mn[g->tsize + x] = v;
 	}
 	for (size_t x = g->tsize - 1; x >= 1; x--) {
-		g->mcost[x] = fmin(g->mcost[2 * x], g->mcost[2 * x + 1]);
-		g->mc[x] = fmin(g->mc[2 * x], g->mc[2 * x + 1]);
-		g->mn[x] = fmin(g->mn[2 * x], g->mn[2 * x + 1]);
+		g->mcost[x] = dmin(g->mcost[2 * x], g->mcost[2 * x + 1]);
+		g->mc[x] = dmin(g->mc[2 * x], g->mc[2 * x + 1]);
+		g->mn[x] = dmin(g->mn[2 * x], g->mn[2 * x + 1]);
 	}
 }
 
@@ -136,9 +146,9 @@ static void group_set(struct group *g, size_t local, double cost, double c, doub
 	g->mc[x] = c;
 	g->mn[x] = cnt;
 	for (x /= 2; x >= 1; x /= 2) {
-		g->mcost[x] = fmin(g->mcost[2 * x], g->mcost[2 * x + 1]);
-		g->mc[x] = fmin(g->mc[2 * x], g->mc[2 * x + 1]);
-		g->mn[x] = fmin(g->mn[2 * x], g->mn[2 * x + 1]);
+		g->mcost[x] = dmin(g->mcost[2 * x], g->mcost[2 * x + 1]);
+		g->mc[x] = dmin(g->mc[2 * x], g->mc[2 * x + 1]);
+		g->mn[x] = dmin(g->mn[2 * x], g->mn[2 * x + 1]);
 	}
 }
 
@@ -164,14 +174,14 @@ struct probe {
 static double newcost(const struct probe *pr, size_t local)
 {
 	size_t j = pr->g->start + local;
-	return (pr->C[j] + pr->t) + fmax(pr->E[j], pr->pm1t);
+	return (pr->C[j] + pr->t) + dmax(pr->E[j], pr->pm1t);
 }
 
 /* A lower bound on newcost over a node's pipelines, loosened by a relative 1e-12 so float
  * rounding never prunes a pipeline that meets the exact test at its leaf. */
 static double node_lb(const struct probe *pr, size_t x)
 {
-	double lb = fmax(pr->g->mcost[x] + pr->t, pr->g->mc[x] + pr->t + pr->pm1t);
+	double lb = dmax(pr->g->mcost[x] + pr->t, pr->g->mc[x] + pr->t + pr->pm1t);
 	return lb - 1e-12 * fabs(lb) - 1e-12;
 }
 
@@ -349,7 +359,7 @@ int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double
 			size_t j = G->start + (size_t)hit;
 			double t1 = cost[hg * n + i];
 			C[j] += t1;
-			E[j] = fmax(E[j], (G->pp - 1) * t1);
+			E[j] = dmax(E[j], (G->pp - 1) * t1);
 			N[j] += 1;
 			double cj = C[j] + E[j];
 			group_set(G, (size_t)hit, cj, C[j], N[j]);
@@ -594,11 +604,11 @@ int bp_hyd_dispatch_ilp(const struct bp_hyd_dispatch *d, const struct bp_ilp_opt
 				double e = 0.0;
 				for (size_t i = 0; i < n; i++)
 					if (relab[i] == (int)j)
-						e = fmax(e, (d->pipes[j].pp - 1) *
+						e = dmax(e, (d->pipes[j].pp - 1) *
 							 bp_hyd_seq_cost(d, j, d->len[i]) / scale);
 				x[ecol[j]] = e;
 			}
-			x[0] = fmax(wobj / scale, lb / scale) * (1 + 1e-12);
+			x[0] = dmax(wobj / scale, lb / scale) * (1 + 1e-12);
 			struct bp_ilp_opts oo = *o;
 			oo.warm = x;
 			if (bp_ilp_solve(ilp, &oo, &r, err) < 0)
@@ -639,7 +649,7 @@ int bp_hyd_dispatch_ilp(const struct bp_hyd_dispatch *d, const struct bp_ilp_opt
 				memcpy(pipe_of, warm, n * sizeof(int));
 			res->objective = best;
 			res->nodes = r.nodes;
-			double b = isinf(r.bound) ? lb : fmax(lb, r.bound * scale);
+			double b = isinf(r.bound) ? lb : dmax(lb, r.bound * scale);
 			res->status = r.status == BP_ILP_OPTIMAL ? BP_ILP_OPTIMAL
 				      : from ? BP_ILP_FEASIBLE : BP_ILP_WARM_START;
 			if (res->status == BP_ILP_OPTIMAL || b > best)

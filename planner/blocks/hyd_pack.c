@@ -51,10 +51,25 @@ int bp_hyd_pack(const struct bp_hyd_pack_in *in, int *bin_of, struct bp_hyd_pack
 	int64_t *fill = bp_calloc(n, sizeof(int64_t), err);
 	if (!bins || !ib || !load || !fill)
 		goto out;
-	double best = INFINITY;
+	double best = INFINITY, wmax = 0.0, wsum = 0.0;
+	for (size_t i = 0; i < n; i++) {
+		wsum += in->w[i];
+		if (in->w[i] > wmax)
+			wmax = in->w[i];
+	}
 	for (int64_t v = vmin; v <= (int64_t)n; v++) {
 		if (v > vmax && isfinite(best))
 			break; /* past the range only until one V packs */
+		/* P4: Eq. 1 at V is at least (max(w_max, sum w / V) + c_mb)(PP - 1 + V); once that
+		 * reaches the best it does for every larger V (w_max's term grows with V), and
+		 * a V that cannot beat the best strictly never changes the choice. */
+		double lbv = ((wsum / (double)v > wmax ? wsum / (double)v : wmax) + in->c_mb) *
+			     (double)(in->pp - 1 + v);
+		if (isfinite(best) && lbv >= best) {
+			if (wmax * (double)v >= wsum)
+				break;
+			continue;
+		}
 		int r = bp_pack_lpt(in->w, in->len, n, (size_t)v, in->cap, bins, load, fill, err);
 		if (r < 0)
 			goto out;

@@ -53,7 +53,7 @@ static int scratch_alloc(struct scratch *s, size_t n, size_t np, struct bp_error
 /* Dispatch, pack and estimate one candidate (Sec. 6). Returns 0 (selectable), 1 (not:
  * res->status says why), -1 or BP_INFEASIBLE. */
 static int run_candidate(const struct bp_hyd_cand *c, const int64_t *len, size_t n,
-			 uint64_t seed, const struct bp_hyd_step_opts *o,
+			 uint64_t seed, const struct bp_hyd_step_opts *o, double best,
 			 struct bp_hyd_cand_res *res, struct scratch *t, struct bp_error *err)
 {
 	int64_t longest = 0;
@@ -70,14 +70,27 @@ static int run_candidate(const struct bp_hyd_cand *c, const int64_t *len, size_t
 	struct bp_hyd_dispatch d = {len, n, c->dp, c->npipes, o->code_c, o->code_c, o->trials,
 				    seed};
 	double obj;
+	/* Every estimate is at least Eq. 2 of its dispatch (App. D.1), so at least Eq. 3's
+	 * optimum and its certified bound: a candidate whose bound, then whose dispatch,
+	 * reaches the best estimate so far cannot be chosen (ties go to the earlier one). */
+	res->bound_us = bp_hyd_dispatch_bound(&d);
+	if (o->prune && res->bound_us >= best) {
+		snprintf(res->status, sizeof(res->status), "pruned");
+		res->estimate_us = res->bound_us;
+		return 1;
+	}
 	int r = bp_hyd_dispatch_greedy(&d, t->pipe_of, &obj, &res->trial, err);
 	if (r < 0)
 		return r;
 	res->dispatch_us = obj;
-	res->bound_us = bp_hyd_dispatch_bound(&d);
 	if (res->bound_us > obj)
 		res->bound_us = obj;
 	snprintf(res->dispatch, sizeof(res->dispatch), "greedy");
+	if (o->prune && obj >= best) {
+		snprintf(res->status, sizeof(res->status), "pruned");
+		res->estimate_us = obj;
+		return 1;
+	}
 	/* Eq. 3 exactly where the instance is small enough (its m_ij columns). */
 	size_t cols = 0;
 	for (size_t i = 0; i < n; i++)
@@ -150,7 +163,8 @@ int bp_hyd_step(const struct bp_hyd_cand *c, size_t nc, const int64_t *len, size
 	if (scratch_alloc(&t, n, maxp, err) < 0)
 		goto out;
 	for (size_t i = 0; i < nc; i++) {
-		int r = run_candidate(&c[i], len, n, seed, o, &res[i], &t, err);
+		int r = run_candidate(&c[i], len, n, seed, o, sel < 0 ? INFINITY : res[sel].estimate_us,
+				      &res[i], &t, err);
 		if (r < 0) {
 			rc = r;
 			goto out;

@@ -125,7 +125,8 @@ static int rec_from_json(void *r, json_t *o, const char *where, struct bp_error 
 {
 	static const char *const keys[] = {"kind", "selected", "changed", "candidates",
 					   "pipelines", NULL};
-	static const char *const statuses[] = {"ok", "too-short", "empty-pipeline", NULL};
+	static const char *const statuses[] = {"ok", "too-short", "empty-pipeline", "pruned",
+					       NULL};
 	static const char *const dispatches[] = {"greedy", "ilp-optimal", "ilp-feasible",
 						 "ilp-warm-start", "none", NULL};
 	struct hyd_rec *h = r;
@@ -204,6 +205,9 @@ static int rec_validate(const void *r, const struct bp_step *st, struct bp_error
 		return bp_errorf(err, "selects a candidate of status \"%s\"", sel->status);
 	for (size_t i = 0; i < h->nc; i++) {
 		const struct bp_hyd_cand_res *c = &h->c[i];
+		if (!strcmp(c->status, "pruned") && c->estimate_us + tol < sel->estimate_us)
+			return bp_errorf(err, "candidate %zu was pruned at %.3f us, below the selected "
+					 "estimate %.3f us", i, c->estimate_us, sel->estimate_us);
 		if (strcmp(c->status, "ok"))
 			continue;
 		if (c->estimate_us + tol < sel->estimate_us)
@@ -270,7 +274,7 @@ struct cand {
 };
 
 struct opts {
-	int trials, code_c, v_tries;
+	int trials, code_c, v_tries, prune;
 	int64_t align;
 	double theta;
 	struct bp_ilp_opts ilp;      /* dispatch ILP: max_vars over m_ij columns (0: off) */
@@ -290,7 +294,9 @@ static int read_opts(struct bp_plan *out, struct opts *o, struct bp_error *err)
 	if (strcmp(c, "paper") && strcmp(c, "code"))
 		return bp_errorf(err, "parameter hyd_c '%s' is not paper or code", c);
 	o->code_c = !strcmp(c, "code");
-	if (bp_method_param_int(out, "trials", 100, 1, 1000000, &t, err) < 0 ||
+	int64_t pr;
+	if (bp_method_param_int(out, "prune", 1, 0, 1, &pr, err) < 0 ||
+	    bp_method_param_int(out, "trials", 100, 1, 1000000, &t, err) < 0 ||
 	    bp_method_param_int(out, "v_tries", 0, 0, 1 << 20, &v, err) < 0 ||
 	    bp_method_param_int(out, "align", 128, 1, 1 << 20, &al, err) < 0 ||
 	    bp_method_param_real(out, "util_threshold", 0.85, 0.01, 1.0, &th, err) < 0 ||
@@ -302,6 +308,7 @@ static int read_opts(struct bp_plan *out, struct opts *o, struct bp_error *err)
 	    bp_method_param_real(out, "ilp_gap", 1e-4, 0.0, 1.0, &gap, err) < 0)
 		return -1;
 	o->trials = (int)t;
+	o->prune = (int)pr;
 	o->v_tries = (int)v;
 	o->align = al;
 	o->theta = th;
@@ -546,7 +553,8 @@ int bp_method_hydraulis(const struct bp_method_ctx *ctx, const struct bp_batches
 	pr = bp_calloc(maxp, sizeof(*pr), err);
 	if (!len || !pipe_of || !bin_of || !pr)
 		goto out;
-	struct bp_hyd_step_opts so = {o.trials, o.code_c, o.v_tries, &o.ilp, &o.pack_ilp};
+	struct bp_hyd_step_opts so = {o.trials, o.code_c, o.v_tries, &o.ilp, &o.pack_ilp,
+				      o.prune};
 	int prev = -1;
 	for (size_t s = 0; s < in->n; s++) {
 		const struct bp_batch *b = &in->b[s];

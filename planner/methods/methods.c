@@ -11,7 +11,7 @@ static const char *const wlb_params[] = {"queues", "thresholds", "max_len_factor
 static const char *const fixed_params[] = {"window", NULL};
 static const char *const ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp_node_limit",
 					 "ilp_work_limit", "ilp_max_vars", "window", NULL};
-static const char *const hyd_params[] = {"trials", "hyd_c", "v_tries", "align",
+static const char *const hyd_params[] = {"trials", "hyd_c", "prune", "v_tries", "align",
 					 "util_threshold", "ilp_max_vars", "pack_ilp_vars",
 					 "ilp_node_limit", "ilp_work_limit", "ilp_time_limit_s",
 					 "ilp_gap", NULL};
