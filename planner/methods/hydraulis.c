@@ -363,7 +363,7 @@ static int fit_schemes(const struct bp_method_ctx *ctx, const struct bp_hyd_set 
 			f[n].util = bp_hyd_util_len(&f[n].fit, out->max_tokens, o->align, o->theta);
 			char key[32], val[64];
 			snprintf(key, sizeof(key), "fit_%dx%d", gr->tp, gr->pp);
-			snprintf(val, sizeof(val), "a=%.6g b=%.6g c=%.6g err=%.4f util=%lld",
+			snprintf(val, sizeof(val), "a=%.5g b=%.5g c=%.5g err=%.4f util=%lld",
 				 f[n].fit.a, f[n].fit.b, f[n].fit.c, f[n].fit.max_err,
 				 (long long)f[n].util);
 			if (bp_plan_set_param(out, key, val, err) < 0)
