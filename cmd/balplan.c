@@ -25,6 +25,7 @@ static const struct subcommand subcommands[] = {
 	{"dataset", cmd_dataset, "show a dataset's statistics and length histogram"},
 	{"profile", cmd_profile, "make a profile (--analytic from GPU specifications)"},
 	{"presets", cmd_presets, "list built-in models, GPUs, datasets and methods"},
+	{"propose", cmd_propose, "propose Hydraulis's candidate strategies for a dataset"},
 };
 
 static void usage(FILE *f)

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cmd_propose.h"
 #include "cmdutil.h"
 #include "commands.h"
 #include "jsonutil.h"
@@ -49,7 +50,11 @@ static void solve_usage(FILE *f)
 		"                           the same pieces; per-method: plain cuts, the others\n"
 		"                           keep documents whole (not like for like)\n"
 		"planning:\n"
-		"  -m, --method LIST        method, comma-separated methods, or 'all' [all]\n"
+		"  -m, --method LIST        method, comma-separated methods, or 'all' [all];\n"
+		"                           'all' leaves out hydraulis, which runs when named\n"
+		"      --strategies FILE    hydraulis's candidate strategies ('balplan propose\n"
+		"                           -o FILE'); without it they are proposed from the\n"
+		"                           dataset\n"
 		"      --shard MODE         CP sharding: sequence|document|adaptive [sequence]\n"
 		"      --param KEY=VALUE    a method parameter (repeatable); each method takes\n"
 		"                           the ones it knows ('balplan presets' lists them)\n"
@@ -292,13 +297,14 @@ int cmd_solve(int argc, char **argv)
 		{"out-dir", required_argument, NULL, 'R'},
 		{"timing", no_argument, NULL, 't'},
 		{"param", required_argument, NULL, 'Q'},
+		{"strategies", required_argument, NULL, 'Y'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *dataset = "synthetic-longtail", *jsonl_field = NULL, *profile = NULL;
 	const char *gpu = "H100", *model = "llama3-8b", *methods = "all", *out = NULL;
-	const char *out_dir = NULL;
+	const char *out_dir = NULL, *strategies = NULL;
 	struct bp_param params[32];
 	size_t nparams = 0;
 	int64_t gpus = 64, tp = 8, cp = 2, pp = 4, max_tokens = 131072, tps = -1, dps = 0;
@@ -376,6 +382,7 @@ int cmd_solve(int argc, char **argv)
 		}
 		case 'o': out = optarg; break;
 		case 'R': out_dir = optarg; break;
+		case 'Y': strategies = optarg; break;
 		case 't': timing = 1; break;
 		case 'q': quiet = 1; break;
 		case 'h': solve_usage(stdout); return EXIT_OK;
@@ -419,7 +426,8 @@ int cmd_solve(int argc, char **argv)
 	size_t nm = 0;
 	if (!strcmp(methods, "all")) {
 		for (size_t i = 0; i < bp_method_count() && nm < 64; i++)
-			list[nm++] = bp_method_at(i);
+			if (bp_method_in_all(bp_method_at(i)))
+				list[nm++] = bp_method_at(i);
 	} else {
 		/* Walked in place, any length: a name is never cut, so an error names what the
 		 * user typed. */
@@ -448,6 +456,18 @@ int cmd_solve(int argc, char **argv)
 	}
 	if (out && nm != 1)
 		return cmd_usage("solve", "--out takes one method; use --out-dir for %zu", nm);
+	int hyd = 0; /* hydraulis among the methods: its candidates and profile */
+	for (size_t i = 0; i < nm; i++)
+		hyd |= !bp_method_in_all(list[i]);
+	if (strategies && !hyd)
+		return cmd_usage("solve", "--strategies is for method hydraulis (-m hydraulis)");
+	if (strategies) {
+		const char *names[] = {"--dataset", "--profile", "--strategies"};
+		const char *paths[] = {dataset, profile, strategies};
+		int r = cmd_one_stdin("solve", 3, names, paths);
+		if (r)
+			return r;
+	}
 	for (size_t i = 0; i < nparams; i++) {
 		int used = 0;
 		for (size_t k = 0; k < nm; k++)
@@ -485,8 +505,13 @@ int cmd_solve(int argc, char **argv)
 	int rc = EXIT_DATA;
 	struct result res[64];
 	char *tmp_dir = NULL;
+	struct bp_profile hprof; /* hydraulis's: the file, or analytic with its layouts' schemes */
+	struct bp_hyd_set hset;
+	char hprof_sha[65];
 	bp_dataset_init(&ds);
 	bp_profile_init(&prof);
+	bp_profile_init(&hprof);
+	bp_hyd_set_init(&hset);
 	struct bp_scheme sc = {(int)tp, (int)cp, (int)pp};
 	if (cmd_load_dataset(dataset, jsonl_field, &ds, ds_sha, &err) < 0) {
 		rc = cmd_error("%s", err.text);
@@ -549,6 +574,12 @@ int cmd_solve(int argc, char **argv)
 		rc = cmd_error("%s", err.text);
 		goto out;
 	}
+	if (hyd) {
+		struct cmd_hyd_req hr = {strategies, &ds, ds_sha, profile, gpu, model, (int)gpus,
+					 sc, max_tokens, tps, dps, overlen};
+		if ((rc = cmd_hyd_candidates(&hr, &hset, &hprof, hprof_sha)) != EXIT_OK)
+			goto out;
+	}
 	if (out_dir && (rc = outdir_open(out_dir, &tmp_dir)) != EXIT_OK)
 		goto out;
 	rc = EXIT_DATA;
@@ -571,6 +602,12 @@ int cmd_solve(int argc, char **argv)
 			.shard = shard, .dataset_name = ds.name, .dataset_sha = ds_sha,
 			.profile_sha = prof_sha,
 		};
+		const struct bp_profile *use = &prof;
+		if (!bp_method_in_all(list[i])) {
+			use = &hprof;
+			o.profile_sha = hprof_sha;
+			o.method_input = &hset;
+		}
 		struct bp_param mine[32];
 		size_t nmine = 0;
 		for (size_t k = 0; k < nparams; k++)
@@ -580,7 +617,7 @@ int cmd_solve(int argc, char **argv)
 		o.params = mine;
 		o.nparams = nmine;
 		double t0 = now_ms();
-		int r = bp_solve(&ds, &prof, &o, &plan, &err);
+		int r = bp_solve(&ds, use, &o, &plan, &err);
 		double t1 = now_ms();
 		if (r < 0) {
 			if (r == BP_INFEASIBLE) {
@@ -640,5 +677,7 @@ out:
 	}
 	bp_dataset_release(&ds);
 	bp_profile_release(&prof);
+	bp_profile_release(&hprof);
+	bp_hyd_set_release(&hset);
 	return rc;
 }

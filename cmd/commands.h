@@ -10,5 +10,6 @@ int cmd_dataset(int argc, char **argv);
 int cmd_presets(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_propose(int argc, char **argv);
 
 #endif

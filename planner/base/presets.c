@@ -35,6 +35,11 @@ static const struct model_preset models[] = {
 	{{"qwen2.5-32b", 64, 5120, 40, 8, 27648, 152064, 1},
 	 "Qwen/Qwen2.5-32B config.json (untied embeddings); stands in for Hydraulis Sec. 8.1's "
 	 "unspecified 32B"},
+	/* The paper's own 32B shape, from its repository: LLaMA-style (SwiGLU, MHA), 60 layers
+	 * (hence PP 3 and 6 in its scheme space), GPT-2 BPE vocabulary. */
+	{{"hydraulis-32b", 60, 6656, 64, 64, 17920, 30592, 1},
+	 "github.com/lhy101/Hydraulis @4489487: hydraulis_llama.py and "
+	 "examples/strategy/build_parallel_scheme_space_32b.py (Hydraulis Sec. 8.1's 32B)"},
 	{{"llama3-8b", 32, 4096, 32, 8, 14336, 128256, 1},
 	 "Llama 3 herd paper (Dubey et al. 2024, Table 3) and meta-llama/Meta-Llama-3-8B "
 	 "config.json; DistCA Table 2"},

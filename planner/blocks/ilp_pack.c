@@ -439,7 +439,7 @@ static void solver_diff(const void *a, const void *b, char *buf, size_t n)
 
 const struct bp_record_ops bp_record_ilp = {
 	"ilp", sizeof(struct bp_solver), solver_to_json, solver_from_json, solver_validate,
-	solver_diff,
+	solver_diff, NULL,
 };
 
 void bp_ilp_warn(const struct bp_plan *p, char *buf, size_t n)

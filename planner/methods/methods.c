@@ -12,6 +12,10 @@ static const char *const wlb_params[] = {"queues", "thresholds", "max_len_factor
 static const char *const fixed_params[] = {"window", NULL};
 static const char *const ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp_node_limit",
 					 "ilp_work_limit", "ilp_max_vars", "window", NULL};
+static const char *const hyd_params[] = {"trials", "hyd_c", "prune", "v_tries", "align",
+					 "util_threshold", "ilp_max_vars", "pack_ilp_vars",
+					 "ilp_node_limit", "ilp_work_limit", "ilp_time_limit_s",
+					 "ilp_gap", NULL};
 static const char *const wlb_ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp_node_limit",
 					     "ilp_work_limit", "ilp_max_vars", "queues",
 					     "thresholds", "max_len_factor", "max_delay",
@@ -45,7 +49,15 @@ static const struct bp_method methods[] = {
 	{"kk", bp_method_kk,
 	 "Karmarkar-Karp balanced partition on a workload proxy, with a token cap",
 	 "verl's seqlen balancing (Karmarkar-Karp)", NULL, NULL, NULL},
+	{"hydraulis", bp_method_hydraulis,
+	 "per-step heterogeneous strategy: dispatch (Alg. 1), packing (Eq. 1), selection",
+	 "Hydraulis Sec. 5-7, Eq. 1-4, Alg. 1", hyd_params, &bp_record_hydraulis, NULL},
 };
+
+int bp_method_in_all(const struct bp_method *m)
+{
+	return m->solve != bp_method_hydraulis;
+}
 
 size_t bp_method_count(void)
 {

@@ -19,6 +19,9 @@ struct bp_method_ctx {
 	enum bp_shard shard;           /* CP sharding the user asked for */
 	struct bp_costs *costs;        /* every (layout, pipeline)'s cost model, for methods
 					* that add layouts of their own */
+	const void *input;             /* a method's own input from the front end, borrowed
+					* (hydraulis: const struct bp_hyd_set *, the candidate
+					* strategies), or NULL */
 };
 
 /* Pipelines of the request's layout (plan layout 0): v1's dp. */
@@ -50,6 +53,10 @@ struct bp_method {
 	void (*warn)(const struct bp_plan *p, char *buf, size_t n);
 };
 
+/* Whether `solve -m all` runs the method: every method but hydraulis, which brings its own
+ * layouts and candidate strategies and runs only when named. */
+int bp_method_in_all(const struct bp_method *m);
+
 /* The record codec of a kind ("ilp"), searched in the method table; NULL when unknown. */
 const struct bp_record_ops *bp_record_find(const char *kind);
 
@@ -76,6 +83,9 @@ int bp_method_multipack(const struct bp_method_ctx *ctx, const struct bp_batches
 			struct bp_plan *out, struct bp_error *err);
 int bp_method_kk(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		 struct bp_plan *out, struct bp_error *err);
+int bp_method_hydraulis(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+			struct bp_plan *out, struct bp_error *err);
+extern const struct bp_record_ops bp_record_hydraulis; /* methods/hydraulis.c */
 
 /* Reads an integer / real method parameter from the plan, or records the default there.
  * Fails naming the parameter when the value is not a number in [lo, hi]. */

@@ -34,6 +34,8 @@ void bp_step_release(struct bp_step *st)
 	free(st->docs);
 	free(st->delayed);
 	free(st->ca);
+	if (st->record && st->record_ops && st->record_ops->release)
+		st->record_ops->release(st->record);
 	free(st->record);
 }
 
@@ -137,6 +139,8 @@ int bp_mb_copy_decisions(struct bp_mb *dst, const struct bp_mb *src, int layers,
 void *bp_step_set_record(struct bp_step *st, const struct bp_record_ops *ops,
 			 struct bp_error *err)
 {
+	if (st->record && st->record_ops && st->record_ops->release)
+		st->record_ops->release(st->record);
 	free(st->record);
 	st->record = NULL;
 	st->record_ops = NULL;

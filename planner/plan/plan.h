@@ -102,6 +102,9 @@ struct bp_record_ops {
 	int (*validate)(const void *rec, const struct bp_step *st, struct bp_error *err);
 	/* Optional: one line saying how a and b differ, or "" when they do not (buf n). */
 	void (*diff)(const void *a, const void *b, char *buf, size_t n);
+	/* Optional: frees what the record owns (not the record itself), for records with
+	 * arrays (NULL: the record is flat). */
+	void (*release)(void *rec);
 };
 
 struct bp_step {

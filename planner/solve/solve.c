@@ -152,7 +152,7 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 		goto out;
 	/* The method's generator: derived from the seed but apart from the sampler's stream. */
 	bp_rng_seed(&rng, o->seed ^ 0x6d6574686f64ULL);
-	struct bp_method_ctx ctx = {cm, &rng, o->shard, &costs};
+	struct bp_method_ctx ctx = {cm, &rng, o->shard, &costs, o->method_input};
 	rc = m->solve(&ctx, &batches, out, err);
 	if (rc < 0)
 		goto out;

@@ -28,6 +28,8 @@ struct bp_solve_opts {
 	const struct bp_param *params; /* method parameters as given (checked against the
 					* method's list); borrowed */
 	size_t nparams;
+	const void *method_input;      /* the method's own input (method.h ctx->input);
+					* borrowed, may be NULL */
 };
 
 /* Solves into an initialised plan. Returns 0, -1 (error) or BP_INFEASIBLE, with err. The

@@ -77,7 +77,7 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			bp_rng_seed(&rng, 1);
-			struct bp_method_ctx ctx = {&cm, &rng, BP_SHARD_SEQUENCE, NULL};
+			struct bp_method_ctx ctx = {&cm, &rng, BP_SHARD_SEQUENCE, NULL, NULL};
 			double t0 = now_ms();
 			if (m->solve(&ctx, &b, &plan, &err) < 0) {
 				fprintf(stderr, "bench_wlb: %s: %s\n", m->name, err.text);

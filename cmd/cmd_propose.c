@@ -1,0 +1,523 @@
+/* cmd_propose.c: `balplan propose`: Hydraulis's data-distribution-aware strategy proposal
+ * (Sec. 7, Eq. 4): reads a dataset, a profile (or makes the analytic one), a GPU count and a
+ * model; prints the scheme space (MaxLen, UtilLen, the fitted T(l, P) and its error) and the
+ * candidate strategies with their MaxLen and expected time; writes a strategies file
+ * (balplan.strategies/v1). Also the candidates `balplan solve -m hydraulis` uses
+ * (cmd_hyd_candidates: a file, or the same proposal on the fly). */
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cmd_propose.h"
+#include "cmdutil.h"
+#include "commands.h"
+#include "costmodel.h"
+#include "hyd_json.h"
+#include "jsonutil.h"
+
+struct prop_opts {
+	int gpu_step;       /* 0: the default for the cluster */
+	int64_t len_step;   /* 0: the default */
+	int max_pp;
+	int64_t align;
+	double theta;
+	int relaxed, warmup, keep_dominated;
+	double min_prob, relax_slack;
+	int indivisible;
+	const char *schemes; /* restrict the space ("8x1,4x2"), or NULL */
+};
+
+static const struct prop_opts prop_defaults = {0, 0, 8, 128, 0.85, 1, 0, 0, 1e-3, 0.1, 1, NULL};
+
+/* Parses "8x1,4x2" into schemes; -1 with err. */
+static int parse_schemes(const char *s, struct bp_scheme *out, size_t cap, size_t *n,
+			 struct bp_error *err)
+{
+	*n = 0;
+	for (const char *p = s; *p;) {
+		size_t len = strcspn(p, ",");
+		char part[32];
+		int tp, pp, used = 0;
+		if (!len || len >= sizeof(part))
+			return bp_errorf(err, "--schemes '%s': '%s' is not TPxPP", cmd_cut(s),
+					 cmd_cut_n(p, len));
+		memcpy(part, p, len);
+		part[len] = 0;
+		if (sscanf(part, "%dx%d%n", &tp, &pp, &used) != 2 || used != (int)len || tp < 1 ||
+		    pp < 1)
+			return bp_errorf(err, "--schemes '%s': '%s' is not TPxPP", cmd_cut(s), part);
+		if (*n == cap)
+			return bp_errorf(err, "--schemes lists more than %zu schemes", cap);
+		out[(*n)++] = (struct bp_scheme){tp, 1, pp};
+		p += len + (p[len] == ',');
+	}
+	if (!*n)
+		return bp_errorf(err, "--schemes names no scheme");
+	return 0;
+}
+
+/* The proposal: S^ on prof with the options, and the dataset's names. */
+static int propose(const struct bp_profile *prof, const struct bp_scheme *sc, size_t nsc,
+		   const struct bp_dataset *ds, const char *ds_sha, int gpus, int64_t max_tokens,
+		   enum bp_overlen ov, int64_t tps, int64_t dps, const struct prop_opts *po,
+		   struct bp_hyd_set *set, struct bp_error *err)
+{
+	struct bp_hyd_space_opts o = {
+		{gpus, po->gpu_step, po->relaxed, po->warmup, po->keep_dominated, po->min_prob,
+		 po->relax_slack, po->indivisible},
+		po->len_step, po->align, po->theta};
+	if (bp_hyd_propose_profile(prof, sc, nsc, ds, max_tokens, ov, tps, dps, &o, set, err) < 0)
+		return -1;
+	snprintf(set->dataset, sizeof(set->dataset), "%s", ds->name);
+	snprintf(set->dataset_sha, sizeof(set->dataset_sha), "%s", ds_sha);
+	return 0;
+}
+
+/* The distinct schemes of the request and of every candidate (the plan's layouts). */
+static size_t plan_schemes(const struct bp_scheme *req, const struct bp_hyd_set *set,
+			   struct bp_scheme *out, size_t cap)
+{
+	size_t n = 0;
+	out[n++] = *req;
+	for (size_t i = 0; i < set->n; i++)
+		for (size_t g = 0; g < set->s[i].ng; g++) {
+			struct bp_scheme x = {set->s[i].g[g].tp, 1, set->s[i].g[g].pp};
+			size_t j = 0;
+			while (j < n && memcmp(&out[j], &x, sizeof(x)))
+				j++;
+			if (j == n && n < cap)
+				out[n++] = x;
+		}
+	return n;
+}
+
+static int set_cb(void *out, json_t *root, struct bp_error *err)
+{
+	return bp_hyd_set_from_json(out, root, err);
+}
+
+int cmd_hyd_candidates(const struct cmd_hyd_req *r, struct bp_hyd_set *set,
+		       struct bp_profile *prof, char sha[65])
+{
+	struct bp_error err;
+	struct bp_profile sp;
+	int rc = EXIT_DATA;
+	bp_profile_init(&sp);
+	if (r->strategies) {
+		char *buf = NULL;
+		size_t len = 0;
+		if (cmd_read_file(r->strategies, &buf, &len, &err) < 0 ||
+		    bp_json_parse_text(buf, len, set_cb, set, &err) < 0) {
+			free(buf);
+			return cmd_error("cannot read strategies '%s': %s", r->strategies, err.text);
+		}
+		free(buf);
+		/* Every strategy must fit the cluster and the model (Sec. 5.1's D_T, D_P). */
+		const struct bp_model *m = NULL;
+		int gpn = 0;
+		if (r->profile) {
+			if (cmd_load_profile(r->profile, &sp, sha, &err) < 0)
+				goto fail;
+			m = &sp.model;
+			gpn = sp.hw.gpus_per_node;
+		} else if ((m = bp_model_preset(r->model)) && bp_gpu_preset(r->gpu)) {
+			gpn = bp_gpu_preset(r->gpu)->gpus_per_node;
+		}
+		for (size_t i = 0; m && i < set->n; i++)
+			if (bp_hyd_strategy_check(&set->s[i], r->gpus, gpn, m, &err) < 0) {
+				bp_error_prefix(&err, "strategies '%s'", r->strategies);
+				goto fail;
+			}
+	} else {
+		/* Propose on the fly, on the profile given or the analytic one of the space. */
+		struct bp_scheme sc[64];
+		size_t nsc;
+		if (r->profile) {
+			if (cmd_load_profile(r->profile, &sp, sha, &err) < 0)
+				goto fail;
+			nsc = bp_hyd_space(&sp.model, sp.hw.gpus_per_node, r->gpus,
+					   prop_defaults.max_pp, sc, 64);
+		} else {
+			const struct bp_model *m = bp_model_preset(r->model);
+			const struct bp_gpu *g = bp_gpu_preset(r->gpu);
+			if (!m || !g) {
+				snprintf(err.text, sizeof(err.text), "unknown %s '%s' (see 'balplan "
+					 "presets')", m ? "GPU" : "model", m ? r->gpu : r->model);
+				goto fail;
+			}
+			nsc = bp_hyd_space(m, g->gpus_per_node, r->gpus, prop_defaults.max_pp, sc,
+					   64);
+			if (cmd_analytic_profile(r->gpu, r->model, sc, nsc, r->max_tokens, &sp, sha,
+						 &err) < 0)
+				goto fail;
+		}
+		size_t k = 0;
+		for (size_t i = 0; i < nsc; i++) /* what the profile can price */
+			if (!bp_profile_check_scheme(&sp, sc[i].tp, 1, sc[i].pp, 1,
+						     sp.hw.gpus_per_node, NULL))
+				sc[k++] = sc[i];
+		if (propose(&sp, sc, k, r->ds, r->ds_sha, r->gpus, r->max_tokens, r->overlen,
+			    r->tokens_per_step, r->docs_per_step, &prop_defaults, set, &err) < 0) {
+			bp_error_prefix(&err, "cannot propose strategies");
+			goto fail;
+		}
+	}
+	if (r->profile) {
+		if (cmd_load_profile(r->profile, prof, sha, &err) < 0)
+			goto fail;
+	} else {
+		struct bp_scheme sc[64];
+		size_t n = plan_schemes(&r->request, set, sc, 64);
+		if (cmd_analytic_profile(r->gpu, r->model, sc, n, r->max_tokens, prof, sha,
+					 &err) < 0)
+			goto fail;
+	}
+	rc = EXIT_OK;
+	goto out;
+fail:
+	rc = cmd_error("%s", err.text);
+out:
+	bp_profile_release(&sp);
+	return rc;
+}
+
+/* ---- balplan propose ---- */
+
+static void propose_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: balplan propose [options]\n\n"
+		"Proposes Hydraulis's candidate strategies (Sec. 7, Eq. 4) for a dataset, a GPU\n"
+		"count and a model: the DP over GPU counts and length intervals, its continuous\n"
+		"relaxation and the rounding rule (plans/README.md \"Strategies files\"). Prints\n"
+		"the scheme space (MaxLen, UtilLen, fitted T(l) = a l^2 + b l + c and its error)\n"
+		"and the candidates; writes them for 'balplan solve -m hydraulis --strategies'.\n\n"
+		"inputs:\n"
+		"  -d, --dataset NAME|FILE  dataset preset or file [synthetic-longtail]\n"
+		"      --jsonl-field KEY    token-count field of JSONL input [auto]\n"
+		"  -p, --profile FILE       profile; without it an analytic one of the scheme\n"
+		"                           space is made from --gpu and --model\n"
+		"      --gpu NAME           GPU preset for the analytic profile [H100]\n"
+		"      --model NAME         model preset for the analytic profile [llama3-8b]\n"
+		"  -g, --gpus N             GPUs in all [64]\n"
+		"  -L, --max-tokens N       context cap: the longest sequence [131072]\n"
+		"      --tokens-per-step N  tokens per step, scales the expected times\n"
+		"                           [3125 per GPU: Table 2's 200K on 64 GPUs]\n"
+		"      --docs-per-step N    documents per step instead\n"
+		"      --over-length MODE   truncate|drop documents over the cap [truncate]\n"
+		"proposal:\n"
+		"      --gpu-step N         the DP's GPU unit [1; gpus/256 above 256 GPUs]\n"
+		"      --len-step N         the DP's length bucket [128 per 32K of context,\n"
+		"                           times gpus/128 above 128 GPUs]\n"
+		"      --max-pp N           largest PP in the space [8]\n"
+		"      --schemes LIST       only these schemes, e.g. 8x1,4x1,8x3 (TPxPP)\n"
+		"      --align N            MaxLen aligned down to N tokens [128]\n"
+		"      --util-threshold X   UtilLen: efficiency X of the peak [0.85]\n"
+		"      --no-relax           the integer DP only\n"
+		"      --warmup             the code's interval cost (+ T(longest)(PP - 1), all\n"
+		"                           over d) instead of Eq. 4's\n"
+		"      --keep-dominated     keep strategies inside another candidate\n"
+		"      --eq4                Eq. 4 as printed: an interval costs only W / d (by\n"
+		"                           default at least PP T(longest), which one pipeline\n"
+		"                           runs whole)\n"
+		"      --min-prob P         skip lengths L with P(a step's longest <= L) < P\n"
+		"                           [0.001; 0: every L, as the paper]\n"
+		"      --relax-slack X      keep roundings within 1 + X of the best [0.1]\n"
+		"output:\n"
+		"  -o, --out FILE           write the strategies file ('-': standard output,\n"
+		"                           and no tables)\n"
+		"      --timing             print the proposal's planning time\n"
+		"  -q, --quiet              print no tables\n\n"
+		"exit status: 0 ok, 1 data or runtime error, 2 usage error, 3 infeasible\n");
+}
+
+static void print_tables(const struct bp_hyd_set *set, const struct bp_profile *prof,
+			 int gpus, const char *ds_name)
+{
+	printf("dataset %s, %d x %s, model %s, max %lld tokens, %lld tokens per step, GPU step "
+	       "%d, length step %lld\n", ds_name, gpus, prof->hw.gpu, prof->model.name,
+	       (long long)set->max_tokens, (long long)set->tokens_per_step, set->gpu_step,
+	       (long long)set->len_step);
+	printf("schemes: T(l) = a l^2 + b l + c, us per stage; MaxLen of one pipeline, the\n"
+	       "optimizer sharded over the scheme's pipelines (replica) or over all GPUs (full)\n");
+	printf("  %-8s %5s %9s %9s %8s %12s %10s %9s %8s\n", "scheme", "gpus", "MaxLen",
+	       "full", "UtilLen", "a", "b", "c", "fit err");
+	for (size_t i = 0; i < set->nschemes; i++) {
+		const struct bp_hyd_sinfo *s = &set->schemes[i];
+		char name[24];
+		snprintf(name, sizeof(name), "<%d,%d>", s->tp, s->pp);
+		printf("  %-8s %5d %9lld %9lld %8lld %12.4e %10.5f %9.2f %7.2f%%\n", name,
+		       s->tp * s->pp, (long long)s->max_len, (long long)s->max_len_full,
+		       (long long)s->util_len, s->a, s->b, s->c, 100.0 * s->fit_err);
+	}
+	printf("candidates: expected propagation time per step (Eq. 4; rounded relaxation)\n");
+	printf("  %3s  %-34s %5s %8s %15s %12s  %s\n", "#", "strategy", "gpus", "MaxLen",
+	       "for L", "expected", "origin");
+	for (size_t i = 0; i < set->n; i++) {
+		const struct bp_hyd_strategy *st = &set->s[i];
+		char d[256], range[32];
+		int64_t ml = st->max_len;
+		bp_hyd_strategy_describe(st, d, sizeof(d));
+		snprintf(range, sizeof(range), "%lld-%lld", (long long)st->len_lo,
+			 (long long)st->len_hi);
+		printf("  %3zu  %-34s %5lld %8lld %15s %9.3f ms  %s\n", i, d,
+		       (long long)bp_hyd_strategy_gpus(st), (long long)ml, range,
+		       st->expected_us / 1e3, st->origin);
+	}
+}
+
+int cmd_propose(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"dataset", required_argument, NULL, 'd'},
+		{"jsonl-field", required_argument, NULL, 'J'},
+		{"profile", required_argument, NULL, 'p'},
+		{"gpu", required_argument, NULL, 'G'},
+		{"model", required_argument, NULL, 'M'},
+		{"gpus", required_argument, NULL, 'g'},
+		{"max-tokens", required_argument, NULL, 'L'},
+		{"tokens-per-step", required_argument, NULL, 'K'},
+		{"docs-per-step", required_argument, NULL, 'D'},
+		{"over-length", required_argument, NULL, 'O'},
+		{"gpu-step", required_argument, NULL, 'u'},
+		{"len-step", required_argument, NULL, 'l'},
+		{"max-pp", required_argument, NULL, 'P'},
+		{"schemes", required_argument, NULL, 'S'},
+		{"align", required_argument, NULL, 'a'},
+		{"util-threshold", required_argument, NULL, 'U'},
+		{"no-relax", no_argument, NULL, 'r'},
+		{"warmup", no_argument, NULL, 'w'},
+		{"keep-dominated", no_argument, NULL, 'k'},
+		{"eq4", no_argument, NULL, 'e'},
+		{"min-prob", required_argument, NULL, 'b'},
+		{"relax-slack", required_argument, NULL, 'x'},
+		{"out", required_argument, NULL, 'o'},
+		{"timing", no_argument, NULL, 't'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *dataset = "synthetic-longtail", *jsonl_field = NULL, *profile = NULL;
+	const char *gpu = "H100", *model = "llama3-8b", *out = NULL;
+	int64_t gpus = 64, max_tokens = 131072, tps = -1, dps = 0, v;
+	int quiet = 0, timing = 0, gpu_set = 0, model_set = 0;
+	enum bp_overlen ov = BP_OVERLEN_TRUNCATE;
+	struct prop_opts po = prop_defaults;
+	const int64_t big = (int64_t)1 << 40;
+	int c;
+	while ((c = getopt_long(argc, argv, "d:p:g:L:o:qh", opts, NULL)) != -1) {
+		int bad = 0;
+		switch (c) {
+		case 'd': dataset = optarg; break;
+		case 'J': jsonl_field = optarg; break;
+		case 'p': profile = optarg; break;
+		case 'G': gpu = optarg; gpu_set = 1; break;
+		case 'M': model = optarg; model_set = 1; break;
+		case 'g': bad = cmd_opt_int("propose", "--gpus", optarg, 1, 1 << 16, &gpus); break;
+		case 'L': bad = cmd_opt_int("propose", "--max-tokens", optarg, 384, 1 << 24,
+					    &max_tokens);
+			break;
+		case 'K': bad = cmd_opt_int("propose", "--tokens-per-step", optarg, 1, big, &tps);
+			break;
+		case 'D': bad = cmd_opt_int("propose", "--docs-per-step", optarg, 1, 1 << 24, &dps);
+			break;
+		case 'O':
+			if (!strcmp(optarg, "truncate"))
+				ov = BP_OVERLEN_TRUNCATE;
+			else if (!strcmp(optarg, "drop"))
+				ov = BP_OVERLEN_DROP;
+			else
+				return cmd_usage("propose", "--over-length '%s' is not truncate or "
+						 "drop", cmd_cut(optarg));
+			break;
+		case 'u': bad = cmd_opt_int("propose", "--gpu-step", optarg, 1, 1 << 16, &v);
+			po.gpu_step = (int)v;
+			break;
+		case 'l': bad = cmd_opt_int("propose", "--len-step", optarg, 1, 1 << 24,
+					    &po.len_step);
+			break;
+		case 'P': bad = cmd_opt_int("propose", "--max-pp", optarg, 1, 1 << 10, &v);
+			po.max_pp = (int)v;
+			break;
+		case 'S': po.schemes = optarg; break;
+		case 'a': bad = cmd_opt_int("propose", "--align", optarg, 1, 1 << 20, &po.align);
+			break;
+		case 'U': {
+			struct bp_error e;
+			double x;
+			if (bp_parse_double(optarg, &x, "--util-threshold", &e) < 0 || !(x > 0) ||
+			    x > 1)
+				return cmd_usage("propose", "--util-threshold '%s' is not a number "
+						 "in (0, 1]", cmd_cut(optarg));
+			po.theta = x;
+			break;
+		}
+		case 'b':
+		case 'x': {
+			struct bp_error e;
+			double x;
+			const char *name = c == 'b' ? "--min-prob" : "--relax-slack";
+			if (bp_parse_double(optarg, &x, name, &e) < 0 || x < 0 ||
+			    (c == 'b' && x >= 1) || x > 1e6)
+				return cmd_usage("propose", "%s '%s' is not a number in %s", name,
+						 cmd_cut(optarg), c == 'b' ? "[0, 1)" : "[0, 1e6]");
+			*(c == 'b' ? &po.min_prob : &po.relax_slack) = x;
+			break;
+		}
+		case 'r': po.relaxed = 0; break;
+		case 'e': po.indivisible = 0; break;
+		case 'w': po.warmup = 1; break;
+		case 'k': po.keep_dominated = 1; break;
+		case 'o': out = optarg; break;
+		case 't': timing = 1; break;
+		case 'q': quiet = 1; break;
+		case 'h': propose_usage(stdout); return EXIT_OK;
+		default:
+			return cmd_usage("propose", "unknown or incomplete option '%s'",
+					 cmd_cut(argv[optind - 1]));
+		}
+		if (bad)
+			return EXIT_USAGE;
+	}
+	if (optind < argc)
+		return cmd_usage("propose", "unexpected argument '%s'", cmd_cut(argv[optind]));
+	if (profile && (gpu_set || model_set))
+		return cmd_usage("propose", "--profile cannot be combined with --gpu or --model");
+	if (tps >= 0 && dps > 0)
+		return cmd_usage("propose", "--tokens-per-step and --docs-per-step exclude each "
+				 "other");
+	if (po.gpu_step > gpus)
+		return cmd_usage("propose", "--gpu-step %d is more than --gpus %lld", po.gpu_step,
+				 (long long)gpus);
+	{
+		const char *names[] = {"--dataset", "--profile"}, *paths[] = {dataset, profile};
+		int r = cmd_one_stdin("propose", 2, names, paths);
+		if (r)
+			return r;
+	}
+	if (out) {
+		if (cmd_refuse_overwrite("propose", "--out", out, "profile", profile))
+			return EXIT_USAGE;
+		if (!bp_dataset_preset_text(dataset, &(size_t){0}) &&
+		    cmd_refuse_overwrite("propose", "--out", out, "dataset", dataset))
+			return EXIT_USAGE;
+		if (!strcmp(out, "-"))
+			quiet = 1;
+	}
+	if (tps < 0 && !dps)
+		tps = 3125 * gpus;
+	if (tps < 0)
+		tps = 0;
+
+	struct bp_error err;
+	struct bp_dataset ds;
+	struct bp_profile prof;
+	struct bp_hyd_set set;
+	char ds_sha[65], prof_sha[65];
+	int rc = EXIT_DATA;
+	bp_dataset_init(&ds);
+	bp_profile_init(&prof);
+	bp_hyd_set_init(&set);
+	struct bp_scheme sc[128];
+	size_t nsc = 0;
+	const struct bp_model *m = NULL;
+	int gpn = 0;
+	if (po.schemes && parse_schemes(po.schemes, sc, 128, &nsc, &err) < 0) {
+		rc = cmd_usage("propose", "%s", err.text);
+		goto out;
+	}
+	if (cmd_load_dataset(dataset, jsonl_field, &ds, ds_sha, &err) < 0) {
+		rc = cmd_error("%s", err.text);
+		goto out;
+	}
+	if (profile) {
+		if (cmd_load_profile(profile, &prof, prof_sha, &err) < 0) {
+			rc = cmd_error("%s", err.text);
+			goto out;
+		}
+		m = &prof.model;
+		gpn = prof.hw.gpus_per_node;
+	} else {
+		const struct bp_gpu *g = bp_gpu_preset(gpu);
+		m = bp_model_preset(model);
+		if (!g || !m) {
+			rc = cmd_usage("propose", "unknown %s '%s' (see 'balplan presets')",
+				       g ? "model" : "GPU", cmd_cut(g ? model : gpu));
+			goto out;
+		}
+		gpn = g->gpus_per_node;
+	}
+	if (gpus > gpn && gpus % gpn) {
+		rc = cmd_usage("propose", "--gpus %lld does not fill nodes of %d GPUs",
+			       (long long)gpus, gpn);
+		goto out;
+	}
+	if (po.schemes) {
+		/* each listed scheme must be one balplan can place for this model */
+		for (size_t i = 0; i < nsc; i++) {
+			struct bp_hyd_strategy st;
+			memset(&st, 0, sizeof(st));
+			st.g[0] = (struct bp_hyd_group){sc[i].tp, sc[i].pp, 1};
+			st.ng = 1;
+			if (bp_hyd_strategy_check(&st, (int)gpus, gpn, m, &err) < 0) {
+				rc = cmd_error("--schemes: %s", err.text);
+				goto out;
+			}
+		}
+	} else {
+		nsc = bp_hyd_space(m, gpn, (int)gpus, po.max_pp, sc, 128);
+	}
+	if (!profile && cmd_analytic_profile(gpu, model, sc, nsc, max_tokens, &prof, prof_sha,
+					     &err) < 0) {
+		rc = cmd_error("%s", err.text);
+		goto out;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < nsc; i++) {
+		struct bp_error e2;
+		if (!bp_profile_check_scheme(&prof, sc[i].tp, 1, sc[i].pp, 1, gpn, &e2))
+			sc[k++] = sc[i];
+		else if (po.schemes) {
+			rc = cmd_error("--schemes: profile '%s' cannot price <%d,%d>: %s", prof.name,
+				       sc[i].tp, sc[i].pp, e2.text);
+			goto out;
+		}
+	}
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int r = propose(&prof, sc, k, &ds, ds_sha, (int)gpus, max_tokens, ov, tps, dps, &po, &set,
+			&err);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (r < 0) {
+		rc = cmd_error("cannot propose strategies: %s", err.text);
+		goto out;
+	}
+	if (!quiet)
+		print_tables(&set, &prof, (int)gpus, ds.name);
+	if (timing)
+		fprintf(stderr, "balplan: proposal took %.1f ms (%zu schemes, %zu candidates)\n",
+			(t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6, k, set.n);
+	if (out) {
+		json_t *j = bp_hyd_set_to_json(&set);
+		char *text = j ? bp_json_dump_lines(j) : NULL;
+		json_decref(j);
+		if (!text) {
+			rc = cmd_error("cannot encode strategies '%s': out of memory", out);
+			goto out;
+		}
+		int wr = cmd_write_file(out, text, strlen(text), &err);
+		free(text);
+		if (wr < 0) {
+			rc = cmd_error("cannot write strategies '%s': %s", out, err.text);
+			goto out;
+		}
+	}
+	rc = EXIT_OK;
+out:
+	bp_hyd_set_release(&set);
+	bp_dataset_release(&ds);
+	bp_profile_release(&prof);
+	return rc;
+}
