@@ -57,11 +57,12 @@ static void usage(FILE *f)
 		"  srun -N 2 --ntasks-per-node=8 --gpus-per-node=8 --resv-ports=1 \\\n"
 		"       --kill-on-bad-exit=1 balexec --backend cuda --trace t.json plan.json\n\n"
 		"  --backend NAME    built in: %s (cuda: cuBLAS, own attention kernels, NCCL;\n"
-		"                    host: compute emulated by sleeping the predicted time,\n"
-		"                    communication real over MPI) (default host)\n"
+		"                    no sparse attention yet; host: compute emulated by sleeping\n"
+		"                    each primitive's share of the predicted time, communication\n"
+		"                    real over MPI) (default host)\n"
 		"  --steps A:B       plan steps A to B-1 (default: all; A: or :B allowed)\n"
 		"  --warmup N        untimed replays of step A first (default 1)\n"
-		"  --trace FILE      write the measured balplan.trace/v1 (rank 0 writes)\n"
+		"  --trace FILE      write the measured balplan.trace/v2 (rank 0 writes)\n"
 		"  --time-scale X    host: emulated compute = predicted x X (default 1)\n"
 		"  --timeout S       seconds any rank waits for a peer before all end (default 300)\n"
 		"  --max-bytes N     cap on any message or collective buffer (default: host 65536,\n"
@@ -510,6 +511,13 @@ int main(int argc, char **argv)
 	 * invalid or edited plan never replays. */
 	if (bp_plan_check(&plan, &prof, &err) < 0) {
 		exec_error("plan '%s' is invalid: %s", argv[optind], err.text);
+		rc = EXIT_DATA;
+		goto done;
+	}
+	/* What the backend cannot replay (an attention kind it has no kernel for) is refused
+	 * here, on every rank alike, before anything starts. */
+	if (bp_engine_check(&plan, be, eo.step_lo, eo.step_hi, &err) < 0) {
+		exec_error("cannot replay plan '%s': %s", argv[optind], err.text);
 		rc = EXIT_DATA;
 		goto done;
 	}

@@ -1,8 +1,9 @@
 /* backend_host.c: balexec's host backend (executor/README.md "Host backend"; issue 4).
  *
- * Compute is emulated: an op sleeps until its start plus the plan's predicted time (already
- * scaled by --time-scale). Communication is real: Open MPI (any MPI-3) moves the real byte
- * counts between the real processes. Every wait is a non-blocking MPI operation polled with
+ * Compute is emulated: each compute primitive (GEMM, dense or sparse attention) sleeps until
+ * the deadline the engine gives it, its share of the op's predicted time (already scaled by
+ * --time-scale). Communication is real: Open MPI (any MPI-3) moves the real byte counts
+ * between the real processes, collectives and the variable all-to-all included. Every wait is a non-blocking MPI operation polled with
  * MPI_Test until the deadline (--timeout), so a hung peer ends in an error naming whom this
  * rank waited for, and the front end then calls MPI_Abort. MPI errors return (the world's
  * error handler is MPI_ERRORS_RETURN, inherited by every group) and are checked everywhere. */
@@ -19,18 +20,36 @@
 
 #include "engine.h"
 
+struct host_group {
+	MPI_Comm comm;
+	int n;
+	int *ranks; /* world ranks, for messages */
+};
+
+/* A stream-ordered call in flight (a collective or an all-to-all): its request, the scratch
+ * it writes (results are never read, engine.h, so every call gets its own and no two
+ * pending operations share a receive buffer, which MPI forbids), the counts an all-to-all
+ * reads until it completes, and what it waits for. */
+struct preq {
+	MPI_Request r;
+	char *buf;
+	size_t cap;
+	int *counts; /* 4 x group size: send, sdispl, recv, rdispl */
+	size_t ccap;
+	const struct host_group *g;
+	struct bp_wait w;
+};
+
+#define PEND_MAX 32 /* calls in flight at most; the oldest is waited for first */
+
 struct host {
 	double timeout_s;
 	MPI_Request *sends; /* pending sends, completed by wait_sends */
 	size_t nsends, cap;
 	int sends_done; /* 1: every one of sends[] has completed (they are MPI_REQUEST_NULL) */
 	int ngroups; /* groups made so far: the tag of the next (same on every member) */
-};
-
-struct host_group {
-	MPI_Comm comm;
-	int n;
-	int *ranks; /* world ranks, for messages */
+	struct preq pq[PEND_MAX]; /* a ring in call order: pq[pqh] is the oldest */
+	int pqh, npq;
 };
 
 static int mpi_fail(struct bp_error *err, int rc, const char *what)
@@ -58,11 +77,31 @@ static void sleep_us(double us)
 		;
 }
 
-/* Sleeps until t_us. Open MPI moves a message above its eager limit (4 KiB over shared
- * memory) by a handshake that needs the sender inside an MPI call, so while this rank has
- * sends in flight it polls them every SEND_POLL_US: otherwise the next stage would wait for
- * an activation until this rank's emulated op ends. */
-#define SEND_POLL_US 100.0
+/* Completes what has finished of the calls in flight (MPI_Test makes a finished request
+ * MPI_REQUEST_NULL) and retires the oldest ones that are done. */
+static int progress(struct host *h, struct bp_error *err)
+{
+	for (int k = 0; k < h->npq; k++) {
+		struct preq *q = &h->pq[(h->pqh + k) % PEND_MAX];
+		int done = 0, rc;
+		if (q->r != MPI_REQUEST_NULL &&
+		    (rc = MPI_Test(&q->r, &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
+			return mpi_fail(err, rc, q->w.what);
+	}
+	while (h->npq > 0 && h->pq[h->pqh].r == MPI_REQUEST_NULL) {
+		h->pqh = (h->pqh + 1) % PEND_MAX;
+		h->npq--;
+	}
+	return 0;
+}
+
+/* Sleeps until t_us. Open MPI progresses a non-blocking operation only inside MPI calls,
+ * and moves a message above its eager limit (4 KiB over shared memory) by a handshake that
+ * needs the sender inside one, so while this rank has sends or collectives in flight it
+ * polls them every POLL_US: otherwise the next stage would wait for an activation, and a
+ * collective for this rank, until the emulated op ends. (Eight ranks on two cores polling
+ * every few us would steal each other's time; 100 us costs little.) */
+#define POLL_US 100.0
 static int host_idle_until(void *st, double t_us, struct bp_error *err)
 {
 	struct host *h = st;
@@ -76,57 +115,90 @@ static int host_idle_until(void *st, double t_us, struct bp_error *err)
 			if (rc != MPI_SUCCESS)
 				return mpi_fail(err, rc, "MPI_Testall of the pp sends");
 			h->sends_done = done;
-			if (!done && left > SEND_POLL_US)
-				left = SEND_POLL_US;
+			if (!done && left > POLL_US)
+				left = POLL_US;
+		}
+		if (h->npq > 0) {
+			if (progress(h, err) < 0)
+				return -1;
+			if (h->npq > 0 && left > POLL_US)
+				left = POLL_US;
 		}
 		sleep_us(left);
 	}
 }
 
 struct host_group;
-static int start_coll(const struct bp_op_coll *c, MPI_Request *r, struct bp_error *err);
 static int wait_all(struct host *h, MPI_Request *reqs, int n, const struct bp_wait *w,
 		    const struct host_group *g, struct bp_error *err);
 
-/* The op's collectives start at once and are progressed while the op "computes", so their
- * real time hides in the predicted time (which includes them) unless it is longer. */
-static int host_compute(void *st, const struct bp_op *op, struct bp_error *err)
+/* Compute is emulated: every compute primitive sleeps until the deadline the engine gave
+ * it (its share of the op's predicted time, shares.h), polling pending sends meanwhile. */
+static int host_gemm(void *st, const struct bp_gemm *g, struct bp_error *err)
+{
+	return host_idle_until(st, g->until_us, err);
+}
+
+static int host_attn(void *st, const struct bp_attn *a, struct bp_error *err)
+{
+	return host_idle_until(st, a->until_us, err);
+}
+
+/* Waits for every call in flight, oldest first, so a timeout names the group that
+ * holds the others up. */
+static int host_sync(void *st, const struct bp_wait *w, struct bp_error *err)
 {
 	struct host *h = st;
-	MPI_Request reqs[2];
-	const struct host_group *g = NULL;
-	int n = 0, rc;
-	double end = op->start_us + op->predicted_us;
-	double deadline = host_now_us(h) + h->timeout_s * 1e6;
-	struct bp_wait w = op->wait;
-	for (size_t i = 0; i < BP_ARRAY_LEN(op->colls); i++) {
-		if (!op->colls[i].group)
-			continue;
-		if (start_coll(&op->colls[i], &reqs[n], err) < 0)
+	(void)w;
+	while (h->npq > 0) {
+		struct preq *q = &h->pq[h->pqh];
+		int rc = wait_all(h, &q->r, 1, &q->w, q->g, err);
+		if (rc != 0)
+			return rc;
+		h->pqh = (h->pqh + 1) % PEND_MAX;
+		h->npq--;
+	}
+	return 0;
+}
+
+/* The next slot of the ring for a call that writes need bytes and reads ncounts ints of
+ * counts (the oldest call is waited for when all PEND_MAX are in flight). The caller starts
+ * the MPI operation on q->r and then counts it in (h->npq++). */
+static int pend_slot(struct host *h, size_t need, size_t ncounts, const struct host_group *g,
+		     const struct bp_wait *w, struct preq **out, struct bp_error *err)
+{
+	int rc;
+	if (h->npq > 0 && progress(h, err) < 0)
+		return -1;
+	while (h->npq == PEND_MAX) {
+		struct preq *o = &h->pq[h->pqh];
+		if ((rc = wait_all(h, &o->r, 1, &o->w, o->g, err)) != 0)
+			return rc;
+		h->pqh = (h->pqh + 1) % PEND_MAX;
+		h->npq--;
+	}
+	struct preq *q = &h->pq[(h->pqh + h->npq) % PEND_MAX];
+	if (need < 1)
+		need = 1;
+	if (q->cap < need) {
+		char *b = realloc(q->buf, need);
+		if (!b)
+			return bp_errorf(err, "out of memory (%zu bytes of collective scratch)", need);
+		q->buf = b;
+		q->cap = need;
+	}
+	if (q->ccap < ncounts) {
+		int *c = bp_realloc_array(q->counts, ncounts, sizeof(int), err);
+		if (!c)
 			return -1;
-		g = op->colls[i].group;
-		w.what = op->colls[i].what;
-		n++;
+		q->counts = c;
+		q->ccap = ncounts;
 	}
-	while (n > 0) {
-		int done = 0;
-		if ((rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE)) != MPI_SUCCESS)
-			return mpi_fail(err, rc, w.what);
-		if (done)
-			break;
-		double now = host_now_us(h);
-		if (now >= end) /* past the op's time: the collectives are now what it waits for */
-			return wait_all(h, reqs, n, &w, g, err);
-		if (now > deadline)
-			return wait_all(h, reqs, n, &w, g, err);
-		/* Open MPI progresses a non-blocking collective only inside MPI calls, so poll;
-		 * but eight ranks polling every few us on two cores steal each other's time. An
-		 * eighth of what is left of the op (20 us to 1 ms) finishes a few-round
-		 * collective well before the op ends and costs little CPU. */
-		double iv = (end - now) / 8, cap = h->nsends && !h->sends_done ? SEND_POLL_US : 1000;
-		sleep_us(iv < 20 ? (end - now < 20 ? end - now : 20) : iv > cap ? cap : iv);
-	}
-	return host_idle_until(st, end, err);
+	q->r = MPI_REQUEST_NULL;
+	q->g = g;
+	q->w = *w;
+	*out = q;
+	return 0;
 }
 
 /* "rank 3" or "the tp all-reduce group (ranks 0 1)". */
@@ -225,6 +297,10 @@ static int host_finalize(void *st, struct bp_error *err)
 	int rc;
 	if (h) {
 		free(h->sends);
+		for (int i = 0; i < PEND_MAX; i++) {
+			free(h->pq[i].buf);
+			free(h->pq[i].counts);
+		}
 		free(h);
 	}
 	if ((rc = MPI_Finalize()) != MPI_SUCCESS)
@@ -363,57 +439,104 @@ static MPI_Comm comm_of(void *g)
 	return g ? ((struct host_group *)g)->comm : MPI_COMM_WORLD;
 }
 
-/* Gradients and partial sums are summed; bytes carry no numbers here, so MPI_BOR on
- * MPI_BYTE (a reduction MPI defines for bytes) moves the same amount of data. */
-static int start_coll(const struct bp_op_coll *c, MPI_Request *r, struct bp_error *err)
+enum coll_kind { C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER };
+
+/* A collective, started non-blocking and left in flight (stream-ordered, engine.h): idle
+ * periods progress it, sync completes it. It writes its own scratch. Gradients and partial
+ * sums are summed; bytes carry no numbers here, so MPI_BOR on MPI_BYTE (a reduction MPI
+ * defines for bytes) moves the same amount of data. */
+static int queue_coll(void *st, enum coll_kind kind, void *gp, const void *in, size_t bytes,
+		      const struct bp_wait *w, struct bp_error *err)
 {
-	MPI_Comm comm = comm_of(c->group);
-	int rc, n = (int)c->bytes;
-	if (check_count(c->bytes, err) < 0)
+	struct host *h = st;
+	const struct host_group *g = gp;
+	MPI_Comm comm = comm_of(gp);
+	struct preq *q;
+	int rc, n = (int)bytes, size = g ? g->n : 1;
+	if (!g && (rc = MPI_Comm_size(MPI_COMM_WORLD, &size)) != MPI_SUCCESS)
+		return mpi_fail(err, rc, "MPI_Comm_size");
+	if (check_count(bytes, err) < 0 || check_count(bytes * (size_t)size, err) < 0)
 		return -1;
-	switch (c->kind) {
-	case BP_EXEC_ALLREDUCE:
-		rc = MPI_Iallreduce(MPI_IN_PLACE, c->out, n, MPI_BYTE, MPI_BOR, comm, r);
+	size_t need = kind == C_ALLGATHER ? bytes * (size_t)size : bytes;
+	if ((rc = pend_slot(h, need, 0, g, w, &q, err)) != 0)
+		return rc;
+	switch (kind) {
+	case C_ALLREDUCE:
+		rc = MPI_Iallreduce(MPI_IN_PLACE, q->buf, n, MPI_BYTE, MPI_BOR, comm, &q->r);
 		break;
-	case BP_EXEC_ALLGATHER:
-		rc = MPI_Iallgather(c->in, n, MPI_BYTE, c->out, n, MPI_BYTE, comm, r);
+	case C_ALLGATHER:
+		rc = MPI_Iallgather(in, n, MPI_BYTE, q->buf, n, MPI_BYTE, comm, &q->r);
 		break;
 	default:
-		rc = MPI_Ireduce_scatter_block(c->in, c->out, n, MPI_BYTE, MPI_BOR, comm, r);
+		rc = MPI_Ireduce_scatter_block(in, q->buf, n, MPI_BYTE, MPI_BOR, comm, &q->r);
 		break;
 	}
 	if (rc != MPI_SUCCESS)
-		return mpi_fail(err, rc, c->what);
+		return mpi_fail(err, rc, w->what);
+	h->npq++;
 	return 0;
-}
-
-/* A blocking collective: what start_coll starts for an op, then waited for. */
-static int blocking_coll(void *st, enum bp_coll_kind kind, void *g, const void *in, void *out,
-			 size_t bytes, const struct bp_wait *w, struct bp_error *err)
-{
-	struct bp_op_coll c = {kind, g, in, out, bytes, w->what};
-	MPI_Request r;
-	if (start_coll(&c, &r, err) < 0)
-		return -1;
-	return wait_all(st, &r, 1, w, g, err);
 }
 
 static int host_allreduce(void *st, void *g, void *buf, size_t bytes, const struct bp_wait *w,
 			  struct bp_error *err)
 {
-	return blocking_coll(st, BP_EXEC_ALLREDUCE, g, buf, buf, bytes, w, err);
+	(void)buf; /* the engine never reads what a reduction gives */
+	return queue_coll(st, C_ALLREDUCE, g, NULL, bytes, w, err);
 }
 
 static int host_allgather(void *st, void *g, const void *in, void *out, size_t bytes,
 			  const struct bp_wait *w, struct bp_error *err)
 {
-	return blocking_coll(st, BP_EXEC_ALLGATHER, g, in, out, bytes, w, err);
+	(void)out;
+	return queue_coll(st, C_ALLGATHER, g, in, bytes, w, err);
 }
 
 static int host_reducescatter(void *st, void *g, const void *in, void *out, size_t bytes,
 			      const struct bp_wait *w, struct bp_error *err)
 {
-	return blocking_coll(st, BP_EXEC_REDUCESCATTER, g, in, out, bytes, w, err);
+	(void)out;
+	return queue_coll(st, C_REDUCESCATTER, g, in, bytes, w, err);
+}
+
+/* MPI counts are ints: the engine's are capped at --max-bytes (at most 2^30). */
+static int int_counts(const size_t *v, int n, int *out, struct bp_error *err)
+{
+	for (int i = 0; i < n; i++) {
+		if (check_count(v[i], err) < 0)
+			return -1;
+		out[i] = (int)v[i];
+	}
+	return 0;
+}
+
+/* MPI_Ialltoallv into the call's own scratch, left in flight like the collectives (the
+ * counts stay in its slot until it completes, as MPI requires). */
+static int host_alltoallv(void *st, const struct bp_a2a *a, struct bp_error *err)
+{
+	struct host *h = st;
+	const struct host_group *g = a->group;
+	struct preq *q;
+	int rc;
+	if (!g)
+		return bp_errorf(err, "an all-to-all needs a group");
+	int n = g->n;
+	size_t need = 0;
+	for (int i = 0; i < n; i++)
+		if (a->rdispl[i] + a->recv[i] > need)
+			need = a->rdispl[i] + a->recv[i];
+	if ((rc = pend_slot(h, need, 4 * (size_t)n, g, a->wait, &q, err)) != 0)
+		return rc;
+	int *c = q->counts;
+	if (int_counts(a->send, n, c, err) < 0 || int_counts(a->sdispl, n, c + n, err) < 0 ||
+	    int_counts(a->recv, n, c + 2 * n, err) < 0 ||
+	    int_counts(a->rdispl, n, c + 3 * n, err) < 0)
+		return -1;
+	rc = MPI_Ialltoallv(a->in, c, c + n, MPI_BYTE, q->buf, c + 2 * n, c + 3 * n, MPI_BYTE,
+			    g->comm, &q->r);
+	if (rc != MPI_SUCCESS)
+		return mpi_fail(err, rc, "MPI_Ialltoallv");
+	h->npq++;
+	return 0;
 }
 
 static int host_barrier(void *st, void *g, const struct bp_wait *w, struct bp_error *err)
@@ -448,7 +571,10 @@ const struct bp_backend bp_backend_host = {
 	.set_timeout = host_set_timeout,
 	.now_us = host_now_us,
 	.idle_until = host_idle_until,
-	.compute = host_compute,
+	.gemm = host_gemm,
+	.attn_dense = host_attn,
+	.attn_sparse = host_attn,
+	.sync = host_sync,
 	.group_create = host_group_create,
 	.group_free = host_group_free,
 	.send = host_send,
@@ -457,6 +583,7 @@ const struct bp_backend bp_backend_host = {
 	.allreduce = host_allreduce,
 	.allgather = host_allgather,
 	.reducescatter = host_reducescatter,
+	.alltoallv = host_alltoallv,
 	.barrier = host_barrier,
 	.gather = host_gather,
 };

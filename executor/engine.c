@@ -1,24 +1,35 @@
-/* engine.c: the replay engine (engine.h; DESIGN.md "Executor"; issue 4).
+/* engine.c: the replay engine (engine.h; DESIGN.md "Executor"; core-v2 Sec. 6; issues 4, 9).
  *
- * Per step: a world barrier (so every rank's clock starts together), then this rank's
- * pipeline in the 1F1B order of planner/sim.c, then the gradient synchronisation of its
- * stage. Per operation: the activation (forward) or gradient (backward) from the neighbour
- * stage, a TP all-reduce and a CP all-gather (forward) or reduce-scatter (backward) of the
- * real byte counts (capped by max_bytes), the compute, and the send to the other neighbour.
+ * Per step: a world barrier (so every rank's clock starts together), then this rank's part of
+ * the step's schedule, then the gradient synchronisation of its stage. On a "1f1b" layout the
+ * schedule is the rank's pipeline in the 1F1B order of planner/sim/sim.c; per operation the
+ * activation (forward) or gradient (backward) from the neighbour stage, the layer loop
+ * (bp_eng_op), and the send to the other neighbour. A "distca-ticks" layout is replayed by
+ * engine_ticks.c with the same layer loop.
+ *
+ * The layer loop (bp_eng_op) owns the order of the primitives: per layer forward the QKV
+ * GEMM, the CP all-gather of K and V (cp > 1), attention of the micro-batch's kind (dense
+ * or sparse, where the tokens are), the O GEMM, a TP all-reduce, the FFN GEMMs, a TP
+ * all-reduce (tp > 1), and the LM head after the last layer of the last stage; backward the
+ * mirror image (the LM head first; per layer FFN, TP all-reduce, O, attention, the CP
+ * reduce-scatter of dK and dV, QKV, TP all-reduce). Communication moves the real byte counts
+ * of the cost model, capped by max_bytes.
  *
  * An emulating backend (one with idle_until) also reproduces the simulator's timing model:
- * an op lasts the plan's predicted time from its start, collectives included (the plan's
- * times include them); an activation arrives bp_cost_p2p after the sender finished (the
- * sender's wall-clock time travels in a header message); the gradient synchronisation lasts
- * bp_cost_grad_sync of the stage from when the rank reaches it. So the measured step time is
- * the simulator's prediction times time_scale, plus scheduling noise. */
+ * each primitive ends at its deadline, the op's start plus the running sum of the shares
+ * before it (shares.h: bp_cost_mb's decomposed time, scaled to the plan's op time, x time
+ * scale), so an op lasts the plan's predicted time from its start and a collective only
+ * lengthens it when it takes longer than the shares left; an activation arrives bp_cost_p2p
+ * after the sender finished (the sender's wall-clock time travels in a header message); the
+ * gradient synchronisation lasts bp_cost_grad_sync of the stage from when the rank reaches
+ * it. So the measured step time is the simulator's prediction times time_scale, plus
+ * scheduling noise. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "engine.h"
+#include "engine_int.h"
 #include "sim.h"
-
 #ifdef BP_HAVE_MPI
 extern const struct bp_backend bp_backend_host;
 #endif
@@ -57,46 +68,8 @@ const char *bp_backend_names(void)
 #endif
 }
 
-/* Per rank and timed step, the record gathered to rank 0: step, pipeline and grad sync
- * times, then per micro-batch slot (mmax of them) fwd start, fwd, bwd start, bwd. */
-#define REC_HEAD 3
-#define REC_MB 4
 
-/* This rank's role in one layout of the plan, and the groups that role needs. */
-struct lrole {
-	struct bp_place pl;             /* pipe and stage -1: idle in this layout */
-	const struct bp_costmodel *cm;  /* the pipeline's (NULL when idle); borrowed */
-	void *g_tp, *g_cp, *g_sync;     /* backend handles; used only when n_* > 1 */
-	int n_tp, n_cp, n_sync;
-	int prev, next;                 /* neighbour stages' world ranks, -1 at the ends */
-};
-
-struct bp_engine {
-	const struct bp_plan *plan;
-	const struct bp_backend *be;
-	void *st;
-	struct bp_engine_opts o;
-	int rank, world;
-	struct lrole *lr;           /* [plan->nlayouts] */
-	size_t nl;
-	size_t mmax;                /* most micro-batches of a pipeline in the timed steps */
-	char *payload;              /* what sends carry; never written after setup */
-	char *cin, *cout;           /* collective buffers, max_bytes each */
-	char *tp_buf;               /* the TP all-reduce's buffer, max_bytes / 2 */
-	double *hdr;                /* [2 * mmax] send headers: the sender's wall clock */
-	double *rec;                /* [nsteps][rec_len] */
-	size_t rec_len, nsteps;
-	int hung;
-};
-
-static double wall_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-static size_t cap_bytes(const struct bp_engine *e, double bytes, int n)
+size_t bp_eng_cap(const struct bp_engine *e, double bytes, int n)
 {
 	double cap = (double)e->o.max_bytes / (n > 0 ? n : 1);
 	if (bytes > cap)
@@ -106,14 +79,38 @@ static size_t cap_bytes(const struct bp_engine *e, double bytes, int n)
 	return (size_t)bytes;
 }
 
+static double wall_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
 /* The members of this rank's group of a kind in layout l: TP (same pipeline, stage and CP
- * position), CP (same pipeline, stage and TP position) or gradient sync (the same stage and
+ * position), CP (same pipeline, stage and TP position), gradient sync (the same stage and
  * TP position in every pipeline of the same scheme, all CP positions: the replicas
- * predict.c's dp-allreduce reduces over). A rank idle in the layout is a group of one. */
+ * predict.c's dp-allreduce reduces over) or all-to-all (every rank of the layout: its
+ * pipelines' and its attention servers; distca-ticks only). A rank outside every such group
+ * is a group of one. */
+enum { G_TP, G_CP, G_SYNC, G_A2A };
+static const char *const group_names[] = {"tp", "cp", "gradient-sync", "all-to-all"};
+
 static int group_members(const struct bp_layout *l, const struct bp_place *me, int world,
 			 int kind, int self, int *ranks)
 {
 	int cnt = 0;
+	if (kind == G_A2A) {
+		if (me->pipe < 0 && me->server < 0) {
+			ranks[0] = self;
+			return 1;
+		}
+		for (int r = 0; r < world; r++) {
+			struct bp_place o = bp_layout_place(l, r);
+			if (o.pipe >= 0 || o.server >= 0)
+				ranks[cnt++] = r;
+		}
+		return cnt;
+	}
 	if (me->pipe < 0) {
 		ranks[0] = self;
 		return 1;
@@ -125,9 +122,9 @@ static int group_members(const struct bp_layout *l, const struct bp_place *me, i
 			continue;
 		const struct bp_lpipe *op = &l->pipes[o.pipe];
 		int same;
-		if (kind == 0)
+		if (kind == G_TP)
 			same = o.pipe == me->pipe && o.cp_i == me->cp_i;
-		else if (kind == 1)
+		else if (kind == G_CP)
 			same = o.pipe == me->pipe && o.tp_i == me->tp_i;
 		else
 			same = o.tp_i == me->tp_i && op->sc.tp == mp->sc.tp && op->sc.cp == mp->sc.cp &&
@@ -139,8 +136,9 @@ static int group_members(const struct bp_layout *l, const struct bp_place *me, i
 }
 
 /* Every world rank calls this for every (layout, kind) in the same order, so backends whose
- * group creation is collective over the world (NCCL's split) see the same sequence. */
-static int make_group(struct bp_engine *e, size_t li, int kind, void **g, int *n,
+ * group creation is collective over the world (NCCL's split) see the same sequence. keep:
+ * where the members go (NULL: freed). */
+static int make_group(struct bp_engine *e, size_t li, int kind, void **g, int *n, int **keep,
 		      struct bp_error *err)
 {
 	int *ranks = bp_calloc((size_t)e->world, sizeof(int), err);
@@ -152,9 +150,12 @@ static int make_group(struct bp_engine *e, size_t li, int kind, void **g, int *n
 	*g = NULL;
 	int rc = e->be->group_create(e->st, ranks, cnt, g, err);
 	if (rc < 0)
-		bp_error_prefix(err, "cannot make the %s group of layout %zu",
-				kind == 0 ? "tp" : kind == 1 ? "cp" : "gradient-sync", li);
-	free(ranks);
+		bp_error_prefix(err, "cannot make the %s group of layout %zu", group_names[kind],
+				li);
+	if (keep && rc == 0)
+		*keep = ranks;
+	else
+		free(ranks);
 	return rc;
 }
 
@@ -164,12 +165,11 @@ void bp_engine_free(struct bp_engine *e)
 		return;
 	for (size_t i = 0; e->lr && i < e->nl; i++) {
 		struct lrole *r = &e->lr[i];
-		if (r->g_tp)
-			e->be->group_free(e->st, r->g_tp);
-		if (r->g_cp)
-			e->be->group_free(e->st, r->g_cp);
-		if (r->g_sync)
-			e->be->group_free(e->st, r->g_sync);
+		void *g[] = {r->g_tp, r->g_cp, r->g_sync, r->g_a2a};
+		for (size_t k = 0; k < BP_ARRAY_LEN(g); k++)
+			if (g[k])
+				e->be->group_free(e->st, g[k]);
+		free(r->a2a_ranks);
 	}
 	free(e->lr);
 	free(e->payload);
@@ -178,7 +178,33 @@ void bp_engine_free(struct bp_engine *e)
 	free(e->tp_buf);
 	free(e->hdr);
 	free(e->rec);
+	free(e->ls);
+	free(e->seg);
 	free(e);
+}
+
+int bp_engine_check(const struct bp_plan *plan, const struct bp_backend *be, size_t lo,
+		    size_t hi, struct bp_error *err)
+{
+	for (size_t i = lo; i < hi && i < plan->nsteps; i++) {
+		const struct bp_step *s = &plan->steps[i];
+		const struct bp_layout *l = bp_plan_layout(plan, s);
+		if (strcmp(l->schedule, BP_SCHEDULE_1F1B) && strcmp(l->schedule, BP_SCHEDULE_TICKS))
+			return bp_errorf(err, "step %lld runs layout %d's \"%s\" schedule, which "
+					 "the engine cannot replay", (long long)s->index,
+					 s->layout, l->schedule);
+		for (size_t k = 0; k < s->npipes; k++)
+			for (size_t j = 0; j < s->pipes[k].nmbs; j++) {
+				enum bp_attn_kind a = s->pipes[k].mbs[j].attn;
+				const char *why = be->unsupported ? be->unsupported(a) : NULL;
+				if (why)
+					return bp_errorf(err, "step %lld pipeline %zu micro-batch %zu "
+							 "has %s attention, which the %s backend "
+							 "cannot replay: %s", (long long)s->index,
+							 k, j, bp_attn_kind_name(a), be->name, why);
+			}
+	}
+	return 0;
 }
 
 struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *costs,
@@ -198,10 +224,13 @@ struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *cos
 		       NULL;
 	if (!(o->time_scale > 0) || !(o->timeout_s > 0) || o->max_bytes < 64)
 		return bp_errorf(err, "bad engine options"), NULL;
+	if (bp_engine_check(plan, be, o->step_lo, o->step_hi, err) < 0)
+		return NULL;
 	e = bp_calloc(1, sizeof(*e), err);
 	if (!e)
 		return NULL;
 	e->plan = plan;
+	e->costs = costs;
 	e->be = be;
 	e->st = st;
 	e->o = *o;
@@ -216,13 +245,14 @@ struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *cos
 		struct lrole *r = &e->lr[i];
 		r->pl = bp_layout_place(l, rank);
 		r->prev = r->next = -1;
+		r->ticks = !strcmp(l->schedule, BP_SCHEDULE_TICKS);
+		r->active = r->pl.pipe >= 0 || (r->ticks && r->pl.server >= 0);
+		for (size_t k = 0; k < l->npipes; k++)
+			for (int s = 0; s < l->pipes[k].sc.pp; s++)
+				if (l->pipes[k].stage_layers[s] > e->lmax)
+					e->lmax = l->pipes[k].stage_layers[s];
 		if (r->pl.pipe < 0)
 			continue;
-		if (strcmp(l->schedule, BP_SCHEDULE_1F1B)) {
-			bp_errorf(err, "layout %zu runs the \"%s\" schedule, which this engine does "
-				  "not replay yet", i, l->schedule);
-			goto fail;
-		}
 		const struct bp_lpipe *lp = &l->pipes[r->pl.pipe];
 		r->cm = bp_costs_pipe(costs, l, (size_t)r->pl.pipe, err);
 		if (!r->cm)
@@ -234,17 +264,9 @@ struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *cos
 	}
 	for (size_t i = o->step_lo; i < o->step_hi; i++) {
 		const struct bp_step *s = &plan->steps[i];
-		for (size_t k = 0; k < s->npipes; k++) {
+		for (size_t k = 0; k < s->npipes; k++)
 			if (s->pipes[k].nmbs > e->mmax)
 				e->mmax = s->pipes[k].nmbs;
-			for (size_t j = 0; j < s->pipes[k].nmbs; j++)
-				if (s->pipes[k].mbs[j].attn != BP_ATTN_DENSE) {
-					bp_errorf(err, "step %zu pipeline %zu micro-batch %zu has %s "
-						  "attention, which this engine does not replay yet",
-						  i, k, j, bp_attn_kind_name(s->pipes[k].mbs[j].attn));
-					goto fail;
-				}
-		}
 	}
 	/* Tags are (micro-batch, direction, header/payload): MPI guarantees tags up to 32767. */
 	if (e->mmax * 4 > 32767) {
@@ -260,16 +282,21 @@ struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *cos
 	e->tp_buf = bp_calloc((size_t)o->max_bytes / 2, 1, err);
 	e->hdr = bp_calloc(2 * e->mmax + 1, sizeof(double), err);
 	e->rec = bp_calloc(e->nsteps * e->rec_len, sizeof(double), err);
-	if (!e->payload || !e->cin || !e->cout || !e->tp_buf || !e->hdr || !e->rec)
+	e->ls = bp_calloc((size_t)e->lmax + 1, sizeof(*e->ls), err);
+	if (!e->payload || !e->cin || !e->cout || !e->tp_buf || !e->hdr || !e->rec || !e->ls)
 		goto fail;
 	/* The payload stays zero (calloc): only its size matters, and untouched pages of a
 	 * large cap (the CUDA backend's) cost no memory. */
-	/* Every rank makes its groups in the same order: per layout, TP, CP, gradient sync. */
+	/* Every rank makes its groups in the same order: per layout, TP, CP, gradient sync,
+	 * and for a distca-ticks layout the all-to-all group. */
 	for (size_t i = 0; i < e->nl; i++) {
 		struct lrole *r = &e->lr[i];
-		if (make_group(e, i, 0, &r->g_tp, &r->n_tp, err) < 0 ||
-		    make_group(e, i, 1, &r->g_cp, &r->n_cp, err) < 0 ||
-		    make_group(e, i, 2, &r->g_sync, &r->n_sync, err) < 0)
+		if (make_group(e, i, G_TP, &r->g_tp, &r->n_tp, NULL, err) < 0 ||
+		    make_group(e, i, G_CP, &r->g_cp, &r->n_cp, NULL, err) < 0 ||
+		    make_group(e, i, G_SYNC, &r->g_sync, &r->n_sync, NULL, err) < 0)
+			goto fail;
+		if (r->ticks &&
+		    make_group(e, i, G_A2A, &r->g_a2a, &r->n_a2a, &r->a2a_ranks, err) < 0)
 			goto fail;
 	}
 	return e;
@@ -278,14 +305,12 @@ fail:
 	return NULL;
 }
 
-/* Receives micro-batch j's activation (dir 0) or gradient (dir 1) from peer, then, when
- * emulating, idles until bp_cost_p2p after the sender's end (at most that long from now). */
-static int recv_p2p(struct bp_engine *e, int peer, size_t j, int dir, double bytes,
+int bp_eng_recv_p2p(struct bp_engine *e, int peer, size_t j, int dir, double bytes,
 		    double p2p_us, struct bp_wait *w, struct bp_error *err)
 {
 	double sent = 0;
 	int tag = (int)(j * 4 + (size_t)dir * 2);
-	size_t n = cap_bytes(e, bytes, 1);
+	size_t n = bp_eng_cap(e, bytes, 1);
 	int rc = e->be->recv(e->st, &sent, sizeof(sent), peer, tag, w, err);
 	if (rc == 0)
 		rc = e->be->recv(e->st, e->cout, n, peer, tag + 1, w, err);
@@ -300,14 +325,14 @@ static int recv_p2p(struct bp_engine *e, int peer, size_t j, int dir, double byt
 	return e->be->idle_until(e->st, e->be->now_us(e->st) + delay, err);
 }
 
-static int send_p2p(struct bp_engine *e, int peer, size_t j, int dir, double bytes,
+int bp_eng_send_p2p(struct bp_engine *e, int peer, size_t j, int dir, double bytes,
 		    struct bp_error *err)
 {
 	int tag = (int)(j * 4 + (size_t)dir * 2);
 	double *h = &e->hdr[j * 2 + (size_t)dir];
 	*h = wall_us();
 	if (e->be->send(e->st, h, sizeof(*h), peer, tag, err) < 0 ||
-	    e->be->send(e->st, e->payload, cap_bytes(e, bytes, 1), peer, tag + 1, err) < 0)
+	    e->be->send(e->st, e->payload, bp_eng_cap(e, bytes, 1), peer, tag + 1, err) < 0)
 		return -1;
 	return 0;
 }
@@ -326,100 +351,199 @@ static int hang_forever(struct bp_engine *e, struct bp_error *err)
 	}
 }
 
-/* One step of the plan; rec (rec_len doubles) gets the measurements. */
-static int run_step(struct bp_engine *e, size_t si, double *rec, struct bp_error *err)
+/* ---- the layer loop ---- */
+
+double bp_eng_advance(const struct bp_engine *e, struct op_run *o, double share)
 {
-	const struct bp_plan *p = e->plan;
-	const struct bp_step *st = &p->steps[si];
-	const struct lrole *r = &e->lr[st->layout];
-	const struct bp_backend *be = e->be;
+	o->acc += share * e->o.time_scale;
+	return o->t0 + o->acc;
+}
+
+int bp_eng_idle(struct bp_engine *e, double t_us, struct bp_error *err)
+{
+	return e->be->idle_until ? e->be->idle_until(e->st, t_us, err) : 0;
+}
+
+int bp_eng_stamp(struct bp_engine *e, const struct bp_wait *w, double *t, struct bp_error *err)
+{
+	int rc = e->be->idle_until ? 0 : e->be->sync(e->st, w, err);
+	*t = e->be->now_us(e->st);
+	return rc;
+}
+
+static int op_gemm(struct bp_engine *e, struct op_run *o, enum bp_gemm_kind kind, double share,
+		   struct bp_error *err)
+{
+	double until = bp_eng_advance(e, o, share);
+	if (!o->tokens)
+		return bp_eng_idle(e, until, err);
+	struct bp_gemm g = {kind, o->bwd, o->tokens, o->tp, &e->plan->model, until, &o->w};
+	return e->be->gemm(e->st, &g, err);
+}
+
+/* The TP all-reduce (which: "tp all-reduce"), then idle to its deadline. */
+static int op_tp(struct bp_engine *e, struct op_run *o, double share, struct bp_error *err)
+{
+	double until = bp_eng_advance(e, o, share);
 	int rc;
-	double scale = e->o.time_scale;
-	struct bp_wait w = {"step barrier", -1, st->index, -1};
-	memset(rec, 0, e->rec_len * sizeof(double));
-	if ((rc = be->barrier(e->st, NULL, &w, err)) != 0)
-		return rc;
-	double t0 = be->now_us(e->st);
-	if (e->o.exit_rank == e->rank)
-		return bp_errorf(err, "exiting in step %lld as --debug-exit-rank asked",
-				 (long long)st->index),
-		       BP_EXEC_EXIT;
-	if (e->o.hang_rank == e->rank && !e->hung) {
-		e->hung = 1;
-		return hang_forever(e, err);
+	if (o->mb && o->r->n_tp > 1) { /* a TP group runs one op: all or none */
+		o->w.what = "tp all-reduce";
+		rc = e->be->allreduce(e->st, o->r->g_tp, e->tp_buf, bp_eng_cap(e, o->tp_bytes, 2),
+				      &o->w, err);
+		if (rc != 0)
+			return rc;
 	}
-	if (r->pl.pipe < 0) /* idle in this step's layout: only the barrier */
-		return 0;
-	const struct bp_costmodel *cm = r->cm;
-	const struct bp_pipe *pi = &st->pipes[r->pl.pipe];
-	int pp = cm->sc.pp, s = r->pl.stage, tp = cm->sc.tp, cp = cm->sc.cp;
-	size_t m = pi->nmbs;
-	for (size_t k = 0; k < 2 * m; k++) {
-		size_t j;
-		int bwd = bp_sim_1f1b_op(pp, m, s, k, &j);
-		const struct bp_mb *mb = &pi->mbs[j];
-		double tokens = (double)mb->tokens;
-		/* Bytes as bp_cost_p2p counts them: the micro-batch's hidden states per TP/CP
-		 * shard; a CP rank's K and V; a TP shard's partial sums of its CP share. */
-		double p2p_bytes = tokens * cm->token_bytes / (tp * cp);
-		double kv_bytes = tokens / cp * cm->kv_token_bytes / tp;
-		double tp_bytes = tokens / cp * cm->token_bytes;
-		double p2p_us = bp_cost_p2p(cm, mb->tokens);
-		w.mb = (int64_t)j;
-		if (!bwd && r->prev >= 0) {
-			w.what = "pp recv of an activation";
-			w.peer = r->prev;
-			rc = recv_p2p(e, r->prev, j, 0, p2p_bytes, p2p_us, &w, err);
-		} else if (bwd && r->next >= 0) {
-			w.what = "pp recv of a gradient";
-			w.peer = r->next;
-			rc = recv_p2p(e, r->next, j, 1, p2p_bytes, p2p_us, &w, err);
+	return bp_eng_idle(e, until, err);
+}
+
+/* The CP all-gather of K and V (forward) or reduce-scatter of dK and dV (backward). */
+static int op_cp(struct bp_engine *e, struct op_run *o, double share, struct bp_error *err)
+{
+	double until = bp_eng_advance(e, o, share);
+	int rc;
+	if (o->mb && o->r->n_cp > 1 && o->mb->attn != BP_ATTN_DISAGG) {
+		size_t n = bp_eng_cap(e, o->kv_bytes, o->r->n_cp);
+		if (o->bwd) {
+			o->w.what = "cp reduce-scatter of dK and dV";
+			rc = e->be->reducescatter(e->st, o->r->g_cp, e->cin, e->cout, n, &o->w, err);
 		} else {
-			rc = 0;
+			o->w.what = "cp all-gather of K and V";
+			rc = e->be->allgather(e->st, o->r->g_cp, e->cin, e->cout, n, &o->w, err);
 		}
 		if (rc != 0)
 			return rc;
-		double t_op = be->now_us(e->st);
-		w.peer = -1;
-		w.what = bwd ? "backward" : "forward";
-		struct bp_op op = {bwd, s, cm->stage_layers[s], st->index, (int64_t)j, mb,
-				   &p->model, t_op, (bwd ? mb->bwd[s] : mb->fwd[s]) * scale,
-				   {{BP_EXEC_ALLREDUCE, r->n_tp > 1 ? r->g_tp : NULL, e->tp_buf,
-				     e->tp_buf, cap_bytes(e, tp_bytes, 2), "tp all-reduce"},
-				    {bwd ? BP_EXEC_REDUCESCATTER : BP_EXEC_ALLGATHER,
-				     r->n_cp > 1 ? r->g_cp : NULL, e->cin, e->cout,
-				     cap_bytes(e, kv_bytes, r->n_cp),
-				     bwd ? "cp reduce-scatter of dK and dV"
-					 : "cp all-gather of K and V"}},
-				   w};
-		if ((rc = be->compute(e->st, &op, err)) != 0)
-			return rc;
-		double t_end = be->now_us(e->st);
-		double *slot = rec + REC_HEAD + REC_MB * j;
-		slot[bwd * 2] = t_op - t0;
-		slot[bwd * 2 + 1] = t_end - t_op;
-		if (!bwd && r->next >= 0)
-			rc = send_p2p(e, r->next, j, 0, p2p_bytes, err);
-		else if (bwd && r->prev >= 0)
-			rc = send_p2p(e, r->prev, j, 1, p2p_bytes, err);
-		if (rc != 0)
-			return rc;
 	}
-	double t_pipe = be->now_us(e->st);
-	w.mb = -1;
+	return bp_eng_idle(e, until, err);
+}
+
+/* Attention where the tokens are: dense or sparse (a disaggregated micro-batch's runs on
+ * the servers, engine_ticks.c). layer: the stage's. */
+static int op_attn(struct bp_engine *e, struct op_run *o, int layer, double share,
+		   struct bp_error *err)
+{
+	double until = bp_eng_advance(e, o, share);
+	if (!o->mb || !o->tokens || !o->nseg || o->mb->attn == BP_ATTN_DISAGG)
+		return bp_eng_idle(e, until, err);
+	struct bp_attn a = {o->bwd, o->seg, o->nseg, o->tp, &e->plan->model, 0, 0, until, &o->w};
+	o->w.what = o->bwd ? "attention backward" : "attention forward";
+	if (o->mb->attn == BP_ATTN_SPARSE) {
+		a.block = o->mb->sparse_block;
+		a.k = o->mb->sparse_k[o->sh.first_layer + layer];
+		return e->be->attn_sparse(e->st, &a, err);
+	}
+	return e->be->attn_dense(e->st, &a, err);
+}
+
+/* Runs fn's primitives as one phase of the rank's own work: with a middle (ticks), its wall
+ * time counts into compute_us. */
+#define OWN_PHASE(body)                                                                \
+	do {                                                                           \
+		double t_a_ = 0, t_b_ = 0;                                             \
+		if (o->middle && (rc = bp_eng_stamp(e, &o->w, &t_a_, err)) != 0)       \
+			return rc;                                                     \
+		body;                                                                  \
+		if (o->middle) {                                                       \
+			if ((rc = bp_eng_stamp(e, &o->w, &t_b_, err)) != 0)            \
+				return rc;                                             \
+			o->compute_us += t_b_ - t_a_;                                  \
+		}                                                                      \
+	} while (0)
+
+#define RUN(call)                                                                      \
+	do {                                                                           \
+		if ((rc = (call)) != 0)                                                \
+			return rc;                                                     \
+	} while (0)
+
+int bp_eng_op(struct bp_engine *e, struct op_run *o, struct bp_error *err)
+{
+	int rc = 0, L = o->sh.layers;
+	const char *what = o->w.what;
+	if (o->bwd && o->last && o->sh.lm > 0)
+		OWN_PHASE(RUN(op_gemm(e, o, BP_GEMM_LM_HEAD, o->sh.lm, err)));
+	for (int i = 0; i < L; i++) {
+		int l = o->bwd ? L - 1 - i : i;
+		const struct bp_layer_share *s = &o->sh.l[l];
+		o->w.what = what;
+		if (!o->bwd) {
+			OWN_PHASE({
+				RUN(op_gemm(e, o, BP_GEMM_QKV, s->qkv, err));
+				RUN(op_cp(e, o, s->cp, err));
+				RUN(op_attn(e, o, l, s->attn, err));
+			});
+			if (o->middle)
+				RUN(o->middle(e, o, l, err));
+			OWN_PHASE({
+				o->w.what = what;
+				RUN(op_gemm(e, o, BP_GEMM_O, s->o, err));
+				RUN(op_tp(e, o, s->tp_a, err));
+				o->w.what = what;
+				RUN(op_gemm(e, o, BP_GEMM_FFN, s->ffn, err));
+				RUN(op_tp(e, o, s->tp_b, err));
+			});
+		} else {
+			OWN_PHASE({
+				RUN(op_gemm(e, o, BP_GEMM_FFN, s->ffn, err));
+				RUN(op_tp(e, o, s->tp_b, err));
+				o->w.what = what;
+				RUN(op_gemm(e, o, BP_GEMM_O, s->o, err));
+				RUN(op_attn(e, o, l, s->attn, err));
+				RUN(op_cp(e, o, s->cp, err));
+			});
+			if (o->middle)
+				RUN(o->middle(e, o, l, err));
+			OWN_PHASE({
+				o->w.what = what;
+				RUN(op_gemm(e, o, BP_GEMM_QKV, s->qkv, err));
+				RUN(op_tp(e, o, s->tp_a, err));
+			});
+		}
+	}
+	o->w.what = what;
+	if (!o->bwd && o->last && o->sh.lm > 0)
+		OWN_PHASE(RUN(op_gemm(e, o, BP_GEMM_LM_HEAD, o->sh.lm, err)));
+	return 0;
+}
+
+int bp_eng_segments(struct bp_engine *e, const struct bp_mb *mb, int cp, int cp_i,
+		    size_t *nseg, int64_t *tokens, struct bp_error *err)
+{
+	for (;;) {
+		size_t k = bp_shard_segments(mb->spans, mb->nspans, mb->shard, cp, cp_i, e->seg,
+					     e->seg_cap, tokens);
+		if (k <= e->seg_cap) {
+			*nseg = k;
+			return 0;
+		}
+		int64_t(*s)[2] = bp_realloc_array(e->seg, k, sizeof(*s), err);
+		if (!s)
+			return -1;
+		e->seg = s;
+		e->seg_cap = k;
+	}
+}
+
+int bp_eng_finish_step(struct bp_engine *e, const struct bp_step *st, const struct lrole *r,
+		       double t0, double t_pipe, double *rec, struct bp_error *err)
+{
+	const struct bp_backend *be = e->be;
+	struct bp_wait w = {"gradient reduce-scatter", -1, st->index, -1};
+	int rc;
 	if (r->n_sync > 1) {
 		/* Distributed optimizer: reduce-scatter then all-gather of the stage's bf16
 		 * gradients over its replicas; the emulated time starts on arrival. */
-		double gbytes = 2.0 * bp_cost_stage_params(cm, s) / tp;
-		size_t n = cap_bytes(e, gbytes / r->n_sync, r->n_sync);
-		w.what = "gradient reduce-scatter";
+		const struct bp_costmodel *cm = r->cm;
+		int s = r->pl.stage;
+		double gbytes = 2.0 * bp_cost_stage_params(cm, s) / cm->sc.tp;
+		size_t n = bp_eng_cap(e, gbytes / r->n_sync, r->n_sync);
 		if ((rc = be->reducescatter(e->st, r->g_sync, e->cin, e->cout, n, &w, err)) != 0)
 			return rc;
 		w.what = "gradient all-gather";
 		if ((rc = be->allgather(e->st, r->g_sync, e->cout, e->cin, n, &w, err)) != 0)
 			return rc;
-		if (be->idle_until &&
-		    be->idle_until(e->st, t_pipe + bp_cost_grad_sync(cm, s) * scale, err) < 0)
+		if ((rc = be->sync(e->st, &w, err)) != 0)
+			return rc;
+		if (bp_eng_idle(e, t_pipe + bp_cost_grad_sync(cm, s) * e->o.time_scale, err) < 0)
 			return -1;
 	}
 	double t_sync = be->now_us(e->st);
@@ -430,6 +554,119 @@ static int run_step(struct bp_engine *e, size_t si, double *rec, struct bp_error
 	rec[1] = t_pipe - t0;
 	rec[2] = t_sync - t_pipe;
 	return 0;
+}
+
+/* The rank's pipeline of a 1f1b step, from the step start t0. */
+static int run_1f1b(struct bp_engine *e, const struct bp_step *st, const struct lrole *r,
+		    double t0, double *rec, struct bp_error *err)
+{
+	const struct bp_backend *be = e->be;
+	const struct bp_costmodel *cm = r->cm;
+	const struct bp_pipe *pi = &st->pipes[r->pl.pipe];
+	int pp = cm->sc.pp, s = r->pl.stage, tp = cm->sc.tp, cp = cm->sc.cp, rc;
+	double scale = e->o.time_scale;
+	struct bp_wait w = {"", -1, st->index, -1};
+	size_t m = pi->nmbs;
+	for (size_t k = 0; k < 2 * m; k++) {
+		size_t j;
+		int bwd = bp_sim_1f1b_op(pp, m, s, k, &j);
+		const struct bp_mb *mb = &pi->mbs[j];
+		double tokens = (double)mb->tokens;
+		/* Bytes as bp_cost_p2p counts them: the micro-batch's hidden states per TP/CP
+		 * shard; a CP rank's K and V; a TP shard's partial sums of its CP share. */
+		double p2p_bytes = tokens * cm->token_bytes / (tp * cp);
+		double p2p_us = bp_cost_p2p(cm, mb->tokens);
+		w.mb = (int64_t)j;
+		if (!bwd && r->prev >= 0) {
+			w.what = "pp recv of an activation";
+			w.peer = r->prev;
+			rc = bp_eng_recv_p2p(e, r->prev, j, 0, p2p_bytes, p2p_us, &w, err);
+		} else if (bwd && r->next >= 0) {
+			w.what = "pp recv of a gradient";
+			w.peer = r->next;
+			rc = bp_eng_recv_p2p(e, r->next, j, 1, p2p_bytes, p2p_us, &w, err);
+		} else {
+			rc = 0;
+		}
+		if (rc != 0)
+			return rc;
+		double plan_us = bwd ? mb->bwd[s] : mb->fwd[s];
+		struct op_run o;
+		memset(&o, 0, sizeof(o));
+		o.r = r;
+		o.bwd = bwd;
+		o.stage = s;
+		o.tp = tp;
+		o.last = s == pp - 1;
+		o.mb = mb;
+		o.sh.l = e->ls;
+		o.w = (struct bp_wait){bwd ? "backward" : "forward", -1, st->index, (int64_t)j};
+		if (bp_eng_segments(e, mb, cp, r->pl.cp_i, &o.nseg, &o.tokens, err) < 0 ||
+		    bp_op_shares(cm, mb, s, bwd, plan_us, &o.sh, err) < 0)
+			return bp_error_prefix(err, "step %lld micro-batch %zu",
+					       (long long)st->index, j);
+		o.seg = (const int64_t(*)[2])e->seg;
+		o.kv_bytes = (double)o.tokens * cm->kv_token_bytes / tp;
+		o.tp_bytes = (double)o.tokens * cm->token_bytes;
+		double t_op = be->now_us(e->st);
+		o.t0 = t_op;
+		if ((rc = bp_eng_op(e, &o, err)) != 0)
+			return rc;
+		/* an op ends when its work has (a real backend's queue drained) */
+		if ((rc = be->sync(e->st, &o.w, err)) != 0)
+			return rc;
+		if (bp_eng_idle(e, t_op + plan_us * scale, err) < 0)
+			return -1;
+		double t_end = be->now_us(e->st);
+		double *slot = rec + REC_HEAD + REC_MB * j;
+		slot[bwd * 2] = t_op - t0;
+		slot[bwd * 2 + 1] = t_end - t_op;
+		if (!bwd && r->next >= 0)
+			rc = bp_eng_send_p2p(e, r->next, j, 0, p2p_bytes, err);
+		else if (bwd && r->prev >= 0)
+			rc = bp_eng_send_p2p(e, r->prev, j, 1, p2p_bytes, err);
+		if (rc != 0)
+			return rc;
+	}
+	return bp_eng_finish_step(e, st, r, t0, be->now_us(e->st), rec, err);
+}
+
+/* One step of the plan; rec (rec_len doubles) gets the measurements. */
+static int run_step(struct bp_engine *e, size_t si, double *rec, struct bp_error *err)
+{
+	const struct bp_step *st = &e->plan->steps[si];
+	const struct lrole *r = &e->lr[st->layout];
+	const struct bp_backend *be = e->be;
+	struct ticks_run *tr = NULL;
+	int rc;
+	struct bp_wait w = {"step barrier", -1, st->index, -1};
+	memset(rec, 0, e->rec_len * sizeof(double));
+	/* what a tick step needs is worked out before the clock starts */
+	if (r->ticks && r->active && (rc = bp_eng_ticks_prepare(e, si, &tr, err)) != 0)
+		return rc;
+	if ((rc = be->barrier(e->st, NULL, &w, err)) != 0)
+		goto out;
+	double t0 = be->now_us(e->st);
+	if (e->o.exit_rank == e->rank) {
+		rc = BP_EXEC_EXIT;
+		bp_errorf(err, "exiting in step %lld as --debug-exit-rank asked",
+			  (long long)st->index);
+		goto out;
+	}
+	if (e->o.hang_rank == e->rank && !e->hung) {
+		e->hung = 1;
+		rc = hang_forever(e, err);
+		goto out;
+	}
+	if (!r->active) /* idle in this step's layout: only the barrier */
+		rc = 0;
+	else if (r->ticks)
+		rc = bp_eng_ticks_run(e, si, tr, t0, rec, err);
+	else
+		rc = run_1f1b(e, st, r, t0, rec, err);
+out:
+	bp_eng_ticks_free(tr);
+	return rc;
 }
 
 int bp_engine_run(struct bp_engine *e, struct bp_error *err)
