@@ -27,15 +27,19 @@ struct host_group {
 };
 
 /* A stream-ordered call in flight (a collective or an all-to-all): its request, the scratch
- * it writes (results are never read, engine.h, so every call gets its own and no two
- * pending operations share a receive buffer, which MPI forbids), the counts an all-to-all
- * reads until it completes, and what it waits for. */
+ * MPI writes (every call gets its own, so no two pending operations share a receive buffer,
+ * which MPI forbids even where, as in the engine's calls, nobody reads the result), where
+ * the result goes when the call retires (in call order), the counts an all-to-all reads
+ * until it completes, and what it waits for. */
 struct preq {
 	MPI_Request r;
 	char *buf;
 	size_t cap;
+	void *dst;
+	size_t len;
 	int *counts; /* 4 x group size: send, sdispl, recv, rdispl */
 	size_t ccap;
+	int a2a_n;   /* > 0: an all-to-all over that many ranks: only its slots are copied */
 	const struct host_group *g;
 	struct bp_wait w;
 };
@@ -77,6 +81,23 @@ static void sleep_us(double us)
 		;
 }
 
+/* Retires the oldest call in flight (complete): its result goes where the caller said. */
+static void retire(struct host *h)
+{
+	struct preq *q = &h->pq[h->pqh];
+	const int *c = q->counts, n = q->a2a_n;
+	if (q->dst && n > 0) {
+		for (int i = 0; i < n; i++)
+			if (c[2 * n + i])
+				memcpy((char *)q->dst + c[3 * n + i], q->buf + c[3 * n + i],
+				       (size_t)c[2 * n + i]);
+	} else if (q->dst && q->len) {
+		memcpy(q->dst, q->buf, q->len);
+	}
+	h->pqh = (h->pqh + 1) % PEND_MAX;
+	h->npq--;
+}
+
 /* Completes what has finished of the calls in flight (MPI_Test makes a finished request
  * MPI_REQUEST_NULL) and retires the oldest ones that are done. */
 static int progress(struct host *h, struct bp_error *err)
@@ -88,10 +109,8 @@ static int progress(struct host *h, struct bp_error *err)
 		    (rc = MPI_Test(&q->r, &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
 			return mpi_fail(err, rc, q->w.what);
 	}
-	while (h->npq > 0 && h->pq[h->pqh].r == MPI_REQUEST_NULL) {
-		h->pqh = (h->pqh + 1) % PEND_MAX;
-		h->npq--;
-	}
+	while (h->npq > 0 && h->pq[h->pqh].r == MPI_REQUEST_NULL)
+		retire(h);
 	return 0;
 }
 
@@ -155,17 +174,18 @@ static int host_sync(void *st, const struct bp_wait *w, struct bp_error *err)
 		int rc = wait_all(h, &q->r, 1, &q->w, q->g, err);
 		if (rc != 0)
 			return rc;
-		h->pqh = (h->pqh + 1) % PEND_MAX;
-		h->npq--;
+		retire(h);
 	}
 	return 0;
 }
 
-/* The next slot of the ring for a call that writes need bytes and reads ncounts ints of
- * counts (the oldest call is waited for when all PEND_MAX are in flight). The caller starts
- * the MPI operation on q->r and then counts it in (h->npq++). */
-static int pend_slot(struct host *h, size_t need, size_t ncounts, const struct host_group *g,
-		     const struct bp_wait *w, struct preq **out, struct bp_error *err)
+/* The next slot of the ring for a call that writes need bytes (copied to dst when it
+ * retires) and reads ncounts ints of counts (the oldest call is waited for when all
+ * PEND_MAX are in flight). The caller starts the MPI operation on q->r and then counts it
+ * in (h->npq++). */
+static int pend_slot(struct host *h, size_t need, void *dst, size_t ncounts,
+		     const struct host_group *g, const struct bp_wait *w, struct preq **out,
+		     struct bp_error *err)
 {
 	int rc;
 	if (h->npq > 0 && progress(h, err) < 0)
@@ -174,8 +194,7 @@ static int pend_slot(struct host *h, size_t need, size_t ncounts, const struct h
 		struct preq *o = &h->pq[h->pqh];
 		if ((rc = wait_all(h, &o->r, 1, &o->w, o->g, err)) != 0)
 			return rc;
-		h->pqh = (h->pqh + 1) % PEND_MAX;
-		h->npq--;
+		retire(h);
 	}
 	struct preq *q = &h->pq[(h->pqh + h->npq) % PEND_MAX];
 	if (need < 1)
@@ -195,6 +214,9 @@ static int pend_slot(struct host *h, size_t need, size_t ncounts, const struct h
 		q->ccap = ncounts;
 	}
 	q->r = MPI_REQUEST_NULL;
+	q->dst = dst;
+	q->len = need;
+	q->a2a_n = 0;
 	q->g = g;
 	q->w = *w;
 	*out = q;
@@ -442,11 +464,12 @@ static MPI_Comm comm_of(void *g)
 enum coll_kind { C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER };
 
 /* A collective, started non-blocking and left in flight (stream-ordered, engine.h): idle
- * periods progress it, sync completes it. It writes its own scratch. Gradients and partial
+ * periods progress it, sync completes it. MPI writes the call's scratch, copied to out when
+ * the call retires. Gradients and partial
  * sums are summed; bytes carry no numbers here, so MPI_BOR on MPI_BYTE (a reduction MPI
  * defines for bytes) moves the same amount of data. */
-static int queue_coll(void *st, enum coll_kind kind, void *gp, const void *in, size_t bytes,
-		      const struct bp_wait *w, struct bp_error *err)
+static int queue_coll(void *st, enum coll_kind kind, void *gp, const void *in, void *out,
+		      size_t bytes, const struct bp_wait *w, struct bp_error *err)
 {
 	struct host *h = st;
 	const struct host_group *g = gp;
@@ -458,10 +481,12 @@ static int queue_coll(void *st, enum coll_kind kind, void *gp, const void *in, s
 	if (check_count(bytes, err) < 0 || check_count(bytes * (size_t)size, err) < 0)
 		return -1;
 	size_t need = kind == C_ALLGATHER ? bytes * (size_t)size : bytes;
-	if ((rc = pend_slot(h, need, 0, g, w, &q, err)) != 0)
+	if ((rc = pend_slot(h, need, out, 0, g, w, &q, err)) != 0)
 		return rc;
 	switch (kind) {
-	case C_ALLREDUCE:
+	case C_ALLREDUCE: /* in place on the scratch, which starts as the caller's data */
+		if (bytes)
+			memcpy(q->buf, out, bytes);
 		rc = MPI_Iallreduce(MPI_IN_PLACE, q->buf, n, MPI_BYTE, MPI_BOR, comm, &q->r);
 		break;
 	case C_ALLGATHER:
@@ -480,22 +505,19 @@ static int queue_coll(void *st, enum coll_kind kind, void *gp, const void *in, s
 static int host_allreduce(void *st, void *g, void *buf, size_t bytes, const struct bp_wait *w,
 			  struct bp_error *err)
 {
-	(void)buf; /* the engine never reads what a reduction gives */
-	return queue_coll(st, C_ALLREDUCE, g, NULL, bytes, w, err);
+	return queue_coll(st, C_ALLREDUCE, g, NULL, buf, bytes, w, err);
 }
 
 static int host_allgather(void *st, void *g, const void *in, void *out, size_t bytes,
 			  const struct bp_wait *w, struct bp_error *err)
 {
-	(void)out;
-	return queue_coll(st, C_ALLGATHER, g, in, bytes, w, err);
+	return queue_coll(st, C_ALLGATHER, g, in, out, bytes, w, err);
 }
 
 static int host_reducescatter(void *st, void *g, const void *in, void *out, size_t bytes,
 			      const struct bp_wait *w, struct bp_error *err)
 {
-	(void)out;
-	return queue_coll(st, C_REDUCESCATTER, g, in, bytes, w, err);
+	return queue_coll(st, C_REDUCESCATTER, g, in, out, bytes, w, err);
 }
 
 /* MPI counts are ints: the engine's are capped at --max-bytes (at most 2^30). */
@@ -509,8 +531,9 @@ static int int_counts(const size_t *v, int n, int *out, struct bp_error *err)
 	return 0;
 }
 
-/* MPI_Ialltoallv into the call's own scratch, left in flight like the collectives (the
- * counts stay in its slot until it completes, as MPI requires). */
+/* MPI_Ialltoallv into the call's own scratch (copied to out when it retires), left in
+ * flight like the collectives; the counts stay in its slot until it completes, as MPI
+ * requires. */
 static int host_alltoallv(void *st, const struct bp_a2a *a, struct bp_error *err)
 {
 	struct host *h = st;
@@ -524,7 +547,7 @@ static int host_alltoallv(void *st, const struct bp_a2a *a, struct bp_error *err
 	for (int i = 0; i < n; i++)
 		if (a->rdispl[i] + a->recv[i] > need)
 			need = a->rdispl[i] + a->recv[i];
-	if ((rc = pend_slot(h, need, 4 * (size_t)n, g, a->wait, &q, err)) != 0)
+	if ((rc = pend_slot(h, need, a->out, 4 * (size_t)n, g, a->wait, &q, err)) != 0)
 		return rc;
 	int *c = q->counts;
 	if (int_counts(a->send, n, c, err) < 0 || int_counts(a->sdispl, n, c + n, err) < 0 ||
@@ -535,6 +558,7 @@ static int host_alltoallv(void *st, const struct bp_a2a *a, struct bp_error *err
 			    g->comm, &q->r);
 	if (rc != MPI_SUCCESS)
 		return mpi_fail(err, rc, "MPI_Ialltoallv");
+	q->a2a_n = n;
 	h->npq++;
 	return 0;
 }
