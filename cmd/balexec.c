@@ -125,8 +125,10 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Rank 0: measured against predicted x time-scale, per step, and the median error. */
-static int print_summary(const struct bp_trace *tr, size_t lo, size_t hi)
+/* Rank 0: measured against predicted x time-scale, per step, and the median error; then
+ * what the timed steps moved. */
+static int print_summary(const struct bp_trace *tr, const struct bp_exec_stats *x, size_t lo,
+			 size_t hi)
 {
 	double *errs = calloc(tr->nsteps ? tr->nsteps : 1, sizeof(double));
 	if (!errs) {
@@ -149,6 +151,13 @@ static int print_summary(const struct bp_trace *tr, size_t lo, size_t hi)
 				    : (errs[tr->nsteps / 2 - 1] + errs[tr->nsteps / 2]) / 2;
 	printf("median |measured - predicted x scale| / (predicted x scale): %.2f%%\n",
 	       100.0 * med);
+	printf("moved in the timed steps, all ranks (buffers capped at %lld bytes):\n",
+	       (long long)tr->max_bytes);
+	printf("  %-14s %10s %16s\n", "kind", "calls", "bytes");
+	for (int k = 0; k < BP_EXEC_NKINDS; k++)
+		if (x->calls[k] > 0)
+			printf("  %-14s %10.0f %16.0f\n", bp_exec_kind_name(k), x->calls[k],
+			       x->bytes[k]);
 	free(errs);
 	return cmd_finish(EXIT_OK) == EXIT_OK ? EXIT_OK : EXIT_DATA;
 }
@@ -614,7 +623,9 @@ int main(int argc, char **argv)
 	if (rt_rank == 0) {
 		if (trace_path && write_trace(&tr, trace_path) != EXIT_OK)
 			be->abort(st, EXIT_DATA);
-		if (print_summary(&tr, eo.step_lo, eo.step_hi) != EXIT_OK)
+		struct bp_exec_stats xs;
+		bp_engine_stats(eng, &xs);
+		if (print_summary(&tr, &xs, eo.step_lo, eo.step_hi) != EXIT_OK)
 			be->abort(st, EXIT_DATA);
 	}
 	bp_engine_free(eng);

@@ -44,7 +44,10 @@ struct preq {
 	struct bp_wait w;
 };
 
-#define PEND_MAX 32 /* calls in flight at most; the oldest is waited for first */
+/* Calls in flight at most before the oldest is waited for. The engine syncs after every op
+ * (and every tick), so this only bounds a runaway: an op has about 3 calls per layer, a
+ * tick 4, and a wait in the middle of one would stretch the emulated compute after it. */
+#define PEND_MAX 1024
 
 struct host {
 	double timeout_s;
@@ -52,8 +55,8 @@ struct host {
 	size_t nsends, cap;
 	int sends_done; /* 1: every one of sends[] has completed (they are MPI_REQUEST_NULL) */
 	int ngroups; /* groups made so far: the tag of the next (same on every member) */
-	struct preq pq[PEND_MAX]; /* a ring in call order: pq[pqh] is the oldest */
-	int pqh, npq;
+	struct preq *pq;   /* a ring in call order, pq[pqh] the oldest; grown as needed */
+	int pqh, npq, pqcap;
 };
 
 static int mpi_fail(struct bp_error *err, int rc, const char *what)
@@ -94,7 +97,7 @@ static void retire(struct host *h)
 	} else if (q->dst && q->len) {
 		memcpy(q->dst, q->buf, q->len);
 	}
-	h->pqh = (h->pqh + 1) % PEND_MAX;
+	h->pqh = (h->pqh + 1) % h->pqcap;
 	h->npq--;
 }
 
@@ -103,7 +106,7 @@ static void retire(struct host *h)
 static int progress(struct host *h, struct bp_error *err)
 {
 	for (int k = 0; k < h->npq; k++) {
-		struct preq *q = &h->pq[(h->pqh + k) % PEND_MAX];
+		struct preq *q = &h->pq[(h->pqh + k) % h->pqcap];
 		int done = 0, rc;
 		if (q->r != MPI_REQUEST_NULL &&
 		    (rc = MPI_Test(&q->r, &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
@@ -180,8 +183,8 @@ static int host_sync(void *st, const struct bp_wait *w, struct bp_error *err)
 }
 
 /* The next slot of the ring for a call that writes need bytes (copied to dst when it
- * retires) and reads ncounts ints of counts (the oldest call is waited for when all
- * PEND_MAX are in flight). The caller starts the MPI operation on q->r and then counts it
+ * retires) and reads ncounts ints of counts (the ring grows to PEND_MAX; the oldest call
+ * is waited for when that many are in flight). The caller starts the MPI operation on q->r and then counts it
  * in (h->npq++). */
 static int pend_slot(struct host *h, size_t need, void *dst, size_t ncounts,
 		     const struct host_group *g, const struct bp_wait *w, struct preq **out,
@@ -190,13 +193,25 @@ static int pend_slot(struct host *h, size_t need, void *dst, size_t ncounts,
 	int rc;
 	if (h->npq > 0 && progress(h, err) < 0)
 		return -1;
-	while (h->npq == PEND_MAX) {
+	if (h->npq == h->pqcap && h->pqcap < PEND_MAX) { /* grow, unwrapping the ring */
+		int nc = h->pqcap ? 2 * h->pqcap : 64;
+		struct preq *np = bp_calloc((size_t)nc, sizeof(*np), err);
+		if (!np)
+			return -1;
+		for (int k = 0; k < h->pqcap; k++)
+			np[k] = h->pq[(h->pqh + k) % h->pqcap];
+		free(h->pq);
+		h->pq = np;
+		h->pqh = 0;
+		h->pqcap = nc;
+	}
+	while (h->npq == h->pqcap) {
 		struct preq *o = &h->pq[h->pqh];
 		if ((rc = wait_all(h, &o->r, 1, &o->w, o->g, err)) != 0)
 			return rc;
 		retire(h);
 	}
-	struct preq *q = &h->pq[(h->pqh + h->npq) % PEND_MAX];
+	struct preq *q = &h->pq[(h->pqh + h->npq) % h->pqcap];
 	if (need < 1)
 		need = 1;
 	if (q->cap < need) {
@@ -319,10 +334,11 @@ static int host_finalize(void *st, struct bp_error *err)
 	int rc;
 	if (h) {
 		free(h->sends);
-		for (int i = 0; i < PEND_MAX; i++) {
+		for (int i = 0; i < h->pqcap; i++) {
 			free(h->pq[i].buf);
 			free(h->pq[i].counts);
 		}
+		free(h->pq);
 		free(h);
 	}
 	if ((rc = MPI_Finalize()) != MPI_SUCCESS)

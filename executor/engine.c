@@ -330,10 +330,12 @@ int bp_eng_send_p2p(struct bp_engine *e, int peer, size_t j, int dir, double byt
 {
 	int tag = (int)(j * 4 + (size_t)dir * 2);
 	double *h = &e->hdr[j * 2 + (size_t)dir];
+	size_t n = bp_eng_cap(e, bytes, 1);
 	*h = wall_us();
 	if (e->be->send(e->st, h, sizeof(*h), peer, tag, err) < 0 ||
-	    e->be->send(e->st, e->payload, bp_eng_cap(e, bytes, 1), peer, tag + 1, err) < 0)
+	    e->be->send(e->st, e->payload, n, peer, tag + 1, err) < 0)
 		return -1;
+	bp_eng_count(e, BP_EXEC_PP, (double)n);
 	return 0;
 }
 
@@ -387,11 +389,12 @@ static int op_tp(struct bp_engine *e, struct op_run *o, double share, struct bp_
 	double until = bp_eng_advance(e, o, share);
 	int rc;
 	if (o->mb && o->r->n_tp > 1) { /* a TP group runs one op: all or none */
+		size_t n = bp_eng_cap(e, o->tp_bytes, 2);
 		o->w.what = "tp all-reduce";
-		rc = e->be->allreduce(e->st, o->r->g_tp, e->tp_buf, bp_eng_cap(e, o->tp_bytes, 2),
-				      &o->w, err);
+		rc = e->be->allreduce(e->st, o->r->g_tp, e->tp_buf, n, &o->w, err);
 		if (rc != 0)
 			return rc;
+		bp_eng_count(e, BP_EXEC_TP, (double)n);
 	}
 	return bp_eng_idle(e, until, err);
 }
@@ -412,6 +415,7 @@ static int op_cp(struct bp_engine *e, struct op_run *o, double share, struct bp_
 		}
 		if (rc != 0)
 			return rc;
+		bp_eng_count(e, BP_EXEC_CP, (double)n);
 	}
 	return bp_eng_idle(e, until, err);
 }
@@ -541,6 +545,8 @@ int bp_eng_finish_step(struct bp_engine *e, const struct bp_step *st, const stru
 		w.what = "gradient all-gather";
 		if ((rc = be->allgather(e->st, r->g_sync, e->cout, e->cin, n, &w, err)) != 0)
 			return rc;
+		bp_eng_count(e, BP_EXEC_SYNC, (double)n);
+		bp_eng_count(e, BP_EXEC_SYNC, (double)n);
 		if ((rc = be->sync(e->st, &w, err)) != 0)
 			return rc;
 		if (bp_eng_idle(e, t_pipe + bp_cost_grad_sync(cm, s) * e->o.time_scale, err) < 0)
@@ -641,6 +647,7 @@ static int run_step(struct bp_engine *e, size_t si, double *rec, struct bp_error
 	int rc;
 	struct bp_wait w = {"step barrier", -1, st->index, -1};
 	memset(rec, 0, e->rec_len * sizeof(double));
+	e->cur = rec;
 	/* what a tick step needs is worked out before the clock starts */
 	if (r->ticks && r->active && (rc = bp_eng_ticks_prepare(e, si, &tr, err)) != 0)
 		return rc;
@@ -679,6 +686,19 @@ int bp_engine_run(struct bp_engine *e, struct bp_error *err)
 		if ((rc = run_step(e, e->o.step_lo + i, e->rec + i * e->rec_len, err)) != 0)
 			return rc;
 	return 0;
+}
+
+static const char *const kind_names[BP_EXEC_NKINDS] = {
+	"pp send", "tp all-reduce", "cp collective", "all-to-all", "gradient sync"};
+
+const char *bp_exec_kind_name(int kind)
+{
+	return kind >= 0 && kind < BP_EXEC_NKINDS ? kind_names[kind] : "?";
+}
+
+void bp_engine_stats(const struct bp_engine *e, struct bp_exec_stats *out)
+{
+	*out = e->stats;
 }
 
 int bp_engine_gather(struct bp_engine *e, const char *plan_sha, struct bp_trace *tr,
@@ -734,6 +754,10 @@ int bp_engine_gather(struct bp_engine *e, const char *plan_sha, struct bp_trace 
 			tr_r->grad_sync_us = rec[2];
 			if (rec[0] > ts->step_us)
 				ts->step_us = rec[0];
+			for (int k = 0; k < BP_EXEC_NKINDS; k++) {
+				e->stats.calls[k] += rec[REC_STATS + k];
+				e->stats.bytes[k] += rec[REC_STATS + BP_EXEC_NKINDS + k];
+			}
 			tr_r->mbs = bp_calloc(m ? m : 1, sizeof(*tr_r->mbs), err);
 			if (!tr_r->mbs)
 				goto out;

@@ -213,4 +213,16 @@ int bp_engine_run(struct bp_engine *e, struct bp_error *err);
 int bp_engine_gather(struct bp_engine *e, const char *plan_sha, struct bp_trace *tr,
 		     struct bp_error *err);
 
+/* What the timed steps moved, summed over every rank (rank 0, after bp_engine_gather; zeros
+ * elsewhere): per kind the calls and the bytes each rank gave them (as capped by
+ * max_bytes): PP sends (payload), TP all-reduces, CP all-gathers and reduce-scatters, the
+ * DistCA all-to-alls (bytes sent to other ranks) and the gradient synchronisation. */
+enum { BP_EXEC_PP, BP_EXEC_TP, BP_EXEC_CP, BP_EXEC_A2A, BP_EXEC_SYNC, BP_EXEC_NKINDS };
+struct bp_exec_stats {
+	double calls[BP_EXEC_NKINDS], bytes[BP_EXEC_NKINDS];
+};
+void bp_engine_stats(const struct bp_engine *e, struct bp_exec_stats *out);
+/* "pp send", "tp all-reduce", ...: static. */
+const char *bp_exec_kind_name(int kind);
+
 #endif

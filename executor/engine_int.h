@@ -7,8 +7,10 @@
 #include "shares.h"
 
 /* Per rank and timed step, the record gathered to rank 0: step, pipeline and grad sync
- * times, then per micro-batch slot (mmax of them) fwd start, fwd, bwd start, bwd. */
-#define REC_HEAD 3
+ * times, calls and bytes per kind of communication (BP_EXEC_NKINDS each), then per
+ * micro-batch slot (mmax of them) fwd start, fwd, bwd start, bwd. */
+#define REC_STATS 3
+#define REC_HEAD (3 + 2 * BP_EXEC_NKINDS)
 #define REC_MB 4
 
 /* This rank's role in one layout of the plan, and the groups that role needs. */
@@ -41,6 +43,8 @@ struct bp_engine {
 	double *rec;                /* [nsteps][rec_len] */
 	size_t rec_len, nsteps;
 	int hung;
+	double *cur;                /* the record of the step being run */
+	struct bp_exec_stats stats; /* rank 0, after the gather: all ranks' */
 	struct bp_layer_share *ls;  /* [lmax]: the shares of the op being run */
 	int64_t (*seg)[2];          /* the op's attention segments */
 	size_t seg_cap;
@@ -65,6 +69,12 @@ struct op_run {
 	double compute_us;          /* measured with middle: wall time of the own-work phases */
 };
 
+/* Counts one call of a kind of communication that moves bytes (per rank). */
+static inline void bp_eng_count(struct bp_engine *e, int kind, double bytes)
+{
+	e->cur[REC_STATS + kind] += 1;
+	e->cur[REC_STATS + BP_EXEC_NKINDS + kind] += bytes;
+}
 /* A buffer size capped at max_bytes / n (and at least 1). */
 size_t bp_eng_cap(const struct bp_engine *e, double bytes, int n);
 /* The emulated clock: advances o by share (us, unscaled, x time scale) and returns the new

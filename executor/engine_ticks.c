@@ -297,6 +297,11 @@ static int tick_middle(struct bp_engine *e, struct op_run *o, int layer, struct 
 					   &o->w};
 			if ((rc = e->be->alltoallv(e->st, &a, err)) != 0)
 				return rc;
+			size_t self = 0;
+			for (size_t i = 0; i < n; i++)
+				if (o->r->a2a_ranks[i] == e->rank)
+					self = snd[i];
+			bp_eng_count(e, BP_EXEC_A2A, (double)(so - self));
 		}
 		if ((rc = bp_eng_idle(e, until, err)) != 0)
 			return rc;
