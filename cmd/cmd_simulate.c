@@ -306,6 +306,9 @@ int cmd_simulate(int argc, char **argv)
 	printf("total %.3f s, mean step %.2f ms (p50 %.2f, p95 %.2f, max %.2f), %.0f tokens/s\n",
 	       s->total_us / 1e6, s->step_mean_us / 1e3, s->step_p50_us / 1e3,
 	       s->step_p95_us / 1e3, s->step_max_us / 1e3, s->tokens_per_s);
+	printf("work: documents %s, %.3f model PFLOP, %.1f model TFLOP/s per GPU, MFU %.1f%%\n",
+	       bp_plan_documents_trained(&plan), s->model_tflop / 1e3, s->model_tflops_per_gpu,
+	       100.0 * s->mfu);
 	rc = EXIT_OK;
 out:
 	bp_costs_release(&cm);

@@ -22,31 +22,51 @@
 #include "costkinds.h"
 #include "costmodel.h"
 
-/* Attention kernels (FlashAttention-2/3 class). Forward reaches about 55% of dense BF16 peak
- * on long causal sequences (FlashAttention-3 reports 600+ TFLOP/s of 989 on H100 at 8K-16K,
- * FlashAttention-2 about 350), backward about 45% (five GEMMs, atomics on dQ). Each CTA walks
- * the KV tiles of one 128-query tile; its pipeline reaches half its peak at 512 KV tokens. */
+/* Attention kernels (FlashAttention-3 / cuDNN class), calibrated on causal head-dim-128
+ * measurements (profiler/README.md "Calibration"; tools/bench/calib-analytic prints the
+ * comparison). Each CTA walks the KV tiles of one 128-query tile; its efficiency ramps as
+ * e_max kv / (kv + kv_half) over the KV length it walks.
+ * Forward e_max 0.64, kv_half 400: fitted to FlashAttention-3 (arXiv 2407.08608) Fig. 5(d),
+ * H100 causal 292/423/521/579/602/616 TFLOP/s at 512..16K, and cuDNN 9.19 on H200 (NVIDIA
+ * cudnn-frontend sdpa_benchmark_training results, llama3.1 csv) causal 484..688 at 2K..32K;
+ * within 10% of both and of cuDNN's A100 causal prefill (147..184 at 2K..16K).
+ * Backward e_max 0.62, kv_half 1100: fitted to the same cuDNN H200 causal backward, 370/474/
+ * 541/579/581 at 2K..32K (within 2%); FlashAttention-3 has no causal backward figure.
+ * No launch term: the cost model sums one cell per document, while a packed micro-batch runs
+ * one varlen kernel per layer whose 3-6 us launch is paid once, not per document (the old
+ * 3 us + 6 us per document made 128 documents of 1K cost 1.2 ms of launches per layer). */
 #define ATTN_TILE 128.0
-#define ATTN_EFF_FWD 0.55
-#define ATTN_EFF_BWD 0.45
-#define ATTN_KV_HALF 512.0
+#define ATTN_EFF_FWD 0.64
+#define ATTN_EFF_BWD 0.62
+#define ATTN_KV_HALF_FWD 400.0
+#define ATTN_KV_HALF_BWD 1100.0
 #define ATTN_BWD_FLOPS 2.5   /* backward FLOPs over forward FLOPs (FlashAttention-2 Sec. 3) */
-#define ATTN_LAUNCH_FWD 3.0  /* us: one kernel */
-#define ATTN_LAUNCH_BWD 6.0  /* us: preprocess, main and dQ conversion kernels */
+/* MoBA's second attention call (bp_analytic_sparse_gate_us): its launch, us, forward (one
+ * kernel) and backward (preprocess, main and dQ conversion kernels). */
+#define ATTN_LAUNCH_FWD 3.0
+#define ATTN_LAUNCH_BWD 6.0
 
-/* GEMMs (cuBLAS BF16): about 75% of peak at large sizes; the efficiency ramp
- * n / (n + n_half) in tokens has n_half at the roofline ridge, so small token counts cost the
- * time of reading the weights once from HBM. Four GEMMs per layer forward (QKV, O, FFN in
- * with gate and up fused, FFN out), each with a launch cost; backward is twice the forward
- * (data and weight gradients). */
+/* GEMMs (cuBLAS BF16): 75% of peak at large sizes, 0.93 of the H100's and 0.87 of the A100's
+ * best-shape maximum (792 and 268 TFLOP/s, stas00/ml-engineering "Maximum Achievable Matmul
+ * FLOPS"), which layer shapes split tp ways do not reach. The time of reading the weights
+ * from HBM and the compute time combine as a 2-norm, between no overlap (their sum) and full
+ * overlap (their max): within 10% of vLLM pull request 49363's H100 BF16 GEMM at M = 16, 64
+ * and 128 (46.5, 182.6, 352.6 TFLOP/s), where the sum was 26% slow at M = 128. Four GEMMs per
+ * layer forward (QKV, O, FFN in with gate and up fused, FFN out), each with a launch cost;
+ * backward is twice the forward (data and weight gradients). */
 #define GEMM_EFF 0.75
 #define GEMM_LAUNCH 2.0 /* us per GEMM */
 #define GEMM_PER_LAYER 4
 #define GEMM_BWD 2.0
 
-/* Collectives (NCCL ring/tree): 80% of the link bandwidth as bus bandwidth, start-up latency
- * growing with log2 of the group size. */
-#define COLL_BW_EFF 0.8
+/* Collectives (NCCL ring/tree): bus bandwidth as a share of the link's line rate, start-up
+ * latency growing with log2 of the group size. NVLink 0.82: NVIDIA's 370 GB/s busbw of 450
+ * on H100 after protocol overhead (nccl-tests issue 212; all-gather, reduce-scatter, ring
+ * all-reduce; NVLink SHARP all-reduce reaches ~480 but Megatron's sequence-parallel TP issues
+ * all-gather and reduce-scatter). Network 0.94: "46-48GB/s per NIC" on 400 Gb/s NDR
+ * (nccl-tests issue 290), 47 of 50. */
+#define COLL_BW_EFF_NVLINK 0.82
+#define COLL_BW_EFF_NET 0.94
 #define COLL_ALPHA_INTRA 5.0  /* us */
 #define COLL_ALPHA_INTER 10.0 /* us */
 #define COLL_ALPHA_STEP 1.0   /* us per doubling of the group */
@@ -125,10 +145,11 @@ static double attn_us(const struct bp_gpu *g, double q, double kv, int heads_loc
 	double tiles = qt * kt - qt * (qt - 1.0) / 2.0;
 	double flops = 4.0 * head_dim * heads_local * ATTN_TILE * ATTN_TILE * tiles;
 	double kvp = kt * ATTN_TILE;
-	double eff = (bwd ? ATTN_EFF_BWD : ATTN_EFF_FWD) * kvp / (kvp + ATTN_KV_HALF);
+	double eff = bwd ? ATTN_EFF_BWD * kvp / (kvp + ATTN_KV_HALF_BWD)
+			 : ATTN_EFF_FWD * kvp / (kvp + ATTN_KV_HALF_FWD);
 	if (bwd)
 		flops *= ATTN_BWD_FLOPS;
-	return (bwd ? ATTN_LAUNCH_BWD : ATTN_LAUNCH_FWD) + flops / (g->bf16_tflops * 1e6 * eff);
+	return flops / (g->bf16_tflops * 1e6 * eff);
 }
 
 /* us of one layer's GEMMs forward over tokens tokens, weights split tp ways. */
@@ -138,16 +159,16 @@ static double linear_fwd_us(const struct bp_gpu *g, const struct bp_model *m, in
 	double h = m->hidden, hd = (double)m->hidden / m->heads;
 	double weights = h * (h + 2.0 * m->kv_heads * hd) + h * h + (m->gated ? 3 : 2) * h * m->ffn;
 	double rate = g->bf16_tflops * 1e6 * GEMM_EFF;          /* FLOP/us at the plateau */
-	double ridge = g->bf16_tflops * 1e12 * GEMM_EFF / (g->hbm_gbps * 1e9); /* tokens */
-	double flops = 2.0 * tokens * weights / tp;
-	/* flops / (rate * n / (n + n_half)) with n = tokens, n_half = ridge */
-	return GEMM_PER_LAYER * GEMM_LAUNCH + flops * (tokens + ridge) / (tokens * rate);
+	double compute = 2.0 * tokens * weights / tp / rate;    /* us */
+	double memory = 2.0 * weights / tp / (g->hbm_gbps * 1e3); /* us: bf16 weights read once */
+	return GEMM_PER_LAYER * GEMM_LAUNCH + sqrt(compute * compute + memory * memory);
 }
 
 static double coll_us(const struct bp_gpu *g, enum bp_coll_op op, int inter, int n,
 		      double bytes)
 {
-	double bw = (inter ? g->net_gbps : g->nvlink_gbps) * 1e3 * COLL_BW_EFF; /* bytes/us */
+	double bw = inter ? g->net_gbps * 1e3 * COLL_BW_EFF_NET
+			  : g->nvlink_gbps * 1e3 * COLL_BW_EFF_NVLINK; /* bytes/us */
 	double alpha = inter ? COLL_ALPHA_INTER : COLL_ALPHA_INTRA;
 	double f = (double)(n - 1) / n;
 	switch (op) {

@@ -81,6 +81,12 @@ static const struct gpu_preset gpus[] = {
 	 "NVIDIA H200 Tensor Core GPU datasheet (SXM): BF16 1979 TFLOPS sparse, 141GB HBM3e at "
 	 "4.8 TB/s, NVLink 900 GB/s; DistCA Sec. 6.1 (DGX H200, 140GB usable); DGX H200: 8x "
 	 "ConnectX-7 400 Gb/s"},
+	/* The A100 the FlashAttention-2 paper (Sec. 4.1) and the NCCL and GEMM measurements in
+	 * profiler/README.md "Calibration" were taken on; the A800 below is the same chip with
+	 * NVLink capped at 400 GB/s. */
+	{{"A100", 312.0, 80 * GIB, 2039.0, 300.0, 25.0, 8},
+	 "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB): BF16 624 TFLOPS sparse, 80GB HBM2e at "
+	 "2039 GB/s, NVLink 600 GB/s; DGX A100 user guide: 8x ConnectX-6 200 Gb/s HDR"},
 	{{"A800", 312.0, 80 * GIB, 2039.0, 200.0, 25.0, 8},
 	 "NVIDIA A800 40GB/80GB datasheet (SXM): BF16 624 TFLOPS sparse, 80GB HBM2e at 2039 "
 	 "GB/s, NVLink 400 GB/s; Hydraulis Sec. 8.1: InfiniBand 200 GB/s per node (8 GPUs)"},

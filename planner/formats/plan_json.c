@@ -38,6 +38,8 @@ static const struct bp_field metric_fields[] = {
 	BP_FIELD_REAL(struct bp_metrics, pack_max_us, "pack_max_us", 0, BIG),
 	BP_FIELD_REAL(struct bp_metrics, pack_bound_us, "pack_bound_us", 0, BIG),
 	BP_FIELD_REAL(struct bp_metrics, pack_gap, "pack_gap", -1, BIG),
+	/* Optional: absent (a plan written before it) reads as -1, not recorded. */
+	BP_FIELD_REALF(struct bp_metrics, model_tflop, "model_tflop", 0, BIG, BP_FF_OPT),
 };
 
 static const struct bp_field summary_fields[] = {
@@ -62,7 +64,22 @@ static const struct bp_field summary_fields[] = {
 	BP_FIELD_I64(struct bp_summary, peak_mem, "peak_mem_bytes", 0, I64MAX),
 	BP_FIELD_REAL(struct bp_summary, pack_gap_mean, "pack_gap_mean", -1, BIG),
 	BP_FIELD_REAL(struct bp_summary, pack_gap_max, "pack_gap_max", -1, BIG),
+	/* Optional: absent (a plan written before them) reads as -1, not recorded. */
+	BP_FIELD_REALF(struct bp_summary, model_tflop, "model_tflop", 0, BIG, BP_FF_OPT),
+	BP_FIELD_REALF(struct bp_summary, model_tflops_per_gpu, "model_tflops_per_gpu", 0, BIG,
+		       BP_FF_OPT),
+	BP_FIELD_REALF(struct bp_summary, mfu, "mfu", 0, BIG, BP_FF_OPT),
 };
+
+/* The work fields above, dropped on writing while not recorded (< 0), so a plan read from
+ * an older file writes back as it was. */
+static void drop_unrecorded(json_t *o, const struct bp_field *f, size_t n, const void *base)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((f[i].flags & BP_FF_OPT) && f[i].type == BP_FT_REAL &&
+		    *(const double *)((const char *)base + f[i].off) < 0)
+			json_object_del(o, f[i].key);
+}
 
 static const struct bp_field sampling_fields[] = {
 	BP_FIELD_I64(struct bp_plan, nsteps_drawn, "steps", 1, I64MAX),
@@ -202,6 +219,8 @@ static json_t *step_to_json(const struct bp_plan *p, const struct bp_step *st)
 	}
 	if (bp_json_write_fields(pr, metric_fields, BP_ARRAY_LEN(metric_fields), &st->m) < 0)
 		ok = 0;
+	else
+		drop_unrecorded(pr, metric_fields, BP_ARRAY_LEN(metric_fields), &st->m);
 	bp_json_set(o, "predicted", pr, &ok);
 	return done(o, ok);
 }
@@ -261,6 +280,8 @@ json_t *bp_plan_to_json(const struct bp_plan *p)
 	bp_json_set(me, "name", json_string(p->method), &ok);
 	bp_json_set(me, "params", params, &ok);
 	bp_json_set(sa, "over_length", json_string(overlen_names[p->overlen]), &ok);
+	bp_json_set(sa, "documents", json_string(bp_documents_name(p->documents)), &ok);
+	drop_unrecorded(sum, summary_fields, BP_ARRAY_LEN(summary_fields), &p->summary);
 	for (size_t i = 0; ok && i < p->nlayouts; i++)
 		bp_json_append(lays, layout_to_json(&p->layouts[i]), &ok);
 	for (size_t i = 0; ok && i < p->nsteps; i++)
@@ -601,6 +622,7 @@ static int step_from_json(const struct bp_plan *p, struct bp_step *st, json_t *o
 	json_t *mo = bp_json_get_object(o, v1 ? "metrics" : "predicted", where, err);
 	if (!mo)
 		return -1;
+	st->m.model_tflop = -1; /* not recorded unless present */
 	return bp_json_read_fields(mo, metric_fields, BP_ARRAY_LEN(metric_fields), &st->m, NULL,
 				   1, w, err);
 }
@@ -752,8 +774,9 @@ int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 	static const char *const cextra1[] = {"tp", "cp", "pp", "dp", NULL};
 	static const char *const mkeys1[] = {"name", "params", "max_microbatch_tokens", NULL};
 	static const char *const mkeys2[] = {"name", "params", NULL};
-	static const char *const sextra[] = {"over_length", NULL};
-	char w[64], ol[16], fmt[32];
+	static const char *const sextra1[] = {"over_length", NULL};
+	static const char *const sextra[] = {"over_length", "documents", NULL};
+	char w[64], ol[16], dm[16] = "per-method", fmt[32];
 	int64_t seed = 0;
 	if (!json_is_object(root))
 		return bp_errorf(err, "plan is not a JSON object");
@@ -799,7 +822,7 @@ int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 	}
 	json_t *sa = bp_json_get_object(root, "sampling", "plan", err);
 	if (!sa || bp_json_read_fields(sa, sampling_fields, BP_ARRAY_LEN(sampling_fields), p,
-				       sextra, 1, "plan.sampling", err) < 0 ||
+				       v1 ? sextra1 : sextra, 1, "plan.sampling", err) < 0 ||
 	    bp_json_get_str(sa, "over_length", 1, ol, sizeof(ol), "plan.sampling", err) < 0)
 		return -1;
 	int found = 0;
@@ -811,6 +834,13 @@ int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 	if (!found)
 		return bp_errorf(err, "plan.sampling.over_length \"%s\" is not truncate, drop or "
 				 "error", ol);
+	/* Absent: a plan written before the option, when each method decided (documents.h). */
+	if ((!v1 && bp_json_get_str(sa, "documents", 0, dm, sizeof(dm), "plan.sampling",
+				    err) < 0))
+		return -1;
+	if (bp_documents_parse(dm, &p->documents) < 0)
+		return bp_errorf(err, "plan.sampling.documents \"%s\" is not whole, cut or "
+				 "per-method", dm);
 	if (v1) {
 		if (layout_from_v1(p, co, me, err) < 0)
 			return -1;
@@ -851,6 +881,7 @@ int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 	json_t *so = bp_json_get_object(root, "summary", "plan", err);
 	if (!so)
 		return -1;
+	p->summary.model_tflop = p->summary.model_tflops_per_gpu = p->summary.mfu = -1;
 	return bp_json_read_fields(so, summary_fields, BP_ARRAY_LEN(summary_fields), &p->summary,
 				   NULL, 1, "plan.summary", err);
 }

@@ -1,8 +1,15 @@
 /* plain.c: the "plain" method, the Megatron-LM baseline every paper compares against
- * (WLB-LLM Sec. 3 and Sec. 6 "Plain-4D"): documents in the order the loader drew them are
- * concatenated and cut into context windows of max_tokens tokens (a document crossing a
- * window boundary is split into two spans, each trained as its own sequence), and window w of
- * a step goes to pipeline w mod dp. Balance is whatever the data gives. */
+ * (WLB-LLM Sec. 3 and Sec. 6 "Plain-4D"): documents in the order the loader drew them fill
+ * context windows of max_tokens tokens, and window w of a step goes to pipeline w mod dp.
+ * Balance is whatever the data gives. What a window holds follows the plan's document mode
+ * (documents.h), so plain trains the same work as every other method:
+ *   whole       a document that does not fit the window's remaining room opens the next
+ *               window (no drawn document is longer than a window, so none is cut);
+ *   cut         the loader's pieces fill each window exactly (they were cut at its
+ *               boundaries), so this is Megatron's loader;
+ *   per-method  plain cuts itself: the documents are concatenated and cut at window
+ *               boundaries, a document crossing one split into two spans, each trained as its
+ *               own sequence (less attention than whole documents; solve before the option). */
 #include "method.h"
 
 #include <stdlib.h>
@@ -12,6 +19,7 @@ int bp_method_plain(const struct bp_method_ctx *ctx, const struct bp_batches *in
 {
 	int dp = bp_plan_dp(out);
 	int64_t cap = out->max_tokens;
+	int cut = out->documents == BP_DOCS_PER_METHOD;
 	struct bp_span *win = NULL;
 	size_t nwin = 0, capwin = 0;
 	int rc = -1;
@@ -25,6 +33,14 @@ int bp_method_plain(const struct bp_method_ctx *ctx, const struct bp_batches *in
 		nwin = 0;
 		for (size_t i = 0; i < b->ndocs; i++) {
 			int64_t off = 0, len = b->docs[i].len;
+			if (!cut && nwin && len > cap - fill) { /* next-fit: close the window */
+				if (bp_pipe_add_mb(&st->pipes[w % (size_t)dp], win, nwin,
+						   ctx->shard, err) < 0)
+					goto out;
+				w++;
+				nwin = 0;
+				fill = 0;
+			}
 			while (off < len) {
 				int64_t take = len - off;
 				if (take > cap - fill)

@@ -13,6 +13,7 @@
 #include "bp.h"
 #include "costmodel.h"
 #include "dataset.h"
+#include "documents.h"
 #include "layout.h"
 #include "presets.h"
 
@@ -83,6 +84,9 @@ struct bp_metrics {
 	 * lower bound on it for this step's spans and micro-batch count (bp_pack_bound);
 	 * gap = max / bound - 1. */
 	double pack_max_us, pack_bound_us, pack_gap;
+	/* The work trained (sim/work.h): model FLOPs of the step's micro-batches, forward and
+	 * backward, attention included, in TFLOP; -1 when a plan read from a file predates it. */
+	double model_tflop;
 };
 
 struct bp_step;
@@ -131,6 +135,10 @@ struct bp_summary {
 	double delay_steps_mean; /* tokens-weighted steps a delayed token waited, over all */
 	int64_t peak_mem;
 	double pack_gap_mean, pack_gap_max; /* of the steps' packing objective to its bound */
+	/* Work-normalised throughput (sim/work.h): the steps' model FLOPs in TFLOP, model TFLOP/s
+	 * per GPU over total_us, and MFU against the profile's dense bf16 peak; -1 each when a
+	 * plan read from a file predates them. */
+	double model_tflop, model_tflops_per_gpu, mfu;
 };
 
 struct bp_plan {
@@ -145,6 +153,7 @@ struct bp_plan {
 	int64_t nsteps_drawn, tokens_per_step, docs_per_step;
 	int64_t max_tokens;    /* the context cap: no drawn document is longer */
 	enum bp_overlen overlen;
+	enum bp_documents documents; /* what the loader handed the method (documents.h) */
 	struct bp_layout *layouts; /* owned; steps name one each */
 	size_t nlayouts;
 	struct bp_step *steps; /* owned */

@@ -13,6 +13,7 @@
 #include "pack.h"
 #include "sim.h"
 #include "ticks.h"
+#include "work.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -395,7 +396,10 @@ int bp_plan_predict(struct bp_plan *p, struct bp_costs *costs, bp_item_cost_fn i
 		if (predict_step(p, st, costs, item_cost, err) < 0)
 			return -1;
 	}
-	return summarize(p, err);
+	if (summarize(p, err) < 0)
+		return -1;
+	bp_plan_predict_work(p, costs->prof); /* the work trained and its FLOP/s (work.h) */
+	return 0;
 }
 
 /* Op start times of pipeline k in the tick timeline (ticks.h). */

@@ -395,6 +395,19 @@ int bp_plan_validate(const struct bp_plan *p, struct bp_costs *costs, struct bp_
 							  (long long)sp->doc, (long long)sl->len);
 						goto out;
 					}
+					/* Like for like (documents.h): under "whole" and "cut"
+					 * every method trains the loader's documents whole. */
+					if (p->documents != BP_DOCS_PER_METHOD &&
+					    sp->len != sl->len) {
+						bp_errorf(err, "step %zu: span [%lld, +%lld) cuts "
+							  "document %lld of length %lld, but the "
+							  "plan's documents are \"%s\": every "
+							  "method trains them whole", i,
+							  (long long)sp->offset, (long long)sp->len,
+							  (long long)sp->doc, (long long)sl->len,
+							  bp_documents_name(p->documents));
+						goto out;
+					}
 					sl->covered += sp->len;
 					tok += sp->len;
 				}

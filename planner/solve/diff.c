@@ -286,6 +286,9 @@ int bp_plan_diff(const struct bp_plan *a, const struct bp_plan *b, size_t max_li
 		    (long long)a->docs_per_step, (long long)a->max_tokens,
 		    (long long)b->nsteps_drawn, (long long)b->tokens_per_step,
 		    (long long)b->docs_per_step, (long long)b->max_tokens);
+	if (a->documents != b->documents)
+		add(&c, "documents: %s -> %s", bp_documents_name(a->documents),
+		    bp_documents_name(b->documents));
 	if (a->nsteps != b->nsteps)
 		add(&c, "steps: %zu -> %zu", a->nsteps, b->nsteps);
 	c.detail = 1;
@@ -309,6 +312,17 @@ int bp_plan_diff(const struct bp_plan *a, const struct bp_plan *b, size_t max_li
 		    q->step_mean_us / 1e3, pct(p->step_mean_us, q->step_mean_us));
 		add(&c, "mean imbalance (WLB-LLM Sec. 6.4): %.3f -> %.3f", p->imb_wlb_mean,
 		    q->imb_wlb_mean);
+		/* Work-normalised throughput, when both plans record it (sim/work.h). */
+		if (p->model_tflop >= 0 && q->model_tflop >= 0) {
+			if (fabs(p->model_tflop - q->model_tflop) > 1e-4 * fmax(p->model_tflop, 1))
+				add(&c, "model work: %.3f PFLOP -> %.3f PFLOP (%+.2f%%)",
+				    p->model_tflop / 1e3, q->model_tflop / 1e3,
+				    pct(p->model_tflop, q->model_tflop));
+			add(&c, "model TFLOP/s per GPU: %.1f -> %.1f (%+.2f%%), MFU %.1f%% -> %.1f%%",
+			    p->model_tflops_per_gpu, q->model_tflops_per_gpu,
+			    pct(p->model_tflops_per_gpu, q->model_tflops_per_gpu), 100 * p->mfu,
+			    100 * q->mfu);
+		}
 	}
 	if (c.failed) {
 		bp_diff_release(out);

@@ -96,6 +96,11 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 	out->docs_per_step = o->docs_per_step;
 	out->max_tokens = o->max_tokens;
 	out->overlen = o->overlen;
+	if ((unsigned)o->documents >= BP_DOCS_NMODES) {
+		bp_errorf(err, "unknown document mode %d", (int)o->documents);
+		goto out;
+	}
+	out->documents = o->documents;
 	if (bp_plan_set_param(out, "cp_shard", bp_shard_name(o->shard), err) < 0)
 		goto out;
 	for (size_t i = 0; i < o->nparams; i++) {
@@ -142,6 +147,9 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 		goto out;
 	}
 	rc = -1;
+	/* CUT: every method gets the same window-cut pieces (documents.h). */
+	if (o->documents == BP_DOCS_CUT && bp_batches_cut(&batches, o->max_tokens, NULL, err) < 0)
+		goto out;
 	/* The method's generator: derived from the seed but apart from the sampler's stream. */
 	bp_rng_seed(&rng, o->seed ^ 0x6d6574686f64ULL);
 	struct bp_method_ctx ctx = {cm, &rng, o->shard, &costs};
@@ -207,6 +215,10 @@ static int compare_metrics(const struct bp_metrics *a, const struct bp_metrics *
 	for (size_t i = 0; i < BP_ARRAY_LEN(v); i++)
 		CHECK_REAL(v[i].x, v[i].y, "predicted %s %.3f, the profile gives %.3f", v[i].name,
 			   v[i].x, v[i].y);
+	/* The work trained (sim/work.h), when the plan records it (< 0: written before it). */
+	if (a->model_tflop >= 0)
+		CHECK_REAL(a->model_tflop, b->model_tflop, "predicted model_tflop %.3f, the spans "
+			   "give %.3f", a->model_tflop, b->model_tflop);
 	const struct {
 		const char *name;
 		int64_t x, y;
@@ -250,6 +262,19 @@ static int compare_summary(const struct bp_summary *a, const struct bp_summary *
 	for (size_t i = 0; i < BP_ARRAY_LEN(v); i++)
 		CHECK_REAL(v[i].x, v[i].y, "%s %.3f, the steps give %.3f", v[i].name, v[i].x,
 			   v[i].y);
+	/* Work-normalised throughput (sim/work.h), when recorded (< 0: written before it). */
+	const struct {
+		const char *name;
+		double x, y;
+	} u[] = {
+		{"model_tflop", a->model_tflop, b->model_tflop},
+		{"model_tflops_per_gpu", a->model_tflops_per_gpu, b->model_tflops_per_gpu},
+		{"mfu", a->mfu, b->mfu},
+	};
+	for (size_t i = 0; i < BP_ARRAY_LEN(u); i++)
+		if (u[i].x >= 0)
+			CHECK_REAL(u[i].x, u[i].y, "%s %.3f, the steps give %.3f", u[i].name,
+				   u[i].x, u[i].y);
 	const struct {
 		const char *name;
 		int64_t x, y;

@@ -20,6 +20,7 @@ struct bp_solve_opts {
 	struct bp_solve_layout cluster; /* gpu and gpus_per_node are taken from the profile */
 	int64_t steps, tokens_per_step, docs_per_step, max_tokens;
 	enum bp_overlen overlen;
+	enum bp_documents documents; /* what the loader hands the method (documents.h) */
 	uint64_t seed;
 	enum bp_shard shard;
 	const char *dataset_name, *dataset_sha; /* recorded in the plan */

@@ -10,6 +10,9 @@
 #include "solve.h"
 #include "validate.h"
 
+/* The loader's document mode every solve below uses (documents.h). */
+static enum bp_documents docs_mode = BP_DOCS_WHOLE;
+
 static int solve(const char *dataset, const char *method, struct bp_scheme sc, int gpus,
 		 int64_t max_tokens, int64_t tps, uint64_t seed, enum bp_shard shard,
 		 struct bp_profile *prof, struct bp_plan *plan)
@@ -25,8 +28,8 @@ static int solve(const char *dataset, const char *method, struct bp_scheme sc, i
 		.steps = 4, .max_tokens = max_tokens,
 		/* tps > 0: a token budget; tps < 0: -tps documents per step */
 		.tokens_per_step = tps > 0 ? tps : 0, .docs_per_step = tps < 0 ? -tps : 0,
-		.overlen = BP_OVERLEN_TRUNCATE, .seed = seed, .shard = shard,
-		.dataset_name = dataset,
+		.overlen = BP_OVERLEN_TRUNCATE, .documents = docs_mode, .seed = seed,
+		.shard = shard, .dataset_name = dataset,
 		.dataset_sha = "0000000000000000000000000000000000000000000000000000000000000000",
 		.profile_sha = "1111111111111111111111111111111111111111111111111111111111111111",
 	};
@@ -50,8 +53,9 @@ static char *encode(const struct bp_plan *p)
 	return s;
 }
 
-/* Every method, several schemes, seeds and datasets: valid plans, exact round trips, the
- * token budget respected, check passes. */
+/* Every method, several schemes, seeds, datasets and document modes: valid plans, exact
+ * round trips, the token budget respected, check passes; under "whole" and "cut" every
+ * method trains the same model FLOPs (like for like, issue 10 item 1). */
 static void test_all_methods(void)
 {
 	struct bp_scheme schemes[3] = {{2, 2, 2}, {2, 1, 4}, {2, 4, 1}};
@@ -62,10 +66,12 @@ static void test_all_methods(void)
 		bp_profile_init(&prof);
 		CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"), bp_model_preset("llama3-8b"),
 					  &schemes[sidx], 1, 32768, &err) == 0);
+		double work[2][4] = {{-1, -1, -1, -1}, {-1, -1, -1, -1}};
 		for (size_t m = 0; m < bp_method_count(); m++)
 			for (size_t d = 0; d < 2; d++)
 				for (uint64_t seed = 1; seed <= 3; seed++) {
 					struct bp_plan plan, back;
+					docs_mode = (enum bp_documents)(seed - 1); /* each mode */
 					int gpus = 32;
 					int64_t L = d ? 4096 : 16384;
 					int64_t tps = 3 * L;
@@ -87,6 +93,15 @@ static void test_all_methods(void)
 					}
 					CHECK(drawn == trained);
 					CHECK(bp_plan_validate(&plan, NULL, &err) == 0);
+					CHECK(plan.documents == docs_mode);
+					CHECK(plan.summary.model_tflop > 0 && plan.summary.mfu > 0 &&
+					      plan.summary.mfu < 1);
+					if (docs_mode != BP_DOCS_PER_METHOD) {
+						double *w = &work[d][seed];
+						if (*w < 0)
+							*w = plan.summary.model_tflop;
+						CHECK_NEAR(plan.summary.model_tflop, *w, 1e-9 * *w);
+					}
 					char *a = encode(&plan);
 					CHECK(a != NULL);
 					bp_plan_init(&back);
@@ -101,6 +116,7 @@ static void test_all_methods(void)
 				}
 		bp_profile_release(&prof);
 	}
+	docs_mode = BP_DOCS_WHOLE;
 }
 
 /* The validator names each breach. */
@@ -119,6 +135,13 @@ static void test_breaches(void)
 	CHECK(bp_plan_costs(&plan, &prof, &cm, &err) == 0);
 	CHECK(bp_plan_validate(&plan, &cm, &err) == 0);
 	struct bp_mb *mb = &plan.steps[0].pipes[0].mbs[0];
+	/* whole documents: a span that covers part of its document is a cut */
+	mb->spans[0].len--;
+	CHECK(bp_plan_validate(&plan, &cm, &err) == -1 && strstr(err.text, "cuts document") &&
+	      strstr(err.text, "\"whole\""));
+	mb->spans[0].len++;
+	/* the tiling invariants, where a method may cut (per-method) */
+	plan.documents = BP_DOCS_PER_METHOD;
 	/* a token lost */
 	mb->spans[0].len--;
 	CHECK(bp_plan_validate(&plan, &cm, &err) == -1 && strstr(err.text, "is trained for"));
@@ -175,9 +198,73 @@ static void test_breaches(void)
 	bp_profile_release(&prof);
 }
 
+/* The loader's window cut (documents.h): a known answer, and plain under "cut" trains the
+ * same micro-batches as plain cutting by itself ("per-method"), which trains fewer model
+ * FLOPs than whole documents. */
+static void test_documents(void)
+{
+	struct bp_error err;
+	struct bp_batches b = {0};
+	b.n = 2;
+	b.b = calloc(2, sizeof(*b.b));
+	b.b[0].docs = calloc(3, sizeof(struct bp_doc));
+	b.b[1].docs = calloc(1, sizeof(struct bp_doc));
+	CHECK(b.b && b.b[0].docs && b.b[1].docs);
+	int64_t lens[3] = {5, 7, 3};
+	for (int i = 0; i < 3; i++)
+		b.b[0].docs[i] = (struct bp_doc){i, lens[i]};
+	b.b[0].ndocs = 3;
+	b.b[0].tokens = 15;
+	b.b[1].docs[0] = (struct bp_doc){3, 4};
+	b.b[1].ndocs = 1;
+	b.b[1].tokens = 4;
+	int64_t cut = -1;
+	CHECK(bp_batches_cut(&b, 4, &cut, &err) == 0);
+	/* stream 5 | 7 | 3 cut every 4 tokens: 4 1 | 3 4 | 3, then the next step's 4 alone */
+	int64_t want[5] = {4, 1, 3, 4, 3};
+	CHECK(cut == 2 && b.b[0].ndocs == 5 && b.b[0].tokens == 15);
+	for (size_t i = 0; i < b.b[0].ndocs && i < 5; i++)
+		CHECK(b.b[0].docs[i].id == (int64_t)i && b.b[0].docs[i].len == want[i]);
+	CHECK(b.b[1].ndocs == 1 && b.b[1].docs[0].id == 5 && b.b[1].docs[0].len == 4);
+	CHECK(bp_batches_cut(&b, 0, NULL, &err) == -1);
+	bp_batches_release(&b);
+	enum bp_documents m;
+	CHECK(bp_documents_parse("per-method", &m) == 0 && m == BP_DOCS_PER_METHOD);
+	CHECK(bp_documents_parse("window", &m) == -1);
+	CHECK(!strcmp(bp_documents_name(BP_DOCS_CUT), "cut"));
+
+	struct bp_profile prof;
+	struct bp_scheme sc = {2, 2, 2};
+	bp_profile_init(&prof);
+	CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"), bp_model_preset("llama3-8b"), &sc,
+				  1, 16384, &err) == 0);
+	struct bp_plan p[3];
+	for (int k = 0; k < 3; k++) {
+		docs_mode = (enum bp_documents)k;
+		CHECK(solve("synthetic-longtail", "plain", sc, 16, 16384, 4 * 16384, 5,
+			    BP_SHARD_SEQUENCE, &prof, &p[k]) == 0);
+	}
+	docs_mode = BP_DOCS_WHOLE;
+	const struct bp_plan *whole = &p[BP_DOCS_WHOLE], *lc = &p[BP_DOCS_CUT],
+			     *self = &p[BP_DOCS_PER_METHOD];
+	CHECK(!strcmp(bp_plan_documents_trained(whole), "whole"));
+	CHECK(!strcmp(bp_plan_documents_trained(lc), "cut"));
+	CHECK(!strcmp(bp_plan_documents_trained(self), "cut"));
+	CHECK(lc->nsteps == self->nsteps);
+	for (size_t i = 0; i < lc->nsteps && i < self->nsteps; i++) {
+		CHECK_NEAR(lc->steps[i].m.step_us, self->steps[i].m.step_us, 1e-9);
+		CHECK_NEAR(lc->steps[i].m.model_tflop, self->steps[i].m.model_tflop, 1e-9);
+		CHECK(lc->steps[i].m.nmbs == self->steps[i].m.nmbs);
+	}
+	CHECK(whole->summary.tokens == lc->summary.tokens);
+	CHECK(lc->summary.model_tflop < whole->summary.model_tflop);
+	for (int k = 0; k < 3; k++)
+		bp_plan_release(&p[k]);
+	bp_profile_release(&prof);
+}
+
 /* Balancing by the cost model lowers the micro-batch imbalance of dataloader order on a
- * long-tailed dataset (step time need not drop: plain splits long documents at window
- * boundaries, which cuts their attention cost, and a full token budget leaves fixed-length
+ * long-tailed dataset (step time need not drop: a full token budget leaves fixed-length
  * packing no room to isolate an outlier; WLB-LLM Sec. 4.1). */
 static void test_fixed_beats_plain(void)
 {
@@ -205,6 +292,7 @@ int main(void)
 {
 	test_all_methods();
 	test_breaches();
+	test_documents();
 	test_fixed_beats_plain();
 	return CHECK_DONE();
 }

@@ -508,8 +508,9 @@ static void test_analytic_values(const struct bp_profile *p)
 	CHECK(t64 / t32 > 3.8 && t64 / t32 < 4.1);
 	/* Half the heads per GPU at tp 8 than at tp 4. */
 	CHECK(fabs(bp_cost_attn(a4, 65536, 65536, 0) / t64 - 2.0) < 0.01);
-	/* Llama-3-8B at 64K on H100 with 4 heads: 4*128*4*64K^2/2 FLOPs at ~54% of 989 TF. */
-	CHECK(t64 > 7000 && t64 < 9000);
+	/* Llama-3-8B at 64K on H100 with 4 heads: 4*128*4*64K^2/2 FLOPs at ~64% of 989 TF
+	 * (profiler/README.md "Calibration"; test_analytic.c pins the published points). */
+	CHECK(t64 > 6000 && t64 < 8000);
 	double b64 = bp_cost_attn(a8, 65536, 65536, 1);
 	CHECK(b64 / t64 > 2.5 && b64 / t64 < 3.5);
 	/* GEMMs: at 8K tokens, 2*8K*218M/4 FLOPs at ~75% of peak, about 1.2 ms. */
@@ -519,7 +520,7 @@ static void test_analytic_values(const struct bp_profile *p)
 	/* A handful of tokens costs reading the weights: 2*218M/4 bytes at 3.35 TB/s. */
 	double g1 = bp_cost_linear(l4, 1, 0);
 	CHECK(g1 > 30 && g1 < 50);
-	/* Collectives: a 1 GiB all-reduce over 8 GPUs on NVLink, 2*7/8 GiB at 360 GB/s. */
+	/* Collectives: a 1 GiB all-reduce over 8 GPUs on NVLink, 2*7/8 GiB at 369 GB/s. */
 	double ar = bp_cost_coll(p, BP_COLL_ALLREDUCE, 8, 0, 1073741824.0);
 	CHECK(ar > 5000 && ar < 5500);
 	CHECK(bp_cost_coll(p, BP_COLL_SENDRECV, 2, 1, 1024.0) > 10.0);
