@@ -79,7 +79,7 @@ size_t bp_eng_cap(const struct bp_engine *e, double bytes, int n)
 	return (size_t)bytes;
 }
 
-static double wall_us(void)
+double bp_eng_wall_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -179,6 +179,7 @@ void bp_engine_free(struct bp_engine *e)
 	free(e->hdr);
 	free(e->rec);
 	free(e->ls);
+	free(e->arrive);
 	free(e->seg);
 	free(e);
 }
@@ -283,7 +284,9 @@ struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *cos
 	e->hdr = bp_calloc(2 * e->mmax + 1, sizeof(double), err);
 	e->rec = bp_calloc(e->nsteps * e->rec_len, sizeof(double), err);
 	e->ls = bp_calloc((size_t)e->lmax + 1, sizeof(*e->ls), err);
-	if (!e->payload || !e->cin || !e->cout || !e->tp_buf || !e->hdr || !e->rec || !e->ls)
+	e->arrive = bp_calloc((size_t)world + 1, sizeof(double), err);
+	if (!e->payload || !e->cin || !e->cout || !e->tp_buf || !e->hdr || !e->rec || !e->ls ||
+	    !e->arrive)
 		goto fail;
 	/* The payload stays zero (calloc): only its size matters, and untouched pages of a
 	 * large cap (the CUDA backend's) cost no memory. */
@@ -317,7 +320,7 @@ int bp_eng_recv_p2p(struct bp_engine *e, int peer, size_t j, int dir, double byt
 	if (rc != 0 || !e->be->idle_until)
 		return rc;
 	double lat = p2p_us * e->o.time_scale;
-	double delay = sent + lat - wall_us();
+	double delay = sent + lat - bp_eng_wall_us();
 	if (delay > lat)
 		delay = lat; /* clocks of two hosts disagree: never more than the transfer */
 	if (delay <= 0)
@@ -331,7 +334,7 @@ int bp_eng_send_p2p(struct bp_engine *e, int peer, size_t j, int dir, double byt
 	int tag = (int)(j * 4 + (size_t)dir * 2);
 	double *h = &e->hdr[j * 2 + (size_t)dir];
 	size_t n = bp_eng_cap(e, bytes, 1);
-	*h = wall_us();
+	*h = bp_eng_wall_us();
 	if (e->be->send(e->st, h, sizeof(*h), peer, tag, err) < 0 ||
 	    e->be->send(e->st, e->payload, n, peer, tag + 1, err) < 0)
 		return -1;
@@ -438,8 +441,8 @@ static int op_attn(struct bp_engine *e, struct op_run *o, int layer, double shar
 	return e->be->attn_dense(e->st, &a, err);
 }
 
-/* Runs fn's primitives as one phase of the rank's own work: with a middle (ticks), its wall
- * time counts into compute_us. */
+/* Runs body's primitives as one phase of the rank's own work: with a middle (ticks), its
+ * wall time counts into compute_us. */
 #define OWN_PHASE(body)                                                                \
 	do {                                                                           \
 		double t_a_ = 0, t_b_ = 0;                                             \

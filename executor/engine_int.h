@@ -46,6 +46,7 @@ struct bp_engine {
 	double *cur;                /* the record of the step being run */
 	struct bp_exec_stats stats; /* rank 0, after the gather: all ranks' */
 	struct bp_layer_share *ls;  /* [lmax]: the shares of the op being run */
+	double *arrive;             /* [world + 1]: arrival times at an all-to-all (ticks) */
 	int64_t (*seg)[2];          /* the op's attention segments */
 	size_t seg_cap;
 };
@@ -60,7 +61,8 @@ struct op_run {
 	const int64_t (*seg)[2];    /* local attention segments (dense, sparse) */
 	size_t nseg;
 	double kv_bytes, tp_bytes;  /* per rank: the CP collective's and the TP all-reduce's */
-	double t0, acc;             /* emulated: the next deadline is t0 + acc */
+	double t0, acc;             /* emulated: the next deadline is t0 + acc (from the op's
+				     * start; a tick's) */
 	struct bp_wait w;
 	/* Ticks: the per-layer all-to-alls and served attention, run between the local
 	 * attention and the O GEMM (the backward mirrored); NULL for 1F1B. */
@@ -75,6 +77,8 @@ static inline void bp_eng_count(struct bp_engine *e, int kind, double bytes)
 	e->cur[REC_STATS + kind] += 1;
 	e->cur[REC_STATS + BP_EXEC_NKINDS + kind] += bytes;
 }
+/* The wall clock (CLOCK_REALTIME, comparable across the ranks of a host), us. */
+double bp_eng_wall_us(void);
 /* A buffer size capped at max_bytes / n (and at least 1). */
 size_t bp_eng_cap(const struct bp_engine *e, double bytes, int n);
 /* The emulated clock: advances o by share (us, unscaled, x time scale) and returns the new

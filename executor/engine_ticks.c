@@ -22,11 +22,17 @@
  * primitives end at deadlines from the tick's start, the running sum of its own work (its
  * op's shares, shares.h), the all-to-all per layer (the tick's a2a_us / L, split between in
  * and out by bp_cost_alltoallv of each direction's busiest rank) and the attention it
- * serves (its attn / L), so a rank's tick lasts its token-wise work + attention served +
- * all-to-all time from its start, and the world waits at each all-to-all for the busiest:
- * the tick takes max over ranks of (work + attention) + all-to-all, the simulator's
- * tick_us, unless the real communication takes longer. PP transfers are not emulated (the
- * simulator hides them in the tick). */
+ * serves (its attn / L); its all-to-alls stay in flight meanwhile (stream-ordered), and at
+ * the tick's end the world waits for the slowest rank (tick_end), whose end starts the next
+ * tick's clock. So a tick takes max over
+ * ranks of (work + attention served) + all-to-all, the simulator's tick_us, plus what the
+ * real communication adds beyond it. The emulation reproduces that pricing; it does not
+ * check it: with compute and attention each waiting for the slowest rank at every layer's
+ * all-to-all (DistCA's single stream without ping-pong), a tick would take max compute + max
+ * attention per layer, 1.3-3.8% more on tests/slurm/test-balexec-kinds' plans; and waiting
+ * at each all-to-all costs an oversubscribed host more scheduling latency than the
+ * emulation can hide (measured: +16-37% per step on those plans, 8 ranks on 2 busy cores).
+ * PP transfers are not emulated (the simulator hides them in the tick). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -272,54 +278,94 @@ struct mid {
 	double attn;  /* the attention this rank serves per layer, us (unscaled) */
 };
 
-/* One all-to-all of tick k (dir 0 in, 1 out) and, after the one in, the served attention. */
-static int tick_middle(struct bp_engine *e, struct op_run *o, int layer, struct bp_error *err)
+/* One all-to-all of tick k, dir 0 in or 1 out: the plan's bytes (bp_ticks_bytes, capped) over
+ * the layout's ranks, then the emulated rest of its predicted time. Stream-ordered: an
+ * emulating backend keeps it in flight while the rank goes on (its tick ends with a sync,
+ * bp_eng_ticks_run), a GPU's stream makes what follows wait for it. */
+static int tick_a2a(struct bp_engine *e, struct op_run *o, struct ticks_run *t, size_t k,
+		    int dir, struct bp_error *err)
 {
-	const struct mid *m = o->mid;
-	struct ticks_run *t = m->t;
-	size_t n = (size_t)t->n, k = m->k;
-	const char *what = o->w.what;
+	size_t n = (size_t)t->n;
+	const size_t *snd = &t->cnt[((k * 2 + (size_t)dir) * 2) * n], *rcv = snd + n;
+	double until = bp_eng_advance(e, o, t->a2a[2 * k + (size_t)dir]);
 	int rc;
-	(void)layer;
-	for (int dir = 0; dir < 2; dir++) {
-		double until = bp_eng_advance(e, o, t->a2a[2 * k + (size_t)dir]);
-		const size_t *snd = &t->cnt[((k * 2 + (size_t)dir) * 2) * n], *rcv = snd + n;
-		size_t so = 0, ro = 0;
+	if (t->n > 1) {
+		size_t so = 0, ro = 0, self = 0;
 		for (size_t i = 0; i < n; i++) {
 			t->sd[i] = so;
 			t->rd[i] = ro;
 			so += snd[i];
 			ro += rcv[i];
+			if (o->r->a2a_ranks[i] == e->rank)
+				self = snd[i];
 		}
-		if (t->n > 1) {
-			o->w.what = dir ? "all-to-all out" : "all-to-all in";
-			struct bp_a2a a = {o->r->g_a2a, e->payload, e->cout, snd, t->sd, rcv, t->rd,
-					   &o->w};
-			if ((rc = e->be->alltoallv(e->st, &a, err)) != 0)
-				return rc;
-			size_t self = 0;
-			for (size_t i = 0; i < n; i++)
-				if (o->r->a2a_ranks[i] == e->rank)
-					self = snd[i];
-			bp_eng_count(e, BP_EXEC_A2A, (double)(so - self));
-		}
-		if ((rc = bp_eng_idle(e, until, err)) != 0)
+		o->w.what = dir ? "all-to-all out" : "all-to-all in";
+		struct bp_a2a a = {o->r->g_a2a, e->payload, e->cout, snd, t->sd, rcv, t->rd,
+				   &o->w};
+		if ((rc = e->be->alltoallv(e->st, &a, err)) != 0)
 			return rc;
-		if (dir == 1)
-			break;
-		until = bp_eng_advance(e, o, m->attn);
-		size_t a0 = t->seg_at[k], nseg = t->seg_at[k + 1] - a0;
-		if (nseg) {
-			o->w.what = o->bwd ? "served attention backward" : "served attention";
-			struct bp_attn a = {o->bwd, (const int64_t(*)[2])t->seg[a0], nseg, t->tp,
-					    &e->plan->model, 0, 0, until, &o->w};
-			if ((rc = e->be->attn_dense(e->st, &a, err)) != 0)
-				return rc;
-		} else if ((rc = bp_eng_idle(e, until, err)) != 0) {
-			return rc;
-		}
+		bp_eng_count(e, BP_EXEC_A2A, (double)(so - self));
 	}
+	return bp_eng_idle(e, until, err);
+}
+
+/* Per layer between the rank's own phases: the all-to-all in, the attention it serves at
+ * tick k, the all-to-all out. */
+static int tick_middle(struct bp_engine *e, struct op_run *o, int layer, struct bp_error *err)
+{
+	const struct mid *m = o->mid;
+	struct ticks_run *t = m->t;
+	size_t k = m->k;
+	const char *what = o->w.what;
+	int rc;
+	(void)layer;
+	if ((rc = tick_a2a(e, o, t, k, 0, err)) != 0)
+		return rc;
+	double until = bp_eng_advance(e, o, m->attn);
+	size_t a0 = t->seg_at[k], nseg = t->seg_at[k + 1] - a0;
+	if (nseg) {
+		o->w.what = o->bwd ? "served attention backward" : "served attention";
+		struct bp_attn a = {o->bwd, (const int64_t(*)[2])t->seg[a0], nseg, t->tp,
+				    &e->plan->model, 0, 0, until, &o->w};
+		if ((rc = e->be->attn_dense(e->st, &a, err)) != 0)
+			return rc;
+	} else if ((rc = bp_eng_idle(e, until, err)) != 0) {
+		return rc;
+	}
+	if ((rc = tick_a2a(e, o, t, k, 1, err)) != 0)
+		return rc;
 	o->w.what = what;
+	return 0;
+}
+
+/* The end of tick k on an emulating backend: the world waits for its slowest rank (the
+ * simulator's tick_us is the max over ranks), as DistCA's world-synchronous all-to-alls make
+ * it. Every rank's wall-clock end goes round (an all-gather over the layout's ranks, which
+ * completes once the slowest has sent its own), and the next tick's emulated clock starts
+ * at the last end (*next, now_us clock), so the exchange's own latency is taken from the
+ * next tick's first shares instead of added to it; never earlier than the tick's predicted
+ * time before now (clocks of two hosts cannot take more, as with the PP headers). One
+ * exchange per tick rather than a wait at each of its 2 L all-to-alls: on an oversubscribed
+ * host every round of a collective costs scheduling latency (executor/README.md). */
+static int tick_end(struct bp_engine *e, const struct lrole *r, struct ticks_run *t, size_t k,
+		    struct bp_wait *w, double *next, struct bp_error *err)
+{
+	int rc;
+	*next = e->be->now_us(e->st);
+	if (!e->be->idle_until || t->n < 2)
+		return 0;
+	double done = bp_eng_wall_us(), last = done;
+	w->what = "the end of a tick";
+	if ((rc = e->be->allgather(e->st, r->g_a2a, &done, e->arrive, sizeof(double), w,
+				   err)) != 0 ||
+	    (rc = e->be->sync(e->st, w, err)) != 0)
+		return rc;
+	for (int i = 0; i < t->n; i++)
+		if (e->arrive[i] > last)
+			last = e->arrive[i];
+	double now = e->be->now_us(e->st), ago = bp_eng_wall_us() - last;
+	double most = t->tk.tick_us[k] * e->o.time_scale;
+	*next = now - (ago < 0 ? 0 : ago > most ? most : ago);
 	return 0;
 }
 
@@ -334,6 +380,7 @@ int bp_eng_ticks_run(struct bp_engine *e, size_t si, struct ticks_run *t, double
 	const struct bp_pipe *pi = r->pl.pipe >= 0 ? &st->pipes[r->pl.pipe] : NULL;
 	int pp = t->tk.pp, s = r->pl.stage >= 0 ? r->pl.stage : 0, rc;
 	struct bp_wait w = {"", -1, st->index, -1};
+	double next = t0; /* when the world ended the last tick: the next one's start */
 	if (cm && cm->stage_layers[s] != t->L)
 		return bp_errorf(err, "step %lld: stage %d has %d layers, the ticks %d",
 				 (long long)st->index, s, cm->stage_layers[s], t->L);
@@ -382,11 +429,13 @@ int bp_eng_ticks_run(struct bp_engine *e, size_t si, struct ticks_run *t, double
 			memset(e->ls, 0, (size_t)t->L * sizeof(*e->ls));
 			o.sh.layers = t->L;
 		}
-		double t_tick = be->now_us(e->st);
+		double t_tick = next; /* what it waited for since is taken from its shares */
 		o.t0 = t_tick;
 		if ((rc = bp_eng_op(e, &o, err)) != 0)
 			return rc;
 		if ((rc = be->sync(e->st, &o.w, err)) != 0)
+			return rc;
+		if ((rc = tick_end(e, r, t, k, &o.w, &next, err)) != 0)
 			return rc;
 		if (!mb)
 			continue;
