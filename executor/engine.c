@@ -555,6 +555,8 @@ int bp_eng_finish_step(struct bp_engine *e, const struct bp_step *st, const stru
 		if (bp_eng_idle(e, t_pipe + bp_cost_grad_sync(cm, s) * e->o.time_scale, err) < 0)
 			return -1;
 	}
+	if ((rc = be->sync(e->st, &w, err)) != 0) /* the last ops' collectives */
+		return rc;
 	double t_sync = be->now_us(e->st);
 	w.what = "pp send completion";
 	if ((rc = be->wait_sends(e->st, &w, err)) != 0)
@@ -617,12 +619,17 @@ static int run_1f1b(struct bp_engine *e, const struct bp_step *st, const struct 
 		o.seg = (const int64_t(*)[2])e->seg;
 		o.kv_bytes = (double)o.tokens * cm->kv_token_bytes / tp;
 		o.tp_bytes = (double)o.tokens * cm->token_bytes;
+		/* An emulated op ends at its deadline; what its last layers' collectives still
+		 * have in flight must be done before the rank's next op starts (here, after the
+		 * receive that usually hides it) and before the gradient synchronisation. A real
+		 * op ends when its queue has drained. */
+		if (be->idle_until && (rc = be->sync(e->st, &o.w, err)) != 0)
+			return rc;
 		double t_op = be->now_us(e->st);
 		o.t0 = t_op;
 		if ((rc = bp_eng_op(e, &o, err)) != 0)
 			return rc;
-		/* an op ends when its work has (a real backend's queue drained) */
-		if ((rc = be->sync(e->st, &o.w, err)) != 0)
+		if (!be->idle_until && (rc = be->sync(e->st, &o.w, err)) != 0)
 			return rc;
 		if (bp_eng_idle(e, t_op + plan_us * scale, err) < 0)
 			return -1;
