@@ -435,18 +435,18 @@ int bp_eng_ticks_run(struct bp_engine *e, size_t si, struct ticks_run *t, double
 			return rc;
 		if ((rc = be->sync(e->st, &o.w, err)) != 0)
 			return rc;
+		if (mb) { /* the send is in flight while the world meets */
+			double *slot = rec + REC_HEAD + REC_MB * (size_t)j;
+			slot[bwd * 2] = t_tick - t0;
+			slot[bwd * 2 + 1] = o.compute_us;
+			if (!bwd && r->next >= 0)
+				rc = bp_eng_send_p2p(e, r->next, (size_t)j, 0, p2p_bytes, err);
+			else if (bwd && r->prev >= 0)
+				rc = bp_eng_send_p2p(e, r->prev, (size_t)j, 1, p2p_bytes, err);
+			if (rc != 0)
+				return rc;
+		}
 		if ((rc = tick_end(e, r, t, k, &o.w, &next, err)) != 0)
-			return rc;
-		if (!mb)
-			continue;
-		double *slot = rec + REC_HEAD + REC_MB * (size_t)j;
-		slot[bwd * 2] = t_tick - t0;
-		slot[bwd * 2 + 1] = o.compute_us;
-		if (!bwd && r->next >= 0)
-			rc = bp_eng_send_p2p(e, r->next, (size_t)j, 0, p2p_bytes, err);
-		else if (bwd && r->prev >= 0)
-			rc = bp_eng_send_p2p(e, r->prev, (size_t)j, 1, p2p_bytes, err);
-		if (rc != 0)
 			return rc;
 	}
 	return bp_eng_finish_step(e, st, r, t0, be->now_us(e->st), rec, err);
