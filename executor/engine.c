@@ -369,9 +369,10 @@ int bp_eng_idle(struct bp_engine *e, double t_us, struct bp_error *err)
 	return e->be->idle_until ? e->be->idle_until(e->st, t_us, err) : 0;
 }
 
-int bp_eng_stamp(struct bp_engine *e, const struct bp_wait *w, double *t, struct bp_error *err)
+int bp_eng_stamp(struct bp_engine *e, struct op_run *o, double *t, struct bp_error *err)
 {
-	int rc = e->be->idle_until ? 0 : e->be->sync(e->st, w, err);
+	int rc = e->be->idle_until ? e->be->idle_until(e->st, o->t0 + o->acc, err)
+				   : e->be->sync(e->st, &o->w, err);
 	*t = e->be->now_us(e->st);
 	return rc;
 }
@@ -381,16 +382,16 @@ static int op_gemm(struct bp_engine *e, struct op_run *o, enum bp_gemm_kind kind
 {
 	double until = bp_eng_advance(e, o, share);
 	if (!o->tokens)
-		return bp_eng_idle(e, until, err);
+		return 0;
 	struct bp_gemm g = {kind, o->bwd, o->tokens, o->tp, &e->plan->model, until, &o->w};
 	return e->be->gemm(e->st, &g, err);
 }
 
-/* The TP all-reduce (which: "tp all-reduce"), then idle to its deadline. */
+/* The TP all-reduce. Its share only moves the clock on: the next deadline includes it. */
 static int op_tp(struct bp_engine *e, struct op_run *o, double share, struct bp_error *err)
 {
-	double until = bp_eng_advance(e, o, share);
 	int rc;
+	bp_eng_advance(e, o, share);
 	if (o->mb && o->r->n_tp > 1) { /* a TP group runs one op: all or none */
 		size_t n = bp_eng_cap(e, o->tp_bytes, 2);
 		o->w.what = "tp all-reduce";
@@ -399,14 +400,14 @@ static int op_tp(struct bp_engine *e, struct op_run *o, double share, struct bp_
 			return rc;
 		bp_eng_count(e, BP_EXEC_TP, (double)n);
 	}
-	return bp_eng_idle(e, until, err);
+	return 0;
 }
 
 /* The CP all-gather of K and V (forward) or reduce-scatter of dK and dV (backward). */
 static int op_cp(struct bp_engine *e, struct op_run *o, double share, struct bp_error *err)
 {
-	double until = bp_eng_advance(e, o, share);
 	int rc;
+	bp_eng_advance(e, o, share);
 	if (o->mb && o->r->n_cp > 1 && o->mb->attn != BP_ATTN_DISAGG) {
 		size_t n = bp_eng_cap(e, o->kv_bytes, o->r->n_cp);
 		if (o->bwd) {
@@ -420,7 +421,7 @@ static int op_cp(struct bp_engine *e, struct op_run *o, double share, struct bp_
 			return rc;
 		bp_eng_count(e, BP_EXEC_CP, (double)n);
 	}
-	return bp_eng_idle(e, until, err);
+	return 0;
 }
 
 /* Attention where the tokens are: dense or sparse (a disaggregated micro-batch's runs on
@@ -430,7 +431,7 @@ static int op_attn(struct bp_engine *e, struct op_run *o, int layer, double shar
 {
 	double until = bp_eng_advance(e, o, share);
 	if (!o->mb || !o->tokens || !o->nseg || o->mb->attn == BP_ATTN_DISAGG)
-		return bp_eng_idle(e, until, err);
+		return 0;
 	struct bp_attn a = {o->bwd, o->seg, o->nseg, o->tp, &e->plan->model, 0, 0, until, &o->w};
 	o->w.what = o->bwd ? "attention backward" : "attention forward";
 	if (o->mb->attn == BP_ATTN_SPARSE) {
@@ -441,16 +442,17 @@ static int op_attn(struct bp_engine *e, struct op_run *o, int layer, double shar
 	return e->be->attn_dense(e->st, &a, err);
 }
 
-/* Runs body's primitives as one phase of the rank's own work: with a middle (ticks), its
- * wall time counts into compute_us. */
+/* Runs body's primitives as one phase of the rank's own work: with a middle (ticks), the
+ * time up to its start and up to its end is slept (bp_eng_stamp) and its wall time counts
+ * into compute_us. */
 #define OWN_PHASE(body)                                                                \
 	do {                                                                           \
 		double t_a_ = 0, t_b_ = 0;                                             \
-		if (o->middle && (rc = bp_eng_stamp(e, &o->w, &t_a_, err)) != 0)       \
+		if (o->middle && (rc = bp_eng_stamp(e, o, &t_a_, err)) != 0)           \
 			return rc;                                                     \
 		body;                                                                  \
 		if (o->middle) {                                                       \
-			if ((rc = bp_eng_stamp(e, &o->w, &t_b_, err)) != 0)            \
+			if ((rc = bp_eng_stamp(e, o, &t_b_, err)) != 0)                \
 				return rc;                                             \
 			o->compute_us += t_b_ - t_a_;                                  \
 		}                                                                      \

@@ -52,9 +52,10 @@ enum bp_gemm_kind {
 	BP_GEMM_LM_HEAD, /* hidden -> vocab / tp (the last stage) */
 };
 
-/* A compute primitive's emulated end: an emulating backend (one with idle_until) returns
- * from the call no earlier than until_us (now_us clock; the engine's deadline for the
- * primitive, predicted x time scale from the op's start); a real backend ignores it. */
+/* A compute primitive's emulated end: on an emulating backend (one with idle_until) the
+ * work ends at until_us (now_us clock; the engine's deadline for the primitive, predicted x
+ * time scale from the op's start), and the rank's next wait (idle_until, sync, recv,
+ * barrier, gather, wait_sends) is not over before it; a real backend ignores it. */
 struct bp_gemm {
 	enum bp_gemm_kind kind;
 	int bwd;
@@ -112,9 +113,10 @@ struct bp_backend_args {
  * Ordering: the compute primitives (gemm, attn_dense, attn_sparse) and the collectives
  * (allreduce, allgather, reducescatter, alltoallv) are stream-ordered: a backend may return
  * once the work is queued (CUDA) and runs it in call order; sync returns when all of it has
- * finished. recv, barrier and gather block; send is non-blocking until wait_sends. An
- * emulating backend (host) finishes every call before it returns. Every member of a group
- * calls its collectives in the same order. */
+ * finished; buffers a call reads or writes stay the caller's to keep until then. recv,
+ * barrier and gather block; send is non-blocking until wait_sends. The host backend keeps
+ * collectives in flight too and defers the sleep of compute primitives to the next wait.
+ * Every member of a group calls its collectives in the same order. */
 struct bp_backend {
 	const char *name;
 	const char *summary;
@@ -134,8 +136,11 @@ struct bp_backend {
 	void (*abort)(void *st, int code);
 	void (*set_timeout)(void *st, double seconds);
 	double (*now_us)(void *st); /* the timer: a monotonic clock in microseconds */
-	/* Sleeps until t (now_us clock): emulated time. NULL when the backend does not emulate
-	 * (then the engine issues no emulated delays and until_us means nothing). */
+	/* Sleeps until t (now_us clock), and at least until the latest until_us of the compute
+	 * primitives so far (an emulating backend may defer their sleep to here, to sync or to
+	 * a blocking call: until_us is when the work ends, not when the call returns): emulated
+	 * time. NULL when the backend does not emulate (then the engine issues no emulated
+	 * delays and until_us means nothing). */
 	int (*idle_until)(void *st, double t_us, struct bp_error *err);
 	/* Compute primitives. attn_sparse may fail with "not supported" (see unsupported). */
 	int (*gemm)(void *st, const struct bp_gemm *g, struct bp_error *err);

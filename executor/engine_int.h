@@ -82,12 +82,15 @@ double bp_eng_wall_us(void);
 /* A buffer size capped at max_bytes / n (and at least 1). */
 size_t bp_eng_cap(const struct bp_engine *e, double bytes, int n);
 /* The emulated clock: advances o by share (us, unscaled, x time scale) and returns the new
- * deadline. */
+ * deadline. Compute primitives carry it (until_us); a communication's share only moves the
+ * clock, the next deadline including it; the rank sleeps where it has to be on time (an
+ * op's end, a tick phase's edges). */
 double bp_eng_advance(const struct bp_engine *e, struct op_run *o, double share);
 /* An emulating backend idles until t_us; a real one does nothing. */
 int bp_eng_idle(struct bp_engine *e, double t_us, struct bp_error *err);
-/* The time now, after the backend's queued work has finished (a real backend syncs). */
-int bp_eng_stamp(struct bp_engine *e, const struct bp_wait *w, double *t, struct bp_error *err);
+/* The time now, once o's work so far has ended: an emulating backend sleeps to o's
+ * deadline (t0 + acc), a real one syncs. */
+int bp_eng_stamp(struct bp_engine *e, struct op_run *o, double *t, struct bp_error *err);
 /* The attention segments of micro-batch mb on CP rank cp_i of cp (bp_shard_segments: the
  * planner's own sharding) into e->seg (grown as needed); *tokens gets the rank's tokens. */
 int bp_eng_segments(struct bp_engine *e, const struct bp_mb *mb, int cp, int cp_i,

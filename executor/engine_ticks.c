@@ -279,7 +279,7 @@ struct mid {
 };
 
 /* One all-to-all of tick k, dir 0 in or 1 out: the plan's bytes (bp_ticks_bytes, capped) over
- * the layout's ranks, then the emulated rest of its predicted time. Stream-ordered: an
+ * the layout's ranks; its predicted time moves the clock on. Stream-ordered: an
  * emulating backend keeps it in flight while the rank goes on (its tick ends with a sync,
  * bp_eng_ticks_run), a GPU's stream makes what follows wait for it. */
 static int tick_a2a(struct bp_engine *e, struct op_run *o, struct ticks_run *t, size_t k,
@@ -287,8 +287,8 @@ static int tick_a2a(struct bp_engine *e, struct op_run *o, struct ticks_run *t, 
 {
 	size_t n = (size_t)t->n;
 	const size_t *snd = &t->cnt[((k * 2 + (size_t)dir) * 2) * n], *rcv = snd + n;
-	double until = bp_eng_advance(e, o, t->a2a[2 * k + (size_t)dir]);
 	int rc;
+	bp_eng_advance(e, o, t->a2a[2 * k + (size_t)dir]);
 	if (t->n > 1) {
 		size_t so = 0, ro = 0, self = 0;
 		for (size_t i = 0; i < n; i++) {
@@ -306,7 +306,7 @@ static int tick_a2a(struct bp_engine *e, struct op_run *o, struct ticks_run *t, 
 			return rc;
 		bp_eng_count(e, BP_EXEC_A2A, (double)(so - self));
 	}
-	return bp_eng_idle(e, until, err);
+	return 0;
 }
 
 /* Per layer between the rank's own phases: the all-to-all in, the attention it serves at
@@ -329,8 +329,6 @@ static int tick_middle(struct bp_engine *e, struct op_run *o, int layer, struct 
 				    &e->plan->model, 0, 0, until, &o->w};
 		if ((rc = e->be->attn_dense(e->st, &a, err)) != 0)
 			return rc;
-	} else if ((rc = bp_eng_idle(e, until, err)) != 0) {
-		return rc;
 	}
 	if ((rc = tick_a2a(e, o, t, k, 1, err)) != 0)
 		return rc;
