@@ -322,6 +322,54 @@ out:
 	return rc;
 }
 
+int bp_ilp_pack_improve(const double *cost, const int64_t *len, size_t n, size_t nbins,
+			int64_t cap, int *bin_of, const struct bp_ilp_opts *o,
+			struct bp_solver *sv, struct bp_error *err)
+{
+	int rc = -1;
+	double *load = bp_calloc(nbins ? nbins : 1, sizeof(double), err);
+	int *warm = bp_calloc(n ? n : 1, sizeof(int), err);
+	struct bp_ilp_pack_result res;
+	if (!load || !warm)
+		goto out;
+	double obj = 0.0;
+	for (size_t i = 0; i < n; i++) {
+		if (bin_of[i] < 0 || (size_t)bin_of[i] >= nbins) {
+			bp_errorf(err, "internal: greedy puts item %zu in bin %d of %zu", i, bin_of[i],
+				  nbins);
+			goto out;
+		}
+		load[bin_of[i]] += cost[i];
+	}
+	for (size_t j = 0; j < nbins; j++)
+		if (load[j] > obj)
+			obj = load[j];
+	sv->has_greedy = 1;
+	sv->greedy = obj;
+	if (o->max_vars > 0 && (double)n * (double)nbins > (double)o->max_vars) {
+		/* Too large for a reproducible search: keep the greedy, report its bound. */
+		snprintf(sv->status, sizeof(sv->status), "too-large");
+		sv->objective = obj;
+		sv->bound = bp_pack_bound(cost, n, nbins);
+		sv->gap = obj > 0 ? (obj - sv->bound) / obj : 0.0;
+		rc = 0;
+		goto out;
+	}
+	memcpy(warm, bin_of, n * sizeof(*warm));
+	struct bp_ilp_pack in = {cost, len, n, nbins, cap, warm, 1, 1, 1};
+	if (bp_ilp_pack_solve(&in, o, bin_of, &res, err) < 0)
+		goto out;
+	snprintf(sv->status, sizeof(sv->status), "%s", bp_ilp_status_name(res.status));
+	sv->objective = res.objective;
+	sv->bound = res.bound;
+	sv->gap = res.gap;
+	rc = 0;
+out:
+	free(load);
+	free(warm);
+	return rc;
+}
+
 /* ---- the per-step record (plan.h struct bp_record_ops) ---- */
 
 static json_t *solver_to_json(const void *rec)
@@ -333,6 +381,8 @@ static json_t *solver_to_json(const void *rec)
 	bp_json_set(o, "objective_us", bp_json_real(s->objective), &ok);
 	bp_json_set(o, "bound_us", bp_json_real(s->bound), &ok);
 	bp_json_set(o, "gap", bp_json_real(s->gap), &ok);
+	if (s->has_greedy)
+		bp_json_set(o, "greedy_us", bp_json_real(s->greedy), &ok);
 	if (!ok) {
 		json_decref(o);
 		return NULL;
@@ -342,7 +392,8 @@ static json_t *solver_to_json(const void *rec)
 
 static int solver_from_json(void *rec, json_t *o, const char *where, struct bp_error *err)
 {
-	static const char *const keys[] = {"status", "objective_us", "bound_us", "gap", NULL};
+	static const char *const keys[] = {"status", "objective_us", "bound_us", "gap",
+					   "greedy_us", NULL};
 	static const char *const statuses[] = {"optimal", "feasible", "warm-start",
 					       "too-large", NULL};
 	struct bp_solver *s = rec;
@@ -351,8 +402,10 @@ static int solver_from_json(void *rec, json_t *o, const char *where, struct bp_e
 	    bp_json_get_str(o, "status", 1, s->status, sizeof(s->status), where, err) < 0 ||
 	    bp_json_get_real(o, "objective_us", 1, 0, big, &s->objective, where, err) < 0 ||
 	    bp_json_get_real(o, "bound_us", 1, 0, big, &s->bound, where, err) < 0 ||
-	    bp_json_get_real(o, "gap", 1, -big, big, &s->gap, where, err) < 0)
+	    bp_json_get_real(o, "gap", 1, -big, big, &s->gap, where, err) < 0 ||
+	    bp_json_get_real(o, "greedy_us", 0, 0, big, &s->greedy, where, err) < 0)
 		return -1;
+	s->has_greedy = json_object_get(o, "greedy_us") != NULL;
 	for (size_t i = 0; statuses[i]; i++)
 		if (!strcmp(s->status, statuses[i]))
 			return 0;
@@ -367,6 +420,9 @@ static int solver_validate(const void *rec, const struct bp_step *st, struct bp_
 	if (s->bound > s->objective * (1 + 1e-9) + 1e-3)
 		return bp_errorf(err, "bound %.3f us exceeds the objective %.3f us", s->bound,
 				 s->objective);
+	if (s->has_greedy && s->objective > s->greedy * (1 + 1e-9) + 1e-3)
+		return bp_errorf(err, "objective %.3f us is worse than the greedy's %.3f us",
+				 s->objective, s->greedy);
 	(void)st;
 	return 0;
 }

@@ -62,8 +62,22 @@ struct bp_solver {
 	double objective; /* best packing objective found, us */
 	double bound;     /* best proven lower bound, us */
 	double gap;       /* (objective - bound) / objective */
+	/* wlb-ilp only (JSON greedy_us, absent elsewhere): the objective of Alg. 1's greedy on
+	 * the same step, what wlb trains; objective <= greedy is checked on every plan. */
+	int has_greedy;
+	double greedy;    /* us */
 };
 extern const struct bp_record_ops bp_record_ilp;
+
+/* wlb-ilp's packing of one step (the repack hook of wlb.h): n documents of cost (us) and
+ * len (tokens), packed by the greedy into nbins micro-batches of at most cap tokens as
+ * bin_of, are packed again by the ILP of Eq. 2 warm-started from bin_of, and bin_of gets
+ * the result, never worse than the greedy. sv gets status, objective, bound, gap and the
+ * greedy's objective. A problem with more than o->max_vars binaries keeps bin_of without
+ * calling GLPK (status "too-large"). Pointers are borrowed. Returns 0 or -1. */
+int bp_ilp_pack_improve(const double *cost, const int64_t *len, size_t n, size_t nbins,
+			int64_t cap, int *bin_of, const struct bp_ilp_opts *o,
+			struct bp_solver *sv, struct bp_error *err);
 
 /* The method table's warning for fixed-ilp and wlb-ilp: how many steps were not proven
  * optimal or too large to search. */

@@ -7,13 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const wlb_params[] = {"queues", "thresholds", "max_len_factor", NULL};
+static const char *const wlb_params[] = {"queues", "thresholds", "max_len_factor",
+					 "max_delay", "release", NULL};
 static const char *const fixed_params[] = {"window", NULL};
 static const char *const ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp_node_limit",
 					 "ilp_work_limit", "ilp_max_vars", "window", NULL};
 static const char *const wlb_ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp_node_limit",
-					     "ilp_work_limit", "ilp_max_vars",
-					     "max_len_factor", NULL};
+					     "ilp_work_limit", "ilp_max_vars", "queues",
+					     "thresholds", "max_len_factor", "max_delay",
+					     "release", NULL};
 
 static const struct bp_method methods[] = {
 	{"plain", bp_method_plain,
@@ -29,8 +31,8 @@ static const struct bp_method methods[] = {
 	 "fixed-length packing solved exactly by GLPK, warm-started from fixed",
 	 "WLB-LLM Sec. 3.2, Eq. 1", ilp_params, &bp_record_ilp, bp_ilp_warn},
 	{"wlb-ilp", bp_method_wlb_ilp,
-	 "variable-length packing solved by GLPK, warm-started from the greedy",
-	 "WLB-LLM Sec. 4.1, Eq. 2", wlb_ilp_params, &bp_record_ilp, bp_ilp_warn},
+	 "wlb's outlier queues, each step's packing solved by GLPK from the greedy",
+	 "WLB-LLM Sec. 4.1-4.2, Eq. 2", wlb_ilp_params, &bp_record_ilp, bp_ilp_warn},
 	{"ffd", bp_method_ffd,
 	 "first-fit-decreasing to the context length, bins dealt round-robin",
 	 "NeMo's sequence packing (first-fit-decreasing)", NULL, NULL, NULL},

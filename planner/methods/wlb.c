@@ -1,29 +1,60 @@
 /* wlb.c: the "wlb" method, WLB-LLM's heuristic variable-length packing with outlier delay
- * (WLB-LLM Sec. 4.1-4.3, Eq. 2, Alg. 1).
+ * (WLB-LLM Sec. 4.1-4.3, Eq. 2, Alg. 1), and the queue driver bp_wlb_plan (wlb.h) that
+ * "wlb-ilp" shares, so both methods train the same documents in every step. Invariant: every
+ * drawn document is trained exactly once, at most max_delay steps after the step that drew
+ * it, and every step trains at least one micro-batch.
  *
- * Per step (Alg. 1): documents carried from the previous step plus the step's non-outlier
- * documents, plus every outlier queue holding at least N documents (it releases N, FIFO),
- * are sorted by length descending and packed into N micro-batches: each document goes to the
- * micro-batch of least workload W = W_a + W_l (the cost model's per-document fwd+bwd time,
- * bp_cost_doc) if its tokens stay within L_max, else to the micro-batch of least length if
- * they fit there, else it is carried to the next step (line 32). Outliers are documents of at
- * least L_1 tokens; queue i takes lengths in [L_i, L_{i+1}) (Sec. 4.2). When a queue
- * releases, its N documents land one per micro-batch, since they are the longest of the set.
+ * Per step t, as Alg. 1 runs it:
+ *   1. Doc_Set starts with the documents carried from step t-1 (Remained_Doc, line 3).
+ *   2. Each drawn document of at least L_1 tokens is an outlier and joins queue i with
+ *      L_i <= len < L_{i+1}; the others join Doc_Set (lines 4-11). (Sec. 4.2 says both
+ *      "greater than L_1" and "L_i <= Doc_len"; balplan uses >=.)
+ *   3. Every queue holding at least N documents releases N, oldest first (FIFO, lines
+ *      12-17). (Default: the largest multiple of N; see release below.)
+ *   4. Doc_Set is sorted by length, longest first (line 19; ties by document id).
+ *   5. Each document goes to the micro-batch of least workload W = W_a + W_l (Eq. 2; the cost
+ *      model's fwd+bwd time of the document alone, bp_cost_doc) if its tokens stay within
+ *      L_max, else to the micro-batch of fewest tokens if they fit there, else it is carried
+ *      to step t+1 (lines 21-35; ties: the lowest micro-batch). Alg. 1 writes "< L_max";
+ *      balplan allows a micro-batch of exactly L_max tokens, the most memory permits.
  *
- * Choices the paper leaves open (plans/README.md, README "wlb"):
+ * Where balplan departs from Alg. 1, and why (README "WLB-LLM audit" has the measurements).
+ * Alg. 1 alone cannot bound the delay: a queue releases N per step, so a queue that receives
+ * more than N outliers per step grows without end (prolong-64k at 7B-128K: about 5 documents
+ * of 64K tokens per step against N = 4; 20 drawn steps became 26 with a mean token delay of
+ * 2.0 steps, 60 became 75 with 5.1), and a queue that rarely receives outliers holds them
+ * until N have come (prolong-512k: 16 steps). Two balplan additions bound it:
+ *   release (parameter, "multiple" by default, "n" for Alg. 1's rule 3): a queue holding k
+ *     documents releases the largest multiple of N not above k, oldest first, so every
+ *     micro-batch still gets the same number of this queue's outliers (Sec. 4.2's "each
+ *     micro-batch contains exactly one outlier document", once per round of N) and a queue
+ *     never holds N or more after rule 3.
+ *   max_delay D (parameter, default 8 steps): a document drawn in step s trains in step
+ *     s + D at the latest. In step t each queue also releases, after rule 3, its documents
+ *     drawn in t - D or earlier (a prefix of the FIFO), and a document of that age is never
+ *     carried: when rule 5 would carry one, the step is packed again with those documents
+ *     first (same rule, longest first), one more micro-batch per pipeline whenever one fits
+ *     no micro-batch, then the others as rule 5 says.
+ *   An empty step (a balplan addition): when Doc_Set is empty after rule 3 (every drawn
+ *     document an outlier, no queue at N, nothing carried), the N oldest queued documents
+ *     (by draw step, then id, over all queues) are released. Alg. 1 would emit a step that
+ *     trains nothing and still pays a gradient sync (slimpajama-book: the step that drew 4
+ *     books of >= 32K tokens).
+ *   End of data: after the last drawn batch, flush steps release every queued document and
+ *     pack with the same rules until nothing is queued or carried; no document is lost.
  *   N = dp * m with m = ceil(step budget / (dp * max_tokens)), fixed for the run (Alg. 1's
- *     "#Micro-Batch per Iteration"); the budget is tokens_per_step, or the mean drawn tokens
- *     per step with docs_per_step;
+ *     "#Micro-Batch per Iteration"; the budget is tokens_per_step, or the mean drawn tokens
+ *     per step with docs_per_step); a step has more only by the max_delay rule above.
  *   L_max = min(max_len_factor * max_tokens, the largest micro-batch whose 1F1B in-flight
- *     activations fit every stage's memory): "the maximum sequence length permitted by GPU
- *     memory" (Eq. 2); it is the plan's max_microbatch_tokens;
- *   default thresholds for n queues: L_i = max_tokens / 2^(n+1-i) (n = 2: L/4 and L/2);
- *   after the last drawn batch, extra steps flush the queues and carried documents with the
- *     same packing until none is left: no document is ever lost;
- *   the N micro-batches are dealt to pipelines balancing their total workload (pack.c).
+ *     activations fit every stage's memory), never below max_tokens: Eq. 2's "maximum
+ *     sequence length permitted by GPU memory"; the plan's max_microbatch_tokens.
+ *   Thresholds for n queues default to L_i = max_tokens / 2^(n+1-i) (n = 2: L/4 and L/2);
+ *     the paper gives none.
+ *   The N micro-batches are dealt to pipelines balancing their total workload (pack.c),
+ *     each pipeline's in decreasing workload.
  * Every document trained after the step that drew it is recorded in that step's delayed
  * list with the step that trains it. */
-#include "method.h"
+#include "wlb.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +63,7 @@
 #include "pack.h"
 
 #define WLB_MAX_QUEUES 8
+#define WLB_MAX_DELAY 8 /* steps; README "WLB-LLM audit" for how it was chosen */
 
 struct item {
 	int64_t id, len;
@@ -67,23 +99,30 @@ static int fifo_push(struct fifo *q, struct item it, struct bp_error *err)
 struct wlb {
 	const struct bp_method_ctx *ctx;
 	struct bp_plan *out;
-	size_t nbins;      /* N */
-	int64_t lmax;
+	size_t nbins, dp;  /* N, pipelines */
+	int64_t lmax, max_delay;
+	int release_n; /* release=n: Alg. 1's N per queue and step; else multiples of N */
 	int nq;
 	int64_t thr[WLB_MAX_QUEUES];
 	struct fifo q[WLB_MAX_QUEUES];
-	struct item *set;  /* the step's pending documents */
+	struct item *set;  /* the step's pending documents (Doc_Set) */
 	size_t nset, capset;
-	struct item *carry;
+	struct item *carry; /* Remained_Doc */
 	size_t ncarry, capcarry;
-	/* per-bin state for one step */
+	/* per-micro-batch state of one step (capbins entries) */
 	double *load;
 	int64_t *fill;
-	int *bin_of;
-	size_t capbin_of;
-	/* train step of every drawn document, by id (ids are 0..ndocs-1) */
-	int64_t *train_step;
-	int64_t *draw_step;
+	size_t capbins;
+	/* per-document state of one step (capitems entries) */
+	int *bin_of, *sub_bin;
+	double *sub_cost;
+	int64_t *sub_len;
+	size_t *sub;
+	size_t capitems;
+	/* by document id (ids are 0..ndocs-1) */
+	int64_t *train_step, *draw_step, *doc_len;
+	bp_wlb_repack_fn repack;
+	void *arg;
 };
 
 static int push_item(struct item **v, size_t *n, size_t *cap, struct item it,
@@ -109,22 +148,26 @@ static int cmp_len_desc(const void *a, const void *b)
 	return (x->id > y->id) - (x->id < y->id);
 }
 
-/* The largest micro-batch (tokens) whose worst-case 1F1B in-flight activations fit every
- * stage: state(s) + (pp - s) * act(s, ceil(T / cp)) <= cap (Hydraulis App. B.1). */
-static int64_t memory_lmax(const struct bp_costmodel *cm)
+/* The largest micro-batch (tokens, at most hi) whose worst-case 1F1B in-flight activations
+ * fit every stage: state(s) + (pp - s) * act(s, ceil(T / cp)) <= cap (Hydraulis App. B.1).
+ * act_bytes grows with tokens, so bisect. */
+static int64_t memory_lmax(const struct bp_costmodel *cm, int64_t hi)
 {
-	int64_t cap = bp_cost_mem_cap(cm), best = INT64_MAX;
-	for (int s = 0; s < cm->sc.pp; s++) {
-		int64_t room = cap - bp_cost_state_bytes(cm, s);
-		int64_t per_tok = bp_cost_act_bytes(cm, s, 1024); /* bytes per 1024 tokens/rank */
-		if (room <= 0 || per_tok <= 0)
-			return room <= 0 ? 0 : INT64_MAX;
-		double tokens_rank = (double)room / (cm->sc.pp - s) / (per_tok / 1024.0);
-		int64_t t = (int64_t)(tokens_rank * cm->sc.cp);
-		if (t < best)
-			best = t;
+	int64_t cap = bp_cost_mem_cap(cm), lo = 0;
+	int cp = cm->sc.cp, pp = cm->sc.pp;
+	while (lo < hi) {
+		int64_t mid = lo + (hi - lo + 1) / 2, per_rank = (mid + cp - 1) / cp;
+		int fits = 1;
+		for (int s = 0; s < pp && fits; s++)
+			fits = bp_cost_state_bytes(cm, s) +
+				       (int64_t)(pp - s) * bp_cost_act_bytes(cm, s, per_rank) <=
+			       cap;
+		if (fits)
+			lo = mid;
+		else
+			hi = mid - 1;
 	}
-	return best;
+	return lo;
 }
 
 static int parse_thresholds(struct wlb *w, const char *text, struct bp_error *err)
@@ -160,59 +203,174 @@ static int queue_of(const struct wlb *w, int64_t len)
 	return q;
 }
 
-/* Packs w->set into N bins (Alg. 1 lines 18-35) and emits them into step si. */
+/* Makes room for nb micro-batches and empties [from, nb). */
+static int grow_bins(struct wlb *w, size_t from, size_t nb, struct bp_error *err)
+{
+	if (nb > w->capbins) {
+		double *nl = bp_realloc_array(w->load, nb, sizeof(double), err);
+		if (!nl)
+			return -1;
+		w->load = nl;
+		int64_t *nf = bp_realloc_array(w->fill, nb, sizeof(int64_t), err);
+		if (!nf)
+			return -1;
+		w->fill = nf;
+		w->capbins = nb;
+	}
+	for (size_t b = from; b < nb; b++) {
+		w->load[b] = 0.0;
+		w->fill[b] = 0;
+	}
+	return 0;
+}
+
+/* Alg. 1 lines 24-34 for one document over micro-batches [0, nb): its micro-batch, or -1
+ * when it is to be carried. */
+static int place(struct wlb *w, size_t nb, const struct item *it)
+{
+	size_t wi = 0, li = 0, to;
+	for (size_t b = 1; b < nb; b++) {
+		if (w->load[b] < w->load[wi])
+			wi = b;
+		if (w->fill[b] < w->fill[li])
+			li = b;
+	}
+	if (w->fill[wi] + it->len <= w->lmax)
+		to = wi;
+	else if (w->fill[li] + it->len <= w->lmax)
+		to = li;
+	else
+		return -1;
+	w->load[to] += it->w;
+	w->fill[to] += it->len;
+	return (int)to;
+}
+
+/* A document that has waited max_delay steps by step si trains in si. */
+static int must_train(const struct wlb *w, const struct item *it, size_t si)
+{
+	return (int64_t)si - it->step >= w->max_delay;
+}
+
+/* Packs Doc_Set into the micro-batches of step si (Alg. 1 lines 18-35 plus the max_delay
+ * rule); fills bin_of, the carry list and *nbins. */
+static int pack_greedy(struct wlb *w, size_t si, size_t *nbins, struct bp_error *err)
+{
+	size_t nb = w->nbins, n = w->nset;
+	int late = 0; /* a document at max_delay would be carried */
+	if (grow_bins(w, 0, nb, err) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		w->bin_of[i] = place(w, nb, &w->set[i]);
+		late |= w->bin_of[i] < 0 && must_train(w, &w->set[i], si);
+	}
+	if (late) { /* again: the documents at max_delay first, the others after */
+		if (grow_bins(w, 0, nb, err) < 0)
+			return -1;
+		for (size_t i = 0; i < n; i++) {
+			if (!must_train(w, &w->set[i], si))
+				continue;
+			int b = place(w, nb, &w->set[i]);
+			if (b < 0) { /* one more micro-batch per pipeline: it fits an empty one */
+				if (grow_bins(w, nb, nb + w->dp, err) < 0)
+					return -1;
+				nb += w->dp;
+				b = place(w, nb, &w->set[i]);
+				if (b < 0)
+					return bp_errorf(err, "internal: document %lld of %lld tokens "
+							 "fits no empty micro-batch of %lld",
+							 (long long)w->set[i].id,
+							 (long long)w->set[i].len, (long long)w->lmax);
+			}
+			w->bin_of[i] = b;
+		}
+		for (size_t i = 0; i < n; i++)
+			if (!must_train(w, &w->set[i], si))
+				w->bin_of[i] = place(w, nb, &w->set[i]);
+	}
+	w->ncarry = 0;
+	for (size_t i = 0; i < n; i++)
+		if (w->bin_of[i] < 0 &&
+		    push_item(&w->carry, &w->ncarry, &w->capcarry, w->set[i], err) < 0)
+			return -1;
+	*nbins = nb;
+	return 0;
+}
+
+/* Hands the placed documents to the repack hook (wlb-ilp's ILP) and takes its packing. */
+static int repack_step(struct wlb *w, size_t si, size_t nb, struct bp_error *err)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < w->nset; i++)
+		if (w->bin_of[i] >= 0) {
+			w->sub[k] = i;
+			w->sub_cost[k] = w->set[i].w;
+			w->sub_len[k] = w->set[i].len;
+			w->sub_bin[k++] = w->bin_of[i];
+		}
+	if (w->repack(w->arg, w->sub_cost, w->sub_len, k, nb, w->lmax, w->sub_bin,
+		      &w->out->steps[si], err) < 0)
+		return -1;
+	if (grow_bins(w, 0, nb, err) < 0)
+		return -1;
+	for (size_t j = 0; j < k; j++) {
+		int b = w->sub_bin[j];
+		if (b < 0 || (size_t)b >= nb)
+			return bp_errorf(err, "internal: repacked document in micro-batch %d of %zu",
+					 b, nb);
+		w->bin_of[w->sub[j]] = b;
+		w->load[b] += w->sub_cost[j];
+		w->fill[b] += w->sub_len[j];
+	}
+	for (size_t b = 0; b < nb; b++)
+		if (w->fill[b] > w->lmax)
+			return bp_errorf(err, "internal: repacked micro-batch %zu holds %lld tokens "
+					 "over %lld", b, (long long)w->fill[b],
+					 (long long)w->lmax);
+	return 0;
+}
+
+/* Packs Doc_Set (sorted here) into step si and emits it. */
 static int pack_step(struct wlb *w, size_t si, struct bp_error *err)
 {
 	struct bp_plan *out = w->out;
 	struct bp_step *st = &out->steps[si];
-	size_t nb = w->nbins, n = w->nset;
+	size_t nb = 0, n = w->nset;
 	int rc = -1;
 	int *group_of = NULL;
 	struct bp_span *spans = NULL;
+	size_t *border = NULL;
+	int64_t *zero = NULL;
 	qsort(w->set, n, sizeof(*w->set), cmp_len_desc);
-	if (n > w->capbin_of) {
-		int *nbo = bp_realloc_array(w->bin_of, n, sizeof(int), err);
-		if (!nbo)
+	if (n > w->capitems) {
+		free(w->bin_of);
+		free(w->sub_bin);
+		free(w->sub_cost);
+		free(w->sub_len);
+		free(w->sub);
+		w->bin_of = bp_calloc(n, sizeof(int), err);
+		w->sub_bin = bp_calloc(n, sizeof(int), err);
+		w->sub_cost = bp_calloc(n, sizeof(double), err);
+		w->sub_len = bp_calloc(n, sizeof(int64_t), err);
+		w->sub = bp_calloc(n, sizeof(size_t), err);
+		w->capitems = n;
+		if (!w->bin_of || !w->sub_bin || !w->sub_cost || !w->sub_len || !w->sub) {
+			w->capitems = 0;
 			return -1;
-		w->bin_of = nbo;
-		w->capbin_of = n;
-	}
-	for (size_t b = 0; b < nb; b++) {
-		w->load[b] = 0.0;
-		w->fill[b] = 0;
-	}
-	w->ncarry = 0;
-	for (size_t i = 0; i < n; i++) {
-		const struct item *it = &w->set[i];
-		size_t wi = 0, li = 0;
-		for (size_t b = 1; b < nb; b++) {
-			if (w->load[b] < w->load[wi])
-				wi = b;
-			if (w->fill[b] < w->fill[li])
-				li = b;
 		}
-		size_t to = nb;
-		if (w->fill[wi] + it->len <= w->lmax)
-			to = wi;
-		else if (w->fill[li] + it->len <= w->lmax)
-			to = li;
-		if (to == nb) {
-			w->bin_of[i] = -1;
-			if (push_item(&w->carry, &w->ncarry, &w->capcarry, *it, err) < 0)
-				return -1;
-			continue;
-		}
-		w->bin_of[i] = (int)to;
-		w->load[to] += it->w;
-		w->fill[to] += it->len;
 	}
-	/* Deal the N micro-batches to pipelines, each pipeline N/dp of them, balancing their
-	 * total workload; emit each pipeline's in decreasing workload. */
-	size_t dp = (size_t)bp_plan_dp(out), per = nb / dp;
+	if (pack_greedy(w, si, &nb, err) < 0)
+		return -1;
+	if (w->repack && repack_step(w, si, nb, err) < 0)
+		return -1;
+	/* Deal the micro-batches to pipelines, nb / dp each, balancing their total workload;
+	 * emit each pipeline's in decreasing workload, a micro-batch's documents longest
+	 * first. */
+	size_t dp = w->dp, per = nb / dp;
 	group_of = bp_calloc(nb, sizeof(int), err);
 	spans = bp_calloc(n ? n : 1, sizeof(*spans), err);
-	size_t *border = bp_calloc(nb, sizeof(size_t), err);
-	int64_t *zero = bp_calloc(nb, sizeof(int64_t), err);
+	border = bp_calloc(nb, sizeof(size_t), err);
+	zero = bp_calloc(nb, sizeof(int64_t), err);
 	if (!group_of || !spans || !border || !zero)
 		goto out;
 	if (bp_deal_bins(w->load, nb, dp, per, group_of, err) < 0)
@@ -253,17 +411,47 @@ static int take_carry(struct wlb *w, struct bp_error *err)
 	return rc;
 }
 
-static int release_queues(struct wlb *w, int flush, struct bp_error *err)
+static int pop_into_set(struct wlb *w, struct fifo *f, size_t take, struct bp_error *err)
+{
+	for (size_t k = 0; k < take; k++) {
+		if (push_item(&w->set, &w->nset, &w->capset, f->v[f->head], err) < 0)
+			return -1;
+		f->head++;
+		f->n--;
+	}
+	return 0;
+}
+
+/* Rule 3 and the max_delay release for step si; flush releases everything. Then, if Doc_Set
+ * is still empty, the N oldest queued documents. */
+static int release_queues(struct wlb *w, size_t si, int flush, struct bp_error *err)
 {
 	for (int q = 0; q < w->nq; q++) {
 		struct fifo *f = &w->q[q];
-		size_t take = f->n >= w->nbins ? w->nbins : flush ? f->n : 0;
-		for (size_t k = 0; k < take; k++) {
-			if (push_item(&w->set, &w->nset, &w->capset, f->v[f->head], err) < 0)
-				return -1;
-			f->head++;
-			f->n--;
+		size_t take = f->n / w->nbins * w->nbins; /* the most whole rounds of N */
+		if (w->release_n && take)
+			take = w->nbins;
+		if (flush)
+			take = f->n;
+		while (take < f->n && must_train(w, &f->v[f->head + take], si))
+			take++;
+		if (pop_into_set(w, f, take, err) < 0)
+			return -1;
+	}
+	for (size_t k = 0, empty = !w->nset; empty && k < w->nbins; k++) {
+		struct fifo *best = NULL;
+		for (int q = 0; q < w->nq; q++) {
+			struct fifo *f = &w->q[q];
+			if (!f->n)
+				continue;
+			const struct item *h = &f->v[f->head], *b = best ? &best->v[best->head] : NULL;
+			if (!b || h->step < b->step || (h->step == b->step && h->id < b->id))
+				best = f;
 		}
+		if (!best)
+			break;
+		if (pop_into_set(w, best, 1, err) < 0)
+			return -1;
 	}
 	return 0;
 }
@@ -303,6 +491,10 @@ static int record_delays(struct wlb *w, int64_t ndocs, struct bp_error *err)
 		if (t < 0)
 			return bp_errorf(err, "internal: document %lld was never packed",
 					 (long long)id);
+		if (t - s > w->max_delay)
+			return bp_errorf(err, "internal: document %lld waited %lld steps, over "
+					 "max_delay %lld", (long long)id, (long long)(t - s),
+					 (long long)w->max_delay);
 		if (t == s)
 			continue;
 		struct bp_step *st = &w->out->steps[s];
@@ -311,55 +503,48 @@ static int record_delays(struct wlb *w, int64_t ndocs, struct bp_error *err)
 		if (!nd)
 			return -1;
 		st->delayed = nd;
-		int64_t len = 0;
-		for (size_t k = 0; k < st->ndocs; k++)
-			if (st->docs[k].id == id)
-				len = st->docs[k].len;
-		nd[st->ndelayed++] = (struct bp_delayed){id, len, t};
+		nd[st->ndelayed++] = (struct bp_delayed){id, w->doc_len[id], t};
 	}
 	return 0;
 }
 
-int bp_method_wlb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
-		  struct bp_plan *out, struct bp_error *err)
+/* Reads queues, thresholds, max_len_factor and max_delay; sets L_max and N. */
+static int read_params(struct wlb *w, const struct bp_batches *in, struct bp_error *err)
 {
-	struct wlb w;
-	int rc = -1;
-	int64_t nq = 2, ndocs = 0;
+	struct bp_plan *out = w->out;
+	int64_t nq = 2, L = out->max_tokens, dp = bp_plan_dp(out);
 	double factor = 2.0;
-	memset(&w, 0, sizeof(w));
-	w.ctx = ctx;
-	w.out = out;
-	const struct bp_costmodel *cm = ctx->cm;
-	int64_t L = out->max_tokens, dp = bp_plan_dp(out);
 	if (bp_method_param_int(out, "queues", 2, 0, WLB_MAX_QUEUES, &nq, err) < 0 ||
-	    bp_method_param_real(out, "max_len_factor", 2.0, 1.0, 64.0, &factor, err) < 0)
+	    bp_method_param_real(out, "max_len_factor", 2.0, 1.0, 64.0, &factor, err) < 0 ||
+	    bp_method_param_int(out, "max_delay", WLB_MAX_DELAY, 1, INT32_MAX, &w->max_delay,
+				err) < 0)
 		return -1;
-	w.nq = (int)nq;
+	const char *rel = bp_plan_param(out, "release");
+	if (!rel && bp_plan_set_param(out, "release", "multiple", err) < 0)
+		return -1;
+	if (rel && strcmp(rel, "multiple") && strcmp(rel, "n"))
+		return bp_errorf(err, "parameter release is '%s', not 'multiple' or 'n'", rel);
+	w->release_n = rel && !strcmp(rel, "n");
+	w->nq = (int)nq;
 	if (!bp_plan_param(out, "thresholds")) {
 		char buf[64] = "", part[24];
-		for (int i = 0; i < w.nq; i++) {
-			w.thr[i] = L >> (w.nq - i);
-			if (w.thr[i] < 1)
-				w.thr[i] = 1;
-			snprintf(part, sizeof(part), "%s%lld", i ? "," : "", (long long)w.thr[i]);
+		for (int i = 0; i < w->nq; i++) {
+			w->thr[i] = L >> (w->nq - i);
+			if (w->thr[i] < 1)
+				w->thr[i] = 1;
+			snprintf(part, sizeof(part), "%s%lld", i ? "," : "", (long long)w->thr[i]);
 			strncat(buf, part, sizeof(buf) - strlen(buf) - 1);
 		}
-		if (w.nq && bp_plan_set_param(out, "thresholds", buf, err) < 0)
+		if (bp_plan_set_param(out, "thresholds", w->nq ? buf : "none", err) < 0)
 			return -1;
-		if (!w.nq && bp_plan_set_param(out, "thresholds", "none", err) < 0)
-			return -1;
-	} else if (w.nq) {
-		if (parse_thresholds(&w, bp_plan_param(out, "thresholds"), err) < 0)
+	} else if (w->nq) {
+		if (parse_thresholds(w, bp_plan_param(out, "thresholds"), err) < 0)
 			return -1;
 	}
-	int64_t lmem = memory_lmax(cm);
-	w.lmax = (int64_t)(factor * (double)L);
-	if (lmem < w.lmax)
-		w.lmax = lmem;
-	if (w.lmax < L)
-		w.lmax = L; /* solve already checked max_tokens fits */
-	bp_plan_set_mb_cap(out, w.lmax);
+	w->lmax = memory_lmax(w->ctx->cm, (int64_t)(factor * (double)L));
+	if (w->lmax < L)
+		w->lmax = L; /* bp_solve already checked that max_tokens fits */
+	bp_plan_set_mb_cap(out, w->lmax);
 	/* N from the step budget (Alg. 1's fixed #Micro-Batch per Iteration). */
 	double budget = (double)out->tokens_per_step;
 	if (budget <= 0) {
@@ -371,20 +556,34 @@ int bp_method_wlb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 	int64_t m = (int64_t)((budget + (double)(dp * L) - 1) / (double)(dp * L));
 	if (m < 1)
 		m = 1;
-	w.nbins = (size_t)(m * dp);
+	w->dp = (size_t)dp;
+	w->nbins = (size_t)(m * dp);
 	char nbuf[24];
-	snprintf(nbuf, sizeof(nbuf), "%zu", w.nbins);
-	if (bp_plan_set_param(out, "microbatches_per_step", nbuf, err) < 0)
+	snprintf(nbuf, sizeof(nbuf), "%zu", w->nbins);
+	return bp_plan_set_param(out, "microbatches_per_step", nbuf, err);
+}
+
+int bp_wlb_plan(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		struct bp_plan *out, bp_wlb_repack_fn repack, void *arg, struct bp_error *err)
+{
+	struct wlb w;
+	int rc = -1;
+	int64_t ndocs = 0;
+	memset(&w, 0, sizeof(w));
+	w.ctx = ctx;
+	w.out = out;
+	w.repack = repack;
+	w.arg = arg;
+	if (read_params(&w, in, err) < 0)
 		return -1;
 	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
 		return -1;
 	for (size_t s = 0; s < in->n; s++)
 		ndocs += (int64_t)in->b[s].ndocs;
-	w.load = bp_calloc(w.nbins, sizeof(double), err);
-	w.fill = bp_calloc(w.nbins, sizeof(int64_t), err);
-	w.train_step = bp_calloc((size_t)ndocs, sizeof(int64_t), err);
-	w.draw_step = bp_calloc((size_t)ndocs, sizeof(int64_t), err);
-	if (!w.load || !w.fill || !w.train_step || !w.draw_step)
+	w.train_step = bp_calloc((size_t)ndocs + 1, sizeof(int64_t), err);
+	w.draw_step = bp_calloc((size_t)ndocs + 1, sizeof(int64_t), err);
+	w.doc_len = bp_calloc((size_t)ndocs + 1, sizeof(int64_t), err);
+	if (!w.train_step || !w.draw_step || !w.doc_len)
 		goto out;
 	for (size_t s = 0; s < in->n; s++)
 		for (size_t k = 0; k < in->b[s].ndocs; k++) {
@@ -395,8 +594,8 @@ int bp_method_wlb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 			}
 			w.draw_step[id] = (int64_t)s;
 			w.train_step[id] = -1;
+			w.doc_len[id] = in->b[s].docs[k].len;
 		}
-	/* Cache per-length workloads: lengths repeat little, so compute per document. */
 	for (size_t s = 0; s < in->n; s++) {
 		w.nset = 0;
 		if (take_carry(&w, err) < 0)
@@ -404,13 +603,13 @@ int bp_method_wlb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		const struct bp_batch *b = &in->b[s];
 		for (size_t k = 0; k < b->ndocs; k++) {
 			struct item it = {b->docs[k].id, b->docs[k].len, (int64_t)s,
-					  bp_cost_doc(cm, b->docs[k].len)};
+					  bp_cost_doc(ctx->cm, b->docs[k].len)};
 			int q = queue_of(&w, it.len);
 			if (q >= 0 ? fifo_push(&w.q[q], it, err) < 0
 				   : push_item(&w.set, &w.nset, &w.capset, it, err) < 0)
 				goto out;
 		}
-		if (release_queues(&w, 0, err) < 0 || pack_step(&w, s, err) < 0)
+		if (release_queues(&w, s, 0, err) < 0 || pack_step(&w, s, err) < 0)
 			goto out;
 	}
 	/* Flush: extra steps until every queued and carried document is trained. */
@@ -419,7 +618,7 @@ int bp_method_wlb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		if (add_flush_step(out, err) < 0)
 			goto out;
 		w.nset = 0;
-		if (take_carry(&w, err) < 0 || release_queues(&w, 1, err) < 0 ||
+		if (take_carry(&w, err) < 0 || release_queues(&w, s, 1, err) < 0 ||
 		    pack_step(&w, s, err) < 0)
 			goto out;
 	}
@@ -432,7 +631,18 @@ out:
 	free(w.load);
 	free(w.fill);
 	free(w.bin_of);
+	free(w.sub_bin);
+	free(w.sub_cost);
+	free(w.sub_len);
+	free(w.sub);
 	free(w.train_step);
 	free(w.draw_step);
+	free(w.doc_len);
 	return rc;
+}
+
+int bp_method_wlb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		  struct bp_plan *out, struct bp_error *err)
+{
+	return bp_wlb_plan(ctx, in, out, NULL, NULL, err);
 }

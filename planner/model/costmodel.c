@@ -11,7 +11,9 @@
  *   - activation and model-state memory (Hydraulis App. B.1) and the T(l,P) fit (App. B.2).
  * Placement comes from the layout (layout.h): a group "crosses nodes" when its ranks lie on
  * more than one node of gpus_per_node GPUs. A cost model serves one pipeline of a layout;
- * struct bp_costs keeps one per (layout, pipeline) a plan uses. */
+ * struct bp_costs keeps one per (layout, pipeline) a plan uses. Building one is cheap; the
+ * hot path is the per-document and per-micro-batch cost (bp_cost_mb), so whatever depends
+ * only on the pipeline (collective tables, LM-head ratio) is resolved at init. */
 #include "costmodel.h"
 
 #include "costkinds.h"
@@ -125,11 +127,15 @@ static double ring_factor(int n)
 	return (double)(n - 1) / n;
 }
 
-double bp_cost_coll(const struct bp_profile *p, enum bp_coll_op op, int ranks, int inter,
-		    double bytes)
+/* The search bp_cost_coll makes: the tables of op and placement whose group sizes bracket
+ * ranks; none within a node falls back to the network's. */
+void bp_coll_pick(struct bp_coll_pick *k, const struct bp_profile *p, enum bp_coll_op op,
+		  int ranks, int inter)
 {
-	if (ranks <= 1 || bytes <= 0)
-		return 0.0;
+	memset(k, 0, sizeof(*k));
+	k->scale = 1.0;
+	if (ranks <= 1)
+		return;
 	const struct bp_coll_table *below = NULL, *above = NULL;
 	for (size_t i = 0; i < p->ncoll; i++) {
 		const struct bp_coll_table *c = &p->coll[i];
@@ -140,22 +146,48 @@ double bp_cost_coll(const struct bp_profile *p, enum bp_coll_op op, int ranks, i
 		if (c->ranks >= ranks && (!above || c->ranks < above->ranks))
 			above = c;
 	}
-	if (!below && !above && inter == 0) /* no intra-node table: use the network's */
-		return bp_cost_coll(p, op, ranks, 1, bytes);
+	if (!below && !above && inter == 0) { /* no intra-node table: use the network's */
+		bp_coll_pick(k, p, op, ranks, 1);
+		return;
+	}
 	if (!below && !above)
-		return 0.0;
+		return;
 	if (!below || !above || below == above) {
-		const struct bp_coll_table *c = below ? below : above;
-		double v = curve_value(c->bytes, c->us, c->n, bytes);
-		if (op != BP_COLL_SENDRECV && c->ranks != ranks)
-			v *= ring_factor(ranks) / ring_factor(c->ranks);
-		return v;
+		k->lo = below ? below : above;
+		if (op != BP_COLL_SENDRECV && k->lo->ranks != ranks)
+			k->scale = ring_factor(ranks) / ring_factor(k->lo->ranks);
+		return;
 	}
 	/* Between two group sizes: interpolate in log2(ranks). */
-	double vb = curve_value(below->bytes, below->us, below->n, bytes);
-	double va = curve_value(above->bytes, above->us, above->n, bytes);
-	double t = (log2(ranks) - log2(below->ranks)) / (log2(above->ranks) - log2(below->ranks));
-	return vb + t * (va - vb);
+	k->lo = below;
+	k->hi = above;
+	k->t = (log2(ranks) - log2(below->ranks)) / (log2(above->ranks) - log2(below->ranks));
+}
+
+double bp_coll_cost(const struct bp_coll_pick *k, double bytes)
+{
+	if (!k->lo || bytes <= 0)
+		return 0.0;
+	double vb = curve_value(k->lo->bytes, k->lo->us, k->lo->n, bytes);
+	if (!k->hi)
+		return vb * k->scale; /* x * 1.0 is x exactly */
+	double va = curve_value(k->hi->bytes, k->hi->us, k->hi->n, bytes);
+	return vb + k->t * (va - vb);
+}
+
+double bp_cost_coll(const struct bp_profile *p, enum bp_coll_op op, int ranks, int inter,
+		    double bytes)
+{
+	struct bp_coll_pick k;
+	bp_coll_pick(&k, p, op, ranks, inter);
+	return bp_coll_cost(&k, bytes);
+}
+
+/* LM head GEMM cost as a multiple of one layer's GEMMs (same tokens). */
+static double lm_head_ratio(const struct bp_model *m)
+{
+	int64_t lp = bp_model_layer_params(m);
+	return lp > 0 ? (double)m->hidden * m->vocab / (double)lp : 0.0;
 }
 
 int bp_costmodel_init_pipe(struct bp_costmodel *cm, const struct bp_profile *p,
@@ -194,6 +226,15 @@ int bp_costmodel_init_pipe(struct bp_costmodel *cm, const struct bp_profile *p,
 	cm->dp_inter = bp_layout_sync_inter(l, k, gpn);
 	cm->token_bytes = 2.0 * m->hidden;
 	cm->kv_token_bytes = 2.0 * 2.0 * m->kv_heads * (m->hidden / m->heads);
+	cm->lm_ratio = lm_head_ratio(m);
+	bp_coll_pick(&cm->tp_allreduce, p, BP_COLL_ALLREDUCE, sc.tp, cm->tp_inter);
+	bp_coll_pick(&cm->cp_allgather, p, BP_COLL_ALLGATHER, sc.cp, cm->cp_inter);
+	bp_coll_pick(&cm->cp_reducescatter, p, BP_COLL_REDUCESCATTER, sc.cp, cm->cp_inter);
+	bp_coll_pick(&cm->pp_sendrecv, p, BP_COLL_SENDRECV, 2, cm->pp_inter);
+	int sync_inter = cm->dp > 1 ? cm->dp_inter : cm->cp_inter;
+	bp_coll_pick(&cm->sync_reducescatter, p, BP_COLL_REDUCESCATTER, cm->dp * sc.cp,
+		     sync_inter);
+	bp_coll_pick(&cm->sync_allgather, p, BP_COLL_ALLGATHER, cm->dp * sc.cp, sync_inter);
 	return 0;
 }
 
@@ -236,6 +277,10 @@ void bp_costs_release(struct bp_costs *c)
 const struct bp_costmodel *bp_costs_pipe(struct bp_costs *c, const struct bp_layout *l,
 					 size_t k, struct bp_error *err)
 {
+	/* entries of the first layout sit at their pipeline's index: O(1) for the common case,
+	 * a scan otherwise (a step asks for each of its pipelines) */
+	if (k < c->n && c->e[k]->layout == l && c->e[k]->pipe == k)
+		return &c->e[k]->cm;
 	for (size_t i = 0; i < c->n; i++)
 		if (c->e[i]->layout == l && c->e[i]->pipe == k)
 			return &c->e[i]->cm;
@@ -362,18 +407,10 @@ static void rank_layer(const struct bp_costmodel *cm, int64_t (*seg)[2], size_t 
 	double lin = bp_cost_linear(cm->linear, (double)tokens, bwd);
 	double tpc = 0.0;
 	if (cm->sc.tp > 1) /* two all-reduces of the layer's activations (Megatron TP) */
-		tpc = 2.0 * bp_cost_coll(cm->prof, BP_COLL_ALLREDUCE, cm->sc.tp, cm->tp_inter,
-					 (double)tokens * cm->token_bytes);
+		tpc = 2.0 * bp_coll_cost(&cm->tp_allreduce, (double)tokens * cm->token_bytes);
 	part[0] = attn;
 	part[1] = lin;
 	part[2] = tpc;
-}
-
-/* LM head GEMM cost as a multiple of one layer's GEMMs (same tokens). */
-static double lm_head_ratio(const struct bp_model *m)
-{
-	int64_t lp = bp_model_layer_params(m);
-	return lp > 0 ? (double)m->hidden * m->vocab / (double)lp : 0.0;
 }
 
 static const char *const attn_kind_names[BP_ATTN_NKINDS] = {"dense", "sparse",
@@ -411,7 +448,7 @@ static int bp_cost_mb_sparse(const struct bp_costmodel *cm, const struct bp_mb_d
 	int64_t tokens = 0;
 	for (size_t i = 0; i < d->n; i++)
 		tokens += d->spans[i].len;
-	double lmr = lm_head_ratio(&cm->prof->model);
+	double lmr = cm->lm_ratio;
 	int layer = 0;
 	for (int s = 0; s < cm->sc.pp; s++) {
 		double a[2] = {0, 0}, part[2][3];
@@ -449,18 +486,22 @@ int bp_cost_mb(const struct bp_costmodel *cm, const struct bp_mb_desc *d, double
 	if (d->attn == BP_ATTN_SPARSE)
 		return bp_cost_mb_sparse(cm, d, fwd, bwd, pf, pb, err);
 	int attn_here = d->attn == BP_ATTN_DENSE;
-	int64_t(*seg)[2] = bp_calloc(cap, sizeof(*seg), err);
-	if (!seg)
+	/* Short lists (every per-document cost the packers and the packing bound ask for) use
+	 * the stack: a calloc and free per call showed in the profile. */
+	int64_t small[16][2];
+	int64_t(*seg)[2] = small;
+	if (cap > 16 && !(seg = bp_calloc(cap, sizeof(*seg), err)))
 		return -1;
 	double worst_f = 0.0, worst_b = 0.0, worst_lm_f = 0.0, worst_lm_b = 0.0;
 	double wf[3] = {0, 0, 0}, wb[3] = {0, 0, 0};
 	int64_t max_tokens = 0;
-	double lmr = lm_head_ratio(&cm->prof->model);
+	double lmr = cm->lm_ratio;
 	for (int r = 0; r < cp; r++) {
 		int64_t tokens = 0;
 		size_t k = bp_shard_segments(d->spans, n, d->shard, cp, r, seg, cap, &tokens);
 		if (k > cap) { /* cannot happen with 2n+4, kept as a guard */
-			free(seg);
+			if (seg != small)
+				free(seg);
 			return bp_errorf(err, "internal: %zu shard segments exceed %zu", k, cap);
 		}
 		double a[3], b[3];
@@ -485,13 +526,14 @@ int bp_cost_mb(const struct bp_costmodel *cm, const struct bp_mb_desc *d, double
 		if (tokens > max_tokens)
 			max_tokens = tokens;
 	}
-	free(seg);
+	if (seg != small)
+		free(seg);
 	/* CP: all-gather K and V per layer forward, reduce-scatter their gradients backward. */
 	double cpf = 0.0, cpb = 0.0;
 	if (cp > 1 && attn_here) {
 		double bytes = (double)max_tokens * cp * cm->kv_token_bytes / cm->sc.tp;
-		cpf = bp_cost_coll(cm->prof, BP_COLL_ALLGATHER, cp, cm->cp_inter, bytes);
-		cpb = bp_cost_coll(cm->prof, BP_COLL_REDUCESCATTER, cp, cm->cp_inter, bytes);
+		cpf = bp_coll_cost(&cm->cp_allgather, bytes);
+		cpb = bp_coll_cost(&cm->cp_reducescatter, bytes);
 	}
 	for (int s = 0; s < pp; s++) {
 		int L = cm->stage_layers[s];
@@ -595,7 +637,7 @@ double bp_cost_p2p(const struct bp_costmodel *cm, int64_t tokens)
 	if (cm->sc.pp < 2)
 		return 0.0;
 	double bytes = (double)tokens * cm->token_bytes / (cm->sc.tp * cm->sc.cp);
-	return bp_cost_coll(cm->prof, BP_COLL_SENDRECV, 2, cm->pp_inter, bytes);
+	return bp_coll_cost(&cm->pp_sendrecv, bytes);
 }
 
 /* Parameters held by a rank of stage s (before TP division). */
@@ -616,9 +658,8 @@ double bp_cost_grad_sync(const struct bp_costmodel *cm, int stage)
 	if (n < 2)
 		return 0.0;
 	double bytes = 2.0 * bp_cost_stage_params(cm, stage) / cm->sc.tp;
-	int inter = cm->dp > 1 ? cm->dp_inter : cm->cp_inter;
-	return bp_cost_coll(cm->prof, BP_COLL_REDUCESCATTER, n, inter, bytes) +
-	       bp_cost_coll(cm->prof, BP_COLL_ALLGATHER, n, inter, bytes);
+	return bp_coll_cost(&cm->sync_reducescatter, bytes) +
+	       bp_coll_cost(&cm->sync_allgather, bytes);
 }
 
 int64_t bp_cost_act_bytes(const struct bp_costmodel *cm, int stage, int64_t tokens_on_rank)

@@ -34,8 +34,24 @@ enum bp_attn_kind { BP_ATTN_DENSE, BP_ATTN_SPARSE, BP_ATTN_DISAGG, BP_ATTN_NKIND
 const char *bp_attn_kind_name(enum bp_attn_kind k);
 int bp_attn_kind_parse(const char *s, enum bp_attn_kind *out);
 
+/* bp_cost_coll's choice of tables for one (op, group size, placement), made once. Searching
+ * the profile's collective tables was a third of `balplan solve`'s time (each micro-batch and
+ * each document's cost pays a TP all-reduce per direction and CP rank, and the CP
+ * collectives), so a cost model picks the tables of the collectives it prices when it is
+ * built. bp_coll_cost(&k, bytes) equals bp_cost_coll(p, op, ranks, inter, bytes) bit for bit:
+ * it does the same arithmetic on the same tables. */
+struct bp_coll_pick {
+	const struct bp_coll_table *lo; /* borrowed from the profile; NULL: the collective is free */
+	const struct bp_coll_table *hi; /* NULL: lo alone, scaled; else interpolate lo..hi */
+	double scale; /* lo alone: ring-factor scaling from lo's group size (1 when none) */
+	double t;     /* lo..hi: the weight of hi in log2(ranks) */
+};
+void bp_coll_pick(struct bp_coll_pick *k, const struct bp_profile *p, enum bp_coll_op op,
+		  int ranks, int inter);
+double bp_coll_cost(const struct bp_coll_pick *k, double bytes);
+
 struct bp_costmodel {
-	const struct bp_profile *prof; /* borrowed; outlives the cost model */
+	const struct bp_profile *prof; /* borrowed; outlives the cost model, unchanged */
 	struct bp_scheme sc;
 	int dp;
 	const struct bp_attn_table *attn;     /* borrowed from prof, for sc.tp */
@@ -44,6 +60,12 @@ struct bp_costmodel {
 	int tp_inter, cp_inter, pp_inter, dp_inter; /* does the group cross a node boundary */
 	double token_bytes; /* bytes of one token's hidden state (bf16) */
 	double kv_token_bytes; /* bytes of one token's K and V (bf16) */
+	double lm_ratio;       /* LM head GEMMs as a multiple of one layer's (same tokens) */
+	/* Tables of the collectives this pipeline pays, picked at init (struct bp_coll_pick):
+	 * TP all-reduce, CP all-gather and reduce-scatter, PP send/recv, and the gradient
+	 * sync's reduce-scatter and all-gather over the dp*cp replicas. */
+	struct bp_coll_pick tp_allreduce, cp_allgather, cp_reducescatter, pp_sendrecv;
+	struct bp_coll_pick sync_reducescatter, sync_allgather;
 };
 
 /* Prepares a cost model for pipeline k of layout l: its scheme, its stage layers, and the

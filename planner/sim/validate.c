@@ -308,6 +308,14 @@ int bp_plan_validate(const struct bp_plan *p, struct bp_costs *costs, struct bp_
 				  BP_SYNC_DP_ALLREDUCE);
 			goto out;
 		}
+		/* a step that trains nothing would still pay its gradient synchronisation */
+		size_t nmbs = 0;
+		for (size_t q = 0; q < st->npipes; q++)
+			nmbs += st->pipes[q].nmbs;
+		if (!nmbs) {
+			bp_errorf(err, "step %zu trains no micro-batch", i);
+			goto out;
+		}
 		for (size_t d = 0; d < st->ndocs; d++) {
 			if (st->docs[d].len < 1) {
 				bp_errorf(err, "step %zu document %lld has length %lld", i,
@@ -360,7 +368,8 @@ int bp_plan_validate(const struct bp_plan *p, struct bp_costs *costs, struct bp_
 					all = na;
 					capall = nc;
 				}
-				memcpy(all + nall, mb->spans, mb->nspans * sizeof(*all));
+				if (mb->nspans) /* an empty micro-batch is reported below */
+					memcpy(all + nall, mb->spans, mb->nspans * sizeof(*all));
 				nall += mb->nspans;
 				if (mb->shard != BP_SHARD_SEQUENCE && mb->shard != BP_SHARD_DOCUMENT) {
 					bp_errorf(err, "step %zu pipeline %zu micro-batch %zu has no "

@@ -1,5 +1,6 @@
 /* test_costmodel.c: table interpolation and extrapolation, CP shard geometry, micro-batch
  * times and the T(l,P) fit, on a small hand-made profile whose values are known. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -172,6 +173,90 @@ static void test_microbatch(const struct bp_profile *p)
 	bp_costmodel_release(&cm);
 }
 
+/* One table's value at bytes: bp_cost_coll on a profile holding only that table, at its own
+ * group size (no scaling, no interpolation). */
+static double table_value(const struct bp_coll_table *c, double bytes)
+{
+	struct bp_profile one;
+	bp_profile_init(&one);
+	one.coll = (struct bp_coll_table *)c;
+	one.ncoll = 1;
+	return bp_cost_coll(&one, c->op, c->ranks, c->inter, bytes);
+}
+
+static double ring(int n)
+{
+	return (double)(n - 1) / n;
+}
+
+/* bp_cost_coll as it searched before tables were picked once per cost model: the tables of
+ * op and placement bracketing ranks, the network's when no intra-node table exists. */
+static double ref_coll(const struct bp_coll_table *t, size_t nt, enum bp_coll_op op, int ranks,
+		       int inter, double bytes)
+{
+	if (ranks <= 1 || bytes <= 0)
+		return 0.0;
+	const struct bp_coll_table *below = NULL, *above = NULL;
+	for (size_t i = 0; i < nt; i++) {
+		if (t[i].op != op || t[i].inter != inter)
+			continue;
+		if (t[i].ranks <= ranks && (!below || t[i].ranks > below->ranks))
+			below = &t[i];
+		if (t[i].ranks >= ranks && (!above || t[i].ranks < above->ranks))
+			above = &t[i];
+	}
+	if (!below && !above)
+		return inter ? 0.0 : ref_coll(t, nt, op, ranks, 1, bytes);
+	if (!below || !above || below == above) {
+		const struct bp_coll_table *c = below ? below : above;
+		double v = table_value(c, bytes);
+		if (op != BP_COLL_SENDRECV && c->ranks != ranks)
+			v *= ring(ranks) / ring(c->ranks);
+		return v;
+	}
+	double vb = table_value(below, bytes), va = table_value(above, bytes);
+	double w = (log2(ranks) - log2(below->ranks)) / (log2(above->ranks) - log2(below->ranks));
+	return vb + w * (va - vb);
+}
+
+/* Picked tables (struct bp_coll_pick) cost exactly what the search per call did, for every
+ * op, group size, placement and message size, and a cost model's collectives are those. */
+static void test_coll_pick(const struct bp_profile *base)
+{
+	static double b3[3] = {1e3, 1e6, 1e9}, u1[3] = {5, 50, 9000}, u2[3] = {7, 80, 15000},
+		      u3[3] = {20, 300, 40000}, u4[3] = {9, 60, 11000};
+	struct bp_coll_table t[6] = {
+		{BP_COLL_ALLREDUCE, 0, 2, 3, b3, u1},     {BP_COLL_ALLREDUCE, 0, 8, 3, b3, u2},
+		{BP_COLL_ALLREDUCE, 1, 16, 3, b3, u3},    {BP_COLL_ALLGATHER, 1, 2, 3, b3, u4},
+		{BP_COLL_ALLGATHER, 1, 8, 3, b3, u3},     {BP_COLL_SENDRECV, 1, 2, 3, b3, u1},
+	};
+	struct bp_profile p = *base;
+	p.coll = t;
+	p.ncoll = 6;
+	double bytes[] = {-1, 0, 10, 1e3, 4.2e5, 1e9, 3e9};
+	enum bp_coll_op ops[] = {BP_COLL_ALLREDUCE, BP_COLL_ALLGATHER, BP_COLL_REDUCESCATTER,
+				 BP_COLL_SENDRECV};
+	for (size_t o = 0; o < 4; o++)
+		for (int ranks = 1; ranks <= 40; ranks++)
+			for (int inter = 0; inter < 2; inter++)
+				for (size_t k = 0; k < sizeof(bytes) / sizeof(bytes[0]); k++) {
+					double want = ref_coll(t, 6, ops[o], ranks, inter, bytes[k]);
+					double got = bp_cost_coll(&p, ops[o], ranks, inter, bytes[k]);
+					CHECK(got == want);
+				}
+	/* a cost model's picks: cp 4 all-gather between the 2- and 8-rank tables, p2p */
+	struct bp_costmodel cm;
+	struct bp_error err;
+	struct bp_scheme sc = {1, 4, 2};
+	CHECK(bp_costmodel_init(&cm, &p, sc, 2, &err) == 0);
+	CHECK(bp_coll_cost(&cm.cp_allgather, 4.2e5) ==
+	      bp_cost_coll(&p, BP_COLL_ALLGATHER, 4, cm.cp_inter, 4.2e5));
+	CHECK(bp_cost_p2p(&cm, 1000) ==
+	      bp_cost_coll(&p, BP_COLL_SENDRECV, 2, cm.pp_inter, 1000 * cm.token_bytes / 4));
+	CHECK(bp_cost_grad_sync(&cm, 0) > 0);
+	bp_costmodel_release(&cm);
+}
+
 static void test_fit(const struct bp_profile *p)
 {
 	struct bp_fit fit;
@@ -198,6 +283,7 @@ int main(void)
 	test_interp(&at, &lt);
 	test_shard();
 	test_microbatch(&p);
+	test_coll_pick(&p);
 	test_fit(&p);
 	return CHECK_DONE();
 }
