@@ -178,9 +178,7 @@ void bp_engine_free(struct bp_engine *e)
 	free(e->tp_buf);
 	free(e->hdr);
 	free(e->rec);
-	free(e->ls);
 	free(e->arrive);
-	free(e->seg);
 	free(e);
 }
 
@@ -283,10 +281,8 @@ struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *cos
 	e->tp_buf = bp_calloc((size_t)o->max_bytes / 2, 1, err);
 	e->hdr = bp_calloc(2 * e->mmax + 1, sizeof(double), err);
 	e->rec = bp_calloc(e->nsteps * e->rec_len, sizeof(double), err);
-	e->ls = bp_calloc((size_t)e->lmax + 1, sizeof(*e->ls), err);
 	e->arrive = bp_calloc((size_t)world + 1, sizeof(double), err);
-	if (!e->payload || !e->cin || !e->cout || !e->tp_buf || !e->hdr || !e->rec || !e->ls ||
-	    !e->arrive)
+	if (!e->payload || !e->cin || !e->cout || !e->tp_buf || !e->hdr || !e->rec || !e->arrive)
 		goto fail;
 	/* The payload stays zero (calloc): only its size matters, and untouched pages of a
 	 * large cap (the CUDA backend's) cost no memory. */
@@ -514,22 +510,75 @@ int bp_eng_op(struct bp_engine *e, struct op_run *o, struct bp_error *err)
 	return 0;
 }
 
-int bp_eng_segments(struct bp_engine *e, const struct bp_mb *mb, int cp, int cp_i,
-		    size_t *nseg, int64_t *tokens, struct bp_error *err)
+void bp_eng_step_ops_release(struct step_ops *o)
 {
-	for (;;) {
-		size_t k = bp_shard_segments(mb->spans, mb->nspans, mb->shard, cp, cp_i, e->seg,
-					     e->seg_cap, tokens);
-		if (k <= e->seg_cap) {
-			*nseg = k;
-			return 0;
+	free(o->tokens);
+	free(o->seg);
+	free(o->seg_at);
+	free(o->sh);
+	free(o->ls);
+	memset(o, 0, sizeof(*o));
+}
+
+int bp_eng_step_ops(const struct bp_step *st, const struct lrole *r, struct step_ops *out,
+		    struct bp_error *err)
+{
+	const struct bp_costmodel *cm = r->cm;
+	const struct bp_pipe *pi = &st->pipes[r->pl.pipe];
+	int s = r->pl.stage, cp = cm->sc.cp, L = cm->stage_layers[s];
+	size_t m = pi->nmbs, nseg = 0, cap = 0;
+	memset(out, 0, sizeof(*out));
+	out->m = m;
+	out->layers = L;
+	for (size_t j = 0; j < m; j++)
+		cap += 2 * pi->mbs[j].nspans + 4; /* bp_shard_segments' bound */
+	out->tokens = bp_calloc(m + 1, sizeof(int64_t), err);
+	out->seg = bp_calloc(cap + 1, sizeof(*out->seg), err);
+	out->seg_at = bp_calloc(m + 1, sizeof(size_t), err);
+	out->sh = bp_calloc(2 * m + 1, sizeof(*out->sh), err);
+	out->ls = bp_calloc((2 * m + 1) * (size_t)L, sizeof(*out->ls), err);
+	if (!out->tokens || !out->seg || !out->seg_at || !out->sh || !out->ls)
+		goto fail;
+	for (size_t j = 0; j < m; j++) {
+		const struct bp_mb *mb = &pi->mbs[j];
+		size_t k = bp_shard_segments(mb->spans, mb->nspans, mb->shard, cp, r->pl.cp_i,
+					     out->seg + nseg, cap - nseg, &out->tokens[j]);
+		if (k > cap - nseg) { /* cannot happen with 2n + 4 each */
+			bp_errorf(err, "internal: %zu shard segments", k);
+			goto fail;
 		}
-		int64_t(*s)[2] = bp_realloc_array(e->seg, k, sizeof(*s), err);
-		if (!s)
-			return -1;
-		e->seg = s;
-		e->seg_cap = k;
+		out->seg_at[j] = nseg;
+		nseg += k;
+		for (int b = 0; b < 2; b++) {
+			struct bp_op_shares *sh = &out->sh[2 * j + (size_t)b];
+			sh->l = &out->ls[(2 * j + (size_t)b) * (size_t)L];
+			if (bp_op_shares(cm, mb, s, b, b ? mb->bwd[s] : mb->fwd[s], sh, err) < 0) {
+				bp_error_prefix(err, "step %lld micro-batch %zu",
+						(long long)st->index, j);
+				goto fail;
+			}
+		}
 	}
+	out->seg_at[m] = nseg;
+	return 0;
+fail:
+	bp_eng_step_ops_release(out);
+	return -1;
+}
+
+void bp_eng_op_from(struct op_run *o, const struct step_ops *so, int64_t j, int bwd)
+{
+	if (j < 0) { /* a dummy: the zero shares at the end */
+		o->sh = (struct bp_op_shares){so->layers, 0, 0.0, 0.0,
+					      &so->ls[2 * so->m * (size_t)so->layers]};
+		o->tokens = 0;
+		o->nseg = 0;
+		return;
+	}
+	o->sh = so->sh[2 * (size_t)j + (size_t)bwd];
+	o->tokens = so->tokens[j];
+	o->seg = (const int64_t(*)[2])(so->seg + so->seg_at[j]);
+	o->nseg = so->seg_at[j + 1] - so->seg_at[j];
 }
 
 int bp_eng_finish_step(struct bp_engine *e, const struct bp_step *st, const struct lrole *r,
@@ -571,7 +620,7 @@ int bp_eng_finish_step(struct bp_engine *e, const struct bp_step *st, const stru
 
 /* The rank's pipeline of a 1f1b step, from the step start t0. */
 static int run_1f1b(struct bp_engine *e, const struct bp_step *st, const struct lrole *r,
-		    double t0, double *rec, struct bp_error *err)
+		    const struct step_ops *so, double t0, double *rec, struct bp_error *err)
 {
 	const struct bp_backend *be = e->be;
 	const struct bp_costmodel *cm = r->cm;
@@ -612,13 +661,8 @@ static int run_1f1b(struct bp_engine *e, const struct bp_step *st, const struct 
 		o.tp = tp;
 		o.last = s == pp - 1;
 		o.mb = mb;
-		o.sh.l = e->ls;
 		o.w = (struct bp_wait){bwd ? "backward" : "forward", -1, st->index, (int64_t)j};
-		if (bp_eng_segments(e, mb, cp, r->pl.cp_i, &o.nseg, &o.tokens, err) < 0 ||
-		    bp_op_shares(cm, mb, s, bwd, plan_us, &o.sh, err) < 0)
-			return bp_error_prefix(err, "step %lld micro-batch %zu",
-					       (long long)st->index, j);
-		o.seg = (const int64_t(*)[2])e->seg;
+		bp_eng_op_from(&o, so, (int64_t)j, bwd);
 		o.kv_bytes = (double)o.tokens * cm->kv_token_bytes / tp;
 		o.tp_bytes = (double)o.tokens * cm->token_bytes;
 		/* An emulated op ends at its deadline; what its last layers' collectives still
@@ -660,9 +704,13 @@ static int run_step(struct bp_engine *e, size_t si, double *rec, struct bp_error
 	struct bp_wait w = {"step barrier", -1, st->index, -1};
 	memset(rec, 0, e->rec_len * sizeof(double));
 	e->cur = rec;
-	/* what a tick step needs is worked out before the clock starts */
-	if (r->ticks && r->active && (rc = bp_eng_ticks_prepare(e, si, &tr, err)) != 0)
+	struct step_ops so;
+	memset(&so, 0, sizeof(so));
+	/* what the step needs is worked out before the clock starts */
+	if (r->pl.pipe >= 0 && (rc = bp_eng_step_ops(st, r, &so, err)) != 0)
 		return rc;
+	if (r->ticks && r->active && (rc = bp_eng_ticks_prepare(e, si, &tr, err)) != 0)
+		goto out;
 	if ((rc = be->barrier(e->st, NULL, &w, err)) != 0)
 		goto out;
 	double t0 = be->now_us(e->st);
@@ -680,11 +728,12 @@ static int run_step(struct bp_engine *e, size_t si, double *rec, struct bp_error
 	if (!r->active) /* idle in this step's layout: only the barrier */
 		rc = 0;
 	else if (r->ticks)
-		rc = bp_eng_ticks_run(e, si, tr, t0, rec, err);
+		rc = bp_eng_ticks_run(e, si, tr, r->pl.pipe >= 0 ? &so : NULL, t0, rec, err);
 	else
-		rc = run_1f1b(e, st, r, t0, rec, err);
+		rc = run_1f1b(e, st, r, &so, t0, rec, err);
 out:
 	bp_eng_ticks_free(tr);
+	bp_eng_step_ops_release(&so);
 	return rc;
 }
 

@@ -45,10 +45,7 @@ struct bp_engine {
 	int hung;
 	double *cur;                /* the record of the step being run */
 	struct bp_exec_stats stats; /* rank 0, after the gather: all ranks' */
-	struct bp_layer_share *ls;  /* [lmax]: the shares of the op being run */
-	double *arrive;             /* [world + 1]: arrival times at an all-to-all (ticks) */
-	int64_t (*seg)[2];          /* the op's attention segments */
-	size_t seg_cap;
+	double *arrive;             /* [world + 1]: end times at a tick's end (ticks) */
 };
 
 /* One operation's layer loop (engine.c bp_eng_op): what to run and its emulated clock. */
@@ -91,10 +88,25 @@ int bp_eng_idle(struct bp_engine *e, double t_us, struct bp_error *err);
 /* The time now, once o's work so far has ended: an emulating backend sleeps to o's
  * deadline (t0 + acc), a real one syncs. */
 int bp_eng_stamp(struct bp_engine *e, struct op_run *o, double *t, struct bp_error *err);
-/* The attention segments of micro-batch mb on CP rank cp_i of cp (bp_shard_segments: the
- * planner's own sharding) into e->seg (grown as needed); *tokens gets the rank's tokens. */
-int bp_eng_segments(struct bp_engine *e, const struct bp_mb *mb, int cp, int cp_i,
-		    size_t *nseg, int64_t *tokens, struct bp_error *err);
+/* What this rank's ops of one step need, worked out before the step barrier (not timed):
+ * per micro-batch of its pipeline its tokens and attention segments on this CP rank
+ * (bp_shard_segments: the planner's own sharding), and per (micro-batch, direction) the
+ * shares of the op on this stage (shares.h), scaled to the plan's op time; zeros for a
+ * dummy (ticks). */
+struct step_ops {
+	size_t m;
+	int layers;
+	int64_t *tokens;            /* [m] */
+	int64_t (*seg)[2];          /* all micro-batches' segments */
+	size_t *seg_at;             /* [m + 1]: micro-batch j's are seg[seg_at[j] ..) */
+	struct bp_op_shares *sh;    /* [2 m]: forward, backward of each */
+	struct bp_layer_share *ls;  /* [(2 m + 1) layers]: the last layers are the dummy's */
+};
+int bp_eng_step_ops(const struct bp_step *st, const struct lrole *r, struct step_ops *out,
+		    struct bp_error *err);
+void bp_eng_step_ops_release(struct step_ops *o);
+/* Fills op o from the prepared ops of micro-batch j (-1: a dummy) in direction bwd. */
+void bp_eng_op_from(struct op_run *o, const struct step_ops *so, int64_t j, int bwd);
 /* Runs o's layers (and the LM head on the last stage) in the engine's order. */
 int bp_eng_op(struct bp_engine *e, struct op_run *o, struct bp_error *err);
 /* PP point to point of micro-batch j's activation (dir 0) or gradient (dir 1). recv idles
@@ -110,12 +122,13 @@ int bp_eng_finish_step(struct bp_engine *e, const struct bp_step *st, const stru
 
 /* engine_ticks.c: step si on a distca-ticks layout. prepare (before the step barrier: not
  * timed) evaluates the step's ticks (planner/sim/ticks.h) and this rank's share of them;
- * run replays them from the step start t0; free takes NULL. */
+ * run replays them from the step start t0 with the prepared ops (so; NULL on a server in
+ * no pipeline); free takes NULL. */
 struct ticks_run;
 int bp_eng_ticks_prepare(struct bp_engine *e, size_t si, struct ticks_run **out,
 			 struct bp_error *err);
-int bp_eng_ticks_run(struct bp_engine *e, size_t si, struct ticks_run *t, double t0,
-		     double *rec, struct bp_error *err);
+int bp_eng_ticks_run(struct bp_engine *e, size_t si, struct ticks_run *t,
+		     const struct step_ops *so, double t0, double *rec, struct bp_error *err);
 void bp_eng_ticks_free(struct ticks_run *t);
 
 #endif

@@ -48,6 +48,7 @@ struct ticks_run {
 	double *a2a;          /* [nticks][2 dir]: the all-to-all per layer, us (unscaled) */
 	int64_t (*seg)[2];    /* the attention this rank serves, by timeline position */
 	size_t *seg_at;       /* [nticks + 1]: seg[seg_at[k] .. seg_at[k + 1]) run at k */
+	struct bp_layer_share *zero; /* [L]: a server in no pipeline has no work of its own */
 };
 
 void bp_eng_ticks_free(struct ticks_run *t)
@@ -61,6 +62,7 @@ void bp_eng_ticks_free(struct ticks_run *t)
 	free(t->a2a);
 	free(t->seg);
 	free(t->seg_at);
+	free(t->zero);
 	free(t);
 }
 
@@ -226,6 +228,9 @@ int bp_eng_ticks_prepare(struct bp_engine *e, size_t si, struct ticks_run **out,
 		bp_errorf(err, "step %lld: %d layers per stage", (long long)st->index, t->L);
 		goto fail;
 	}
+	t->zero = bp_calloc((size_t)t->L, sizeof(*t->zero), err);
+	if (!t->zero)
+		goto fail;
 	size_t nt = t->tk.nticks, n = (size_t)t->n;
 	t->cnt = bp_calloc(nt * 4 * n + 1, sizeof(size_t), err);
 	t->sd = bp_calloc(n + 1, sizeof(size_t), err);
@@ -367,8 +372,8 @@ static int tick_end(struct bp_engine *e, const struct lrole *r, struct ticks_run
 	return 0;
 }
 
-int bp_eng_ticks_run(struct bp_engine *e, size_t si, struct ticks_run *t, double t0,
-		     double *rec, struct bp_error *err)
+int bp_eng_ticks_run(struct bp_engine *e, size_t si, struct ticks_run *t,
+		     const struct step_ops *so, double t0, double *rec, struct bp_error *err)
 {
 	const struct bp_plan *p = e->plan;
 	const struct bp_step *st = &p->steps[si];
@@ -411,21 +416,16 @@ int bp_eng_ticks_run(struct bp_engine *e, size_t si, struct ticks_run *t, double
 		o.tp = t->tp;
 		o.last = pi && s == pp - 1;
 		o.mb = mb;
-		o.sh.l = e->ls;
 		o.middle = tick_middle;
 		o.mid = &m;
 		o.w = (struct bp_wait){bwd ? "backward" : "forward", -1, st->index, w.mb};
-		if (mb) {
-			double plan_us = bwd ? mb->bwd[s] : mb->fwd[s];
-			if (bp_eng_segments(e, mb, 1, 0, &o.nseg, &o.tokens, err) < 0 ||
-			    bp_op_shares(cm, mb, s, bwd, plan_us, &o.sh, err) < 0)
-				return bp_error_prefix(err, "step %lld micro-batch %lld",
-						       (long long)st->index, (long long)j);
-			o.seg = (const int64_t(*)[2])e->seg;
-			o.tp_bytes = (double)o.tokens * cm->token_bytes;
-		} else { /* a dummy: only the all-to-alls and the attention it serves */
-			memset(e->ls, 0, (size_t)t->L * sizeof(*e->ls));
-			o.sh.layers = t->L;
+		if (so) { /* a dummy has no work of its own: only the all-to-alls and the
+			   * attention it serves */
+			bp_eng_op_from(&o, so, mb ? j : -1, bwd);
+			if (mb)
+				o.tp_bytes = (double)o.tokens * cm->token_bytes;
+		} else {
+			o.sh = (struct bp_op_shares){t->L, 0, 0.0, 0.0, t->zero};
 		}
 		double t_tick = next; /* what it waited for since is taken from its shares */
 		o.t0 = t_tick;
