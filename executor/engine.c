@@ -391,7 +391,7 @@ static int op_tp(struct bp_engine *e, struct op_run *o, double share, struct bp_
 	if (o->mb && o->r->n_tp > 1) { /* a TP group runs one op: all or none */
 		size_t n = bp_eng_cap(e, o->tp_bytes, 2);
 		o->w.what = "tp all-reduce";
-		rc = e->be->allreduce(e->st, o->r->g_tp, e->tp_buf, n, &o->w, err);
+		rc = e->be->allreduce(e->st, o->r->g_tp, NULL, n, &o->w, err);
 		if (rc != 0)
 			return rc;
 		bp_eng_count(e, BP_EXEC_TP, (double)n);
@@ -408,10 +408,10 @@ static int op_cp(struct bp_engine *e, struct op_run *o, double share, struct bp_
 		size_t n = bp_eng_cap(e, o->kv_bytes, o->r->n_cp);
 		if (o->bwd) {
 			o->w.what = "cp reduce-scatter of dK and dV";
-			rc = e->be->reducescatter(e->st, o->r->g_cp, e->cin, e->cout, n, &o->w, err);
+			rc = e->be->reducescatter(e->st, o->r->g_cp, e->cin, NULL, n, &o->w, err);
 		} else {
 			o->w.what = "cp all-gather of K and V";
-			rc = e->be->allgather(e->st, o->r->g_cp, e->cin, e->cout, n, &o->w, err);
+			rc = e->be->allgather(e->st, o->r->g_cp, e->cin, NULL, n, &o->w, err);
 		}
 		if (rc != 0)
 			return rc;
@@ -594,10 +594,10 @@ int bp_eng_finish_step(struct bp_engine *e, const struct bp_step *st, const stru
 		int s = r->pl.stage;
 		double gbytes = 2.0 * bp_cost_stage_params(cm, s) / cm->sc.tp;
 		size_t n = bp_eng_cap(e, gbytes / r->n_sync, r->n_sync);
-		if ((rc = be->reducescatter(e->st, r->g_sync, e->cin, e->cout, n, &w, err)) != 0)
+		if ((rc = be->reducescatter(e->st, r->g_sync, e->cin, NULL, n, &w, err)) != 0)
 			return rc;
 		w.what = "gradient all-gather";
-		if ((rc = be->allgather(e->st, r->g_sync, e->cout, e->cin, n, &w, err)) != 0)
+		if ((rc = be->allgather(e->st, r->g_sync, e->cin, NULL, n, &w, err)) != 0)
 			return rc;
 		bp_eng_count(e, BP_EXEC_SYNC, (double)n);
 		bp_eng_count(e, BP_EXEC_SYNC, (double)n);

@@ -160,7 +160,10 @@ struct bp_backend {
 	int (*recv)(void *st, void *buf, size_t bytes, int peer, int tag, const struct bp_wait *w,
 		    struct bp_error *err);
 	/* Collectives over a group; bytes per rank. reducescatter reads n*bytes from in and
-	 * writes bytes to out; allgather reads bytes from in and writes n*bytes to out. */
+	 * writes bytes to out; allgather reads bytes from in and writes n*bytes to out;
+	 * allreduce works in place on buf. out, buf and an all-to-all's out may be NULL: the
+	 * caller wants no result (the engine never reads one), the bytes still move (an
+	 * all-reduce then contributes what the backend has). */
 	int (*allreduce)(void *st, void *group, void *buf, size_t bytes, const struct bp_wait *w,
 			 struct bp_error *err);
 	int (*allgather)(void *st, void *group, const void *in, void *out, size_t bytes,

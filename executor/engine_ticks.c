@@ -305,7 +305,7 @@ static int tick_a2a(struct bp_engine *e, struct op_run *o, struct ticks_run *t, 
 				self = snd[i];
 		}
 		o->w.what = dir ? "all-to-all out" : "all-to-all in";
-		struct bp_a2a a = {o->r->g_a2a, e->payload, e->cout, snd, t->sd, rcv, t->rd,
+		struct bp_a2a a = {o->r->g_a2a, e->payload, NULL, snd, t->sd, rcv, t->rd,
 				   &o->w};
 		if ((rc = e->be->alltoallv(e->st, &a, err)) != 0)
 			return rc;
