@@ -16,14 +16,16 @@
  * of the cost model, capped by max_bytes.
  *
  * An emulating backend (one with idle_until) also reproduces the simulator's timing model:
- * each primitive ends at its deadline, the op's start plus the running sum of the shares
- * before it (shares.h: bp_cost_mb's decomposed time, scaled to the plan's op time, x time
- * scale), so an op lasts the plan's predicted time from its start and a collective only
- * lengthens it when it takes longer than the shares left; an activation arrives bp_cost_p2p
- * after the sender finished (the sender's wall-clock time travels in a header message); the
- * gradient synchronisation lasts bp_cost_grad_sync of the stage from when the rank reaches
- * it. So the measured step time is the simulator's prediction times time_scale, plus
- * scheduling noise. */
+ * each compute primitive's work ends at its deadline, the op's start plus the running sum
+ * of the shares up to it (shares.h: bp_cost_mb's decomposed time, scaled to the plan's op
+ * time, x time scale; a communication's share moves the clock on), and the rank sleeps to
+ * the last one at the op's end, so an op lasts the plan's predicted time from its start; its
+ * collectives, in flight meanwhile, must be done before its next op starts (and only then
+ * lengthen the step, when they take longer than the time they had). An activation arrives
+ * bp_cost_p2p after the sender finished (the sender's wall-clock time travels in a header
+ * message); the gradient synchronisation lasts bp_cost_grad_sync of the stage from when the
+ * rank reaches it. So the measured step time is the simulator's prediction times
+ * time_scale, plus scheduling noise. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
