@@ -352,6 +352,14 @@ static int split_ops(const struct bp_plan *p, const struct bp_trace *t,
 				return -1;
 			for (size_t j = 0; j < k->nmbs; j++, o += 2) {
 				const struct bp_mb *mb = &pi->mbs[j];
+				/* the fit scales the dense attention tables; sparse tables and
+				 * attention on servers (a ticks step) are not fitted yet */
+				if (mb->attn != BP_ATTN_DENSE)
+					return bp_errorf(err, "step %lld pipeline %d micro-batch %zu "
+							 "has %s attention: the refit fits dense "
+							 "attention only",
+							 (long long)steps[i]->index, k->pipe, j,
+							 bp_attn_kind_name(mb->attn));
 				if (bp_refit_split(cm, mb->spans, mb->nspans, mb->shard, k->stage,
 						   &obs[o].pred, &obs[o + 1].pred, err) < 0)
 					return -1;

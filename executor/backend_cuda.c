@@ -1,24 +1,28 @@
 /* backend_cuda.c: balexec's CUDA backend (engine.h struct bp_backend; executor/README.md
- * "CUDA backend"; DESIGN.md "Executor"; issue 4). Registered in engine.c's table as "cuda".
+ * "CUDA backend"; DESIGN.md "Executor"; core-v2 Sec. 6; issues 4 and 9). Registered in
+ * engine.c's table as "cuda".
  *
- * Compute is real: each op runs op->layers synthetic transformer layers of the plan's model
- * on this rank's tokens (its CP shard of the micro-batch, bp_shard_segments): the QKV, O and
- * FFN GEMMs through cuBLAS (bf16 in and out, fp32 accumulation), variable-length causal
- * attention through executor/attn.h, and per layer the collectives the cost model counts
- * (costmodel.c rank_layer_time / bp_cost_microbatch): two TP all-reduces (after the O and FFN
- * down GEMMs forward, after the FFN up and QKV input gradients backward, as Megatron's row-
- * and column-parallel layers need) and one CP all-gather of K and V forward, reduce-scatter
- * of dK and dV backward, each of the size the engine gives (op->colls, capped by
- * --max-bytes). Backward runs the two GEMMs per forward GEMM (dX and dW) and the attention
- * backward. Weights (one layer's, shared by all layers: only the time matters) and
- * activations are allocated on first use, sized for the largest op seen, grown on demand,
- * and filled once with small seeded values; inputs are never overwritten by outputs, so no
- * value grows from layer to layer. The SwiGLU elementwise product and the LM head are not
- * run (the engine does not say which stage is the last).
+ * Compute is real: the engine's layer loop calls the primitives per layer on this rank's
+ * tokens. gemm runs the layer's GEMMs of one kind through cuBLAS (bf16 in and out, fp32
+ * accumulation): QKV, O, FFN (up, gated 2 x ffn / tp wide, and down) or the LM head (vocab /
+ * tp wide, in chunks of LM_CHUNK rows); backward the two GEMMs of each (dX and dW).
+ * attn_dense runs executor/attn.h's varlen causal attention over the segments it is given
+ * (a CP shard's, or the CA-tasks a DistCA server runs); attn_sparse is not supported yet
+ * (no block-sparse kernel: `unsupported` says so before the backend starts). Weights (one
+ * layer's, shared by all layers: only the time matters) and activations are allocated on
+ * first use, sized for the largest call seen, grown on demand in stream order, and filled
+ * once with small seeded values; inputs are never overwritten by outputs, so no value grows
+ * from layer to layer. The SwiGLU elementwise product, norms and the loss are not run.
+ *
+ * The stream: compute primitives and the collectives (all-reduce, all-gather,
+ * reduce-scatter, the all-to-all-v as grouped ncclSend/ncclRecv) are queued on the main
+ * stream and return (engine.h: stream-ordered); sync waits for them. At most QUEUE_MAX stay
+ * queued ahead of the host, so a hang is noticed within a layer or two; the groups queued
+ * collectives wait on are remembered to name them in a timeout.
  *
  * Communication is NCCL on device buffers. Invariants:
- * - Compute, the op's collectives and the blocking collectives run on one CUDA stream (the
- *   main one); every backend call but send returns only after the work it queued is done.
+ * - Compute, collectives, the barrier and the gather run on one CUDA stream (the main
+ *   one), in call order; barrier, gather and recv return only after their work is done.
  * - Point to point goes over two more communicators split from the world, each with its
  *   own stream: "up" carries every message to a higher rank (activations), "down" every
  *   message to a lower rank (gradients). A send is queued at once and never waits on the
@@ -53,10 +57,11 @@
  *   abort, which exits, and srun --kill-on-bad-exit ends the others.
  * - Groups: ncclCommSplit is collective over the whole parent (world) communicator, so
  *   group_create must be called by every world rank, the same number of times in the same
- *   order. engine.c's make_group does: the TP, CP and gradient-sync groups partition the
- *   world into groups of equal size, so either every rank makes a group of that kind or
- *   none does; the colour is the group's lowest rank, the key the world rank, so group rank
- *   order is world rank order (the CP index is the position in the CP group). */
+ *   order. engine.c's make_group does: per layout every rank makes one group of each kind
+ *   (TP, CP, gradient sync; all-to-all on a ticks layout), a group of itself where the kind
+ *   leaves it out, so groups of unequal size are split together; the colour is the group's
+ *   lowest rank (a rank alone is its own colour, which no other group has), the key the
+ *   world rank, so group rank order is world rank order. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <errno.h>
@@ -76,6 +81,9 @@
 #define FILL_CHUNK (256 * 1024)    /* bytes of seeded values copied up, then replicated */
 #define BLAS_WORKSPACE (32u << 20) /* cuBLAS workspace (its guide: 32 MiB on Hopper) */
 #define FILL_SEED 0x62616c706c616eULL
+#define QUEUE_MAX 16               /* primitives queued ahead of the host at most */
+#define PEND_MAX 8                 /* groups named when the stream stalls */
+#define LM_CHUNK 2048              /* LM head rows per GEMM */
 
 struct dbuf {
 	void *p;
@@ -95,6 +103,11 @@ struct slot {          /* one send's device buffer, and its bytes on the host (p
 	cudaEvent_t ev;        /* recorded after the send: done when it has passed */
 	int has_ev, busy, peer;
 	uint64_t seq;          /* issue order, for naming the oldest send still waiting */
+};
+
+struct pend {          /* a group a queued collective waits on, and what for */
+	const struct cgroup *g; /* NULL: the world */
+	const char *what;
 };
 
 enum { UP, DOWN };    /* to a higher rank (activations), to a lower one (gradients) */
@@ -120,25 +133,34 @@ struct cuda {
 	uint64_t seq;          /* sends so far */
 	cublasHandle_t blas;
 	cudaStream_t stream;   /* the main stream */
-	cudaEvent_t ev[3], ev_done; /* per-layer ring (at most two layers queued), completion */
-	int have_stream, have_blas, nev;
+	cudaEvent_t qev[QUEUE_MAX]; /* after each queued primitive, round robin */
+	cudaEvent_t ev_done, cu_ev; /* completion (drain); the last segment upload */
+	int have_stream, have_blas, nev; /* nev: events made, qev first, then ev_done, cu_ev */
+	uint64_t nprim;        /* primitives queued so far */
+	struct pend pend[PEND_MAX]; /* groups waited on since the last sync */
+	int npend;
 	struct dbuf blas_ws;
-	/* Weights of one layer and their gradient scratch. */
-	struct dbuf w_qkv, w_o, w_up, w_down, dw;
-	/* Activations: [T][...] bf16, K and V [Tkv][...], lse [heads][T] fp32. */
-	struct dbuf x, qkv, q, o, y, dy, dx, dob, dq, u, lse, k, v, dk, dv;
-	struct dbuf ws, cu, coll_in, coll_out, scalar, g_in, g_out;
-	/* Host scratch. */
-	int64_t (*seg)[2];
-	size_t seg_cap;
+	/* Weights of one layer and their gradient scratch; the LM head's. */
+	struct dbuf w_qkv, w_o, w_up, w_down, dw, w_lm, dw_lm;
+	/* Activations: [T][...] bf16, K and V [Tkv][...], lse [heads][T] fp32, logits of
+	 * LM_CHUNK rows. */
+	struct dbuf x, qkv, q, o, y, dy, dx, dob, dq, u, lse, k, v, dk, dv, lm;
+	struct dbuf ws, cu, coll_in, coll_out, scalar, g_in, g_out, a2a_in, a2a_out;
+	/* The segment offsets: pinned staging (never freed mid-run: outgrown ones wait in
+	 * old_pinned), and the segments last uploaded. */
 	int32_t *hcu;
 	size_t hcu_cap;
+	void **old_pinned;
+	size_t nold;
+	int64_t (*cu_last)[2];
+	size_t cu_n, cu_last_cap;
+	int has_cu;
 	uint16_t *fill; /* FILL_CHUNK bytes of seeded bf16 values */
 };
 
 /* Model dimensions on one TP rank. */
 struct dims {
-	int64_t h, hl, kvl, hd, nq, nkv, nqkv, fl, nup;
+	int64_t h, hl, kvl, hd, nq, nkv, nqkv, fl, nup, vl;
 };
 
 /* ---- errors ---- */
@@ -568,6 +590,85 @@ static int cuda_wait_sends(void *stp, const struct bp_wait *w, struct bp_error *
 	}
 }
 
+/* ---- the stream: throttle and what it waits for ---- */
+
+/* Remembers a group a queued collective waits on, to name it when the stream stalls. */
+static void note_pending(struct cuda *st, const struct cgroup *g, const char *what)
+{
+	for (int i = 0; i < st->npend; i++)
+		if (st->pend[i].g == g && !strcmp(st->pend[i].what, what))
+			return;
+	if (st->npend < PEND_MAX)
+		st->pend[st->npend++] = (struct pend){g, what};
+}
+
+static size_t pending_comms(const struct cuda *st, ncclComm_t *comms)
+{
+	size_t n = 0;
+	for (int i = 0; i < st->npend; i++)
+		comms[n++] = st->pend[i].g ? st->pend[i].g->comm : st->world_comm;
+	comms[n++] = st->world_comm;
+	return n;
+}
+
+/* "ranks 4 5 (tp all-reduce) or ranks 4 6 (cp all-gather of K and V)", or "the GPU". */
+static void describe_pending(const struct cuda *st, char *buf, size_t n)
+{
+	size_t o = 0;
+	buf[0] = 0;
+	for (int i = 0; i < st->npend && o < n; i++) {
+		char r[160];
+		const struct cgroup *g = st->pend[i].g;
+		if (g)
+			describe_ranks(r, sizeof(r), g->ranks, (size_t)g->n);
+		else
+			snprintf(r, sizeof(r), "the other ranks");
+		o += (size_t)snprintf(buf + o, n - o, "%s%s (%s)", o ? " or " : "", r,
+				      st->pend[i].what);
+	}
+	if (!buf[0])
+		snprintf(buf, n, "the GPU");
+}
+
+/* Before queueing primitive number st->nprim: at most QUEUE_MAX stay queued ahead of the
+ * host, so a hang shows within a layer or two and a full launch queue never blocks the
+ * host without a deadline. */
+static int throttle(struct cuda *st, const struct bp_wait *w, struct bp_error *err)
+{
+	if (st->nprim < QUEUE_MAX)
+		return 0;
+	char whom[320];
+	ncclComm_t comms[PEND_MAX + 1];
+	size_t nc = pending_comms(st, comms);
+	describe_pending(st, whom, sizeof(whom));
+	return wait_event(st, st->qev[st->nprim % QUEUE_MAX], now_us_() + st->timeout_s * 1e6,
+			  comms, nc, whom, w, err);
+}
+
+/* After queueing a primitive: its completion event. */
+static int queued(struct cuda *st, struct bp_error *err)
+{
+	CU(cudaEventRecord(st->qev[st->nprim % QUEUE_MAX], st->stream), "cudaEventRecord");
+	st->nprim++;
+	return 0;
+}
+
+static int cuda_sync(void *stp, const struct bp_wait *w, struct bp_error *err)
+{
+	struct cuda *st = stp;
+	char whom[320];
+	ncclComm_t comms[PEND_MAX + 1];
+	int rc;
+	if (check_alive(st, err) < 0)
+		return -1;
+	size_t nc = pending_comms(st, comms);
+	describe_pending(st, whom, sizeof(whom));
+	if ((rc = drain(st, now_us_() + st->timeout_s * 1e6, comms, nc, whom, w, err)) != 0)
+		return rc;
+	st->npend = 0;
+	return 0;
+}
+
 /* ---- collectives ---- */
 
 static ncclComm_t comm_of(const struct cuda *st, const void *g)
@@ -580,22 +681,24 @@ static int size_of(const struct cuda *st, const void *g)
 	return g ? ((const struct cgroup *)g)->n : st->world;
 }
 
+enum coll_kind { C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER };
+
 /* Enqueues one collective of bytes per rank on the device buffers coll_in / coll_out
  * (already large enough: coll_bytes). Reductions sum bf16 as gradients and partial sums
  * are; an all-gather moves bytes. */
-static int enqueue_coll(struct cuda *st, enum bp_coll_kind kind, const void *g, size_t bytes,
+static int enqueue_coll(struct cuda *st, enum coll_kind kind, const void *g, size_t bytes,
 			double deadline, const char *whom, const struct bp_wait *w,
 			struct bp_error *err)
 {
 	ncclComm_t c = comm_of(st, g);
 	size_t cnt = (bytes + 1) / 2;
 	switch (kind) {
-	case BP_EXEC_ALLREDUCE:
+	case C_ALLREDUCE:
 		NC(ncclAllReduce(st->coll_out.p, st->coll_out.p, cnt, ncclBfloat16, ncclSum, c,
 				 st->stream),
 		   "ncclAllReduce", c, deadline, whom, w);
 		break;
-	case BP_EXEC_ALLGATHER:
+	case C_ALLGATHER:
 		NC(ncclAllGather(st->coll_in.p, st->coll_out.p, bytes, ncclInt8, c, st->stream),
 		   "ncclAllGather", c, deadline, whom, w);
 		break;
@@ -621,29 +724,31 @@ static int ensure_coll(struct cuda *st, size_t need, struct bp_error *err)
 	return 0;
 }
 
-/* A blocking collective from the engine (gradient synchronisation, barrier). */
-static int blocking_coll(struct cuda *st, enum bp_coll_kind kind, void *g, size_t bytes,
-			 const struct bp_wait *w, struct bp_error *err)
+/* A collective queued on the main stream (stream-ordered: cuda_sync waits for it). */
+static int queue_coll(struct cuda *st, enum coll_kind kind, void *g, size_t bytes,
+		      const struct bp_wait *w, struct bp_error *err)
 {
 	double deadline = now_us_() + st->timeout_s * 1e6;
 	char whom[160];
 	int rc;
 	if (check_alive(st, err) < 0)
 		return -1;
+	if ((rc = throttle(st, w, err)) != 0)
+		return rc;
 	if (ensure_coll(st, coll_bytes(bytes, size_of(st, g)), err) < 0)
 		return -1;
 	describe_wait(st, w, g, whom, sizeof(whom));
+	note_pending(st, g, w->what);
 	if ((rc = enqueue_coll(st, kind, g, bytes, deadline, whom, w, err)) != 0)
 		return rc;
-	ncclComm_t comms[2] = {comm_of(st, g), st->world_comm};
-	return drain(st, deadline, comms, 2, whom, w, err);
+	return queued(st, err);
 }
 
 static int cuda_allreduce(void *st, void *g, void *buf, size_t bytes, const struct bp_wait *w,
 			  struct bp_error *err)
 {
 	(void)buf; /* the engine never reads what a reduction gives */
-	return blocking_coll(st, BP_EXEC_ALLREDUCE, g, bytes, w, err);
+	return queue_coll(st, C_ALLREDUCE, g, bytes, w, err);
 }
 
 static int cuda_allgather(void *st, void *g, const void *in, void *out, size_t bytes,
@@ -651,7 +756,7 @@ static int cuda_allgather(void *st, void *g, const void *in, void *out, size_t b
 {
 	(void)in;
 	(void)out;
-	return blocking_coll(st, BP_EXEC_ALLGATHER, g, bytes, w, err);
+	return queue_coll(st, C_ALLGATHER, g, bytes, w, err);
 }
 
 static int cuda_reducescatter(void *st, void *g, const void *in, void *out, size_t bytes,
@@ -659,16 +764,72 @@ static int cuda_reducescatter(void *st, void *g, const void *in, void *out, size
 {
 	(void)in;
 	(void)out;
-	return blocking_coll(st, BP_EXEC_REDUCESCATTER, g, bytes, w, err);
+	return queue_coll(st, C_REDUCESCATTER, g, bytes, w, err);
 }
 
-/* A barrier is a one-element all-reduce: it completes when every member has arrived. */
+/* The variable all-to-all as one NCCL group of sends and receives over the group's
+ * communicator (NCCL's documented all-to-allv: ncclGroupStart, a ncclSend and a ncclRecv per
+ * peer, ncclGroupEnd); self traffic a device copy. Between device buffers a2a_in/a2a_out:
+ * the bytes move, the host's contents do not. */
+static int cuda_alltoallv(void *stp, const struct bp_a2a *a, struct bp_error *err)
+{
+	struct cuda *st = stp;
+	double deadline = now_us_() + st->timeout_s * 1e6;
+	const struct cgroup *g = a->group;
+	char whom[160];
+	int rc;
+	if (check_alive(st, err) < 0)
+		return -1;
+	if (!g)
+		return bp_errorf(err, "an all-to-all needs a group");
+	size_t sn = 0, rn = 0;
+	for (int i = 0; i < g->n; i++) {
+		if (a->sdispl[i] + a->send[i] > sn)
+			sn = a->sdispl[i] + a->send[i];
+		if (a->rdispl[i] + a->recv[i] > rn)
+			rn = a->rdispl[i] + a->recv[i];
+	}
+	if (a->send[g->me] != a->recv[g->me])
+		return bp_errorf(err, "an all-to-all sends itself %zu bytes and receives %zu",
+				 a->send[g->me], a->recv[g->me]);
+	if ((rc = throttle(st, a->wait, err)) != 0)
+		return rc;
+	if (ensure(st, &st->a2a_in, sn ? sn : 1, FILL_NONE, "the all-to-all buffers", st->stream,
+		   err) < 0 ||
+	    ensure(st, &st->a2a_out, rn ? rn : 1, FILL_NONE, "the all-to-all buffers", st->stream,
+		   err) < 0)
+		return -1;
+	describe_wait(st, a->wait, g, whom, sizeof(whom));
+	note_pending(st, g, a->wait->what);
+	char *in = st->a2a_in.p, *out = st->a2a_out.p;
+	if (a->send[g->me])
+		CU(cudaMemcpyAsync(out + a->rdispl[g->me], in + a->sdispl[g->me], a->send[g->me],
+				   cudaMemcpyDeviceToDevice, st->stream),
+		   "cudaMemcpyAsync");
+	NC(ncclGroupStart(), "ncclGroupStart", g->comm, deadline, whom, a->wait);
+	for (int i = 0; i < g->n; i++) {
+		if (i == g->me)
+			continue;
+		if (a->send[i])
+			NC(ncclSend(in + a->sdispl[i], a->send[i], ncclInt8, i, g->comm, st->stream),
+			   "ncclSend", g->comm, deadline, whom, a->wait);
+		if (a->recv[i])
+			NC(ncclRecv(out + a->rdispl[i], a->recv[i], ncclInt8, i, g->comm, st->stream),
+			   "ncclRecv", g->comm, deadline, whom, a->wait);
+	}
+	NC(ncclGroupEnd(), "ncclGroupEnd", g->comm, deadline, whom, a->wait);
+	return queued(st, err);
+}
+
+/* A barrier is a one-element all-reduce: it completes when every member has arrived. It
+ * drains the stream, so everything queued before it has finished too. */
 static int cuda_barrier(void *stp, void *g, const struct bp_wait *w, struct bp_error *err)
 {
 	struct cuda *st = stp;
 	double deadline = now_us_() + st->timeout_s * 1e6;
 	char whom[160];
 	ncclComm_t c;
+	int rc;
 	if (check_alive(st, err) < 0)
 		return -1;
 	if (ensure(st, &st->scalar, sizeof(float), FILL_NONE, "the barrier", st->stream, err) < 0)
@@ -678,7 +839,10 @@ static int cuda_barrier(void *stp, void *g, const struct bp_wait *w, struct bp_e
 	NC(ncclAllReduce(st->scalar.p, st->scalar.p, 1, ncclFloat32, ncclSum, c, st->stream),
 	   "ncclAllReduce", c, deadline, whom, w);
 	ncclComm_t comms[2] = {c, st->world_comm};
-	return drain(st, deadline, comms, 2, whom, w, err);
+	if ((rc = drain(st, deadline, comms, 2, whom, w, err)) != 0)
+		return rc;
+	st->npend = 0;
+	return 0;
 }
 
 /* Done as an all-gather over the world (every rank gets world * bytes; only rank 0 copies
@@ -720,6 +884,8 @@ static int cuda_gather(void *stp, const void *in, void *out, size_t bytes,
 static void model_dims(const struct bp_model *m, int tp, struct dims *d)
 {
 	int64_t hd = m->heads > 0 ? m->hidden / m->heads : 128;
+	if (tp < 1)
+		tp = 1;
 	/* attn.h supports head_dim 64 and 128: other models run the nearer one. */
 	d->hd = hd <= 96 ? 64 : 128;
 	d->h = m->hidden;
@@ -732,6 +898,7 @@ static void model_dims(const struct bp_model *m, int tp, struct dims *d)
 	d->nqkv = d->nq + 2 * d->nkv;
 	d->fl = (m->ffn + tp - 1) / tp;
 	d->nup = (m->gated ? 2 : 1) * d->fl;
+	d->vl = (m->vocab + tp - 1) / tp;
 }
 
 /* Row-major C[M x N] = op(A)[M x K] op(B)[K x N] in bf16 with fp32 accumulation; ta: A is
@@ -754,89 +921,14 @@ static int gemm(struct cuda *st, int ta, int tb, int64_t m, int64_t n, int64_t k
 	return 0;
 }
 
-/* This rank's attention segments of the micro-batch: q lengths and causal kv prefixes. */
-static int shard(struct cuda *st, const struct bp_op *op, int cp, int cpi, size_t *nseg,
-		 int64_t *tokens, struct bp_error *err)
+/* Sizes the weights and activations a GEMM of t rows reads and writes (ensure only grows,
+ * in stream order: safe with work still queued). */
+static int prep_gemm(struct cuda *st, const struct dims *d, int64_t t, int lm,
+		     struct bp_error *err)
 {
-	const struct bp_mb *mb = op->mbp;
-	for (;;) {
-		size_t k = bp_shard_segments(mb->spans, mb->nspans, mb->shard, cp, cpi, st->seg,
-					     st->seg_cap, tokens);
-		if (k <= st->seg_cap) {
-			*nseg = k;
-			return 0;
-		}
-		int64_t(*s)[2] = bp_realloc_array(st->seg, k, sizeof(*s), err);
-		if (!s)
-			return -1;
-		st->seg = s;
-		st->seg_cap = k;
-	}
-}
-
-/* One layer, forward or backward, on the stream. */
-static int layer(struct cuda *st, const struct bp_op *op, const struct dims *d, int64_t t,
-		 const struct bp_attn_shape *as, const int32_t *cu_q, const int32_t *cu_kv,
-		 double deadline, const char *whom, struct bp_error *err)
-{
-	const struct bp_op_coll *tp = &op->colls[0], *cp = &op->colls[1];
-	const struct bp_wait *w = &op->wait;
-	int rc;
-#define COLL(c)                                                                        \
-	do {                                                                           \
-		if ((c)->group &&                                                      \
-		    (rc = enqueue_coll(st, (c)->kind, (c)->group, (c)->bytes, deadline, whom, \
-				       w, err)) != 0)                                  \
-			return rc;                                                     \
-	} while (0)
-#define GEMM(ta, tb, m, n, k, a, b, c)                                                 \
-	do {                                                                           \
-		if (gemm(st, ta, tb, m, n, k, (a).p, (b).p, (c).p, err) < 0)           \
-			return -1;                                                     \
-	} while (0)
-	if (!op->bwd) {
-		GEMM(0, 0, t, d->nqkv, d->h, st->x, st->w_qkv, st->qkv);
-		COLL(cp); /* K and V of the other CP ranks */
-		if (as->nseg > 0 &&
-		    bp_attn_fwd(as, cu_q, cu_kv, st->q.p, st->k.p, st->v.p, st->o.p, st->lse.p,
-				st->stream, err) < 0)
-			return bp_error_prefix(err, "attention forward");
-		GEMM(0, 0, t, d->h, d->nq, st->o, st->w_o, st->y);
-		COLL(tp);
-		GEMM(0, 0, t, d->nup, d->h, st->x, st->w_up, st->u);
-		GEMM(0, 0, t, d->h, d->fl, st->u, st->w_down, st->y);
-		COLL(tp);
-		return 0;
-	}
-	/* FFN down, then up (column-parallel: its input gradient is all-reduced). */
-	GEMM(0, 1, t, d->fl, d->h, st->dy, st->w_down, st->u);
-	GEMM(1, 0, d->fl, d->h, t, st->u, st->dy, st->dw);
-	GEMM(0, 1, t, d->h, d->nup, st->u, st->w_up, st->dx);
-	GEMM(1, 0, d->h, d->nup, t, st->x, st->u, st->dw);
-	COLL(tp);
-	/* O, attention, then QKV (column-parallel). */
-	GEMM(0, 1, t, d->nq, d->h, st->dy, st->w_o, st->dob);
-	GEMM(1, 0, d->nq, d->h, t, st->o, st->dy, st->dw);
-	if (as->nseg > 0 &&
-	    bp_attn_bwd(as, cu_q, cu_kv, st->q.p, st->k.p, st->v.p, st->o.p, st->dob.p,
-			st->lse.p, st->dq.p, st->dk.p, st->dv.p, st->ws.p, st->stream, err) < 0)
-		return bp_error_prefix(err, "attention backward");
-	COLL(cp); /* dK and dV back to the CP ranks they came from */
-	GEMM(0, 1, t, d->h, d->nqkv, st->qkv, st->w_qkv, st->dx);
-	GEMM(1, 0, d->h, d->nqkv, t, st->x, st->qkv, st->dw);
-	COLL(tp);
-	return 0;
-#undef COLL
-#undef GEMM
-}
-
-/* Sizes every buffer for this op (the stream is idle: growing may cudaFree). */
-static int prepare(struct cuda *st, const struct bp_op *op, const struct dims *d, int64_t t,
-		   int64_t tkv, const struct bp_attn_shape *as, struct bp_error *err)
-{
-	size_t b2 = 2, tt = (size_t)t, tk = (size_t)tkv;
-	size_t h = (size_t)d->h, nq = (size_t)d->nq, nkv = (size_t)d->nkv;
+	size_t b2 = 2, tt = (size_t)t, h = (size_t)d->h, nq = (size_t)d->nq;
 	size_t nqkv = (size_t)d->nqkv, nup = (size_t)d->nup, fl = (size_t)d->fl;
+	size_t vl = (size_t)d->vl, rows = tt < LM_CHUNK ? tt : LM_CHUNK;
 	size_t wmax = h * nqkv;
 	if (nq * h > wmax)
 		wmax = nq * h;
@@ -852,118 +944,255 @@ static int prepare(struct cuda *st, const struct bp_op *op, const struct dims *d
 		{&st->w_qkv, h * nqkv * b2, FILL_BF16}, {&st->w_o, nq * h * b2, FILL_BF16},
 		{&st->w_up, h * nup * b2, FILL_BF16},   {&st->w_down, fl * h * b2, FILL_BF16},
 		{&st->dw, wmax * b2, FILL_NONE},        {&st->x, tt * h * b2, FILL_BF16},
-		{&st->qkv, tt * nqkv * b2, FILL_BF16},  {&st->q, tt * nq * b2, FILL_BF16},
-		{&st->o, tt * nq * b2, FILL_BF16},      {&st->y, tt * h * b2, FILL_NONE},
-		{&st->dy, tt * h * b2, FILL_BF16},      {&st->dx, tt * h * b2, FILL_NONE},
-		{&st->dob, tt * nq * b2, FILL_BF16},    {&st->dq, tt * nq * b2, FILL_NONE},
-		{&st->u, tt * nup * b2, FILL_BF16},     {&st->lse, tt * (size_t)d->hl * 4, FILL_LSE},
-		{&st->k, tk * nkv * b2, FILL_BF16},     {&st->v, tk * nkv * b2, FILL_BF16},
-		{&st->dk, tk * nkv * b2, FILL_NONE},    {&st->dv, tk * nkv * b2, FILL_NONE},
-		{&st->cu, 2 * ((size_t)as->nseg + 1) * sizeof(int32_t), FILL_NONE},
+		{&st->qkv, tt * nqkv * b2, FILL_BF16},  {&st->o, tt * nq * b2, FILL_BF16},
+		{&st->y, tt * h * b2, FILL_NONE},       {&st->dy, tt * h * b2, FILL_BF16},
+		{&st->dx, tt * h * b2, FILL_NONE},      {&st->dob, tt * nq * b2, FILL_BF16},
+		{&st->u, tt * nup * b2, FILL_BF16},
 	};
 	for (size_t i = 0; i < BP_ARRAY_LEN(need); i++)
 		if (ensure(st, need[i].b, need[i].bytes, need[i].fill, "activations and weights",
 			   st->stream, err) < 0)
 			return -1;
-	if (op->bwd && as->nseg > 0 &&
-	    ensure(st, &st->ws, bp_attn_bwd_workspace(as), FILL_NONE, "the attention workspace",
-		   st->stream, err) < 0)
+	if (lm && (ensure(st, &st->w_lm, h * vl * b2, FILL_BF16, "the LM head", st->stream,
+			  err) < 0 ||
+		   ensure(st, &st->dw_lm, h * vl * b2, FILL_NONE, "the LM head", st->stream,
+			  err) < 0 ||
+		   ensure(st, &st->lm, rows * vl * b2, FILL_BF16, "the LM head", st->stream,
+			  err) < 0))
 		return -1;
-	size_t cb = 0;
-	for (size_t i = 0; i < BP_ARRAY_LEN(op->colls); i++) {
-		const struct bp_op_coll *c = &op->colls[i];
-		size_t b = c->group ? coll_bytes(c->bytes, size_of(st, c->group)) : 0;
-		if (b > cb)
-			cb = b;
-	}
-	return cb ? ensure_coll(st, cb, err) : 0;
+	return 0;
 }
 
-static int cuda_compute(void *stp, const struct bp_op *op, struct bp_error *err)
+#define GEMM(ta, tb, m, n, k, a, b, c)                                                 \
+	do {                                                                           \
+		if (gemm(st, ta, tb, m, n, k, a, b, c, err) < 0)                       \
+			return -1;                                                     \
+	} while (0)
+
+/* The LM head over t rows in chunks of LM_CHUNK (the logits of a long micro-batch would not
+ * fit at once; the time is the same). */
+static int lm_head(struct cuda *st, const struct dims *d, int64_t t, int bwd,
+		   struct bp_error *err)
+{
+	for (int64_t r0 = 0; r0 < t; r0 += LM_CHUNK) {
+		int64_t c = t - r0 < LM_CHUNK ? t - r0 : LM_CHUNK;
+		char *x = (char *)st->x.p + (size_t)r0 * (size_t)d->h * 2;
+		char *dx = (char *)st->dx.p + (size_t)r0 * (size_t)d->h * 2;
+		if (!bwd) {
+			GEMM(0, 0, c, d->vl, d->h, x, st->w_lm.p, st->lm.p);
+		} else {
+			GEMM(0, 1, c, d->h, d->vl, st->lm.p, st->w_lm.p, dx);
+			GEMM(1, 0, d->h, d->vl, c, x, st->lm.p, st->dw_lm.p);
+		}
+	}
+	return 0;
+}
+
+static int cuda_gemm(void *stp, const struct bp_gemm *g, struct bp_error *err)
 {
 	struct cuda *st = stp;
-	double deadline = now_us_() + st->timeout_s * 1e6;
-	const struct cgroup *gtp = op->colls[0].group, *gcp = op->colls[1].group;
-	int tp = gtp ? gtp->n : 1, cp = gcp ? gcp->n : 1, cpi = gcp ? gcp->me : 0;
 	struct dims d;
-	struct bp_attn_shape as;
-	size_t nseg = 0;
-	int64_t t = 0, tkv = 0;
-	char whom[320];
 	int rc;
 	if (check_alive(st, err) < 0)
 		return -1;
-	model_dims(op->model, tp, &d);
-	if (shard(st, op, cp, cpi, &nseg, &t, err) < 0)
+	if (g->tokens <= 0)
+		return 0;
+	model_dims(g->model, g->tp, &d);
+	int64_t t = g->tokens;
+	if ((rc = throttle(st, g->wait, err)) != 0)
+		return rc;
+	if (prep_gemm(st, &d, t, g->kind == BP_GEMM_LM_HEAD, err) < 0)
 		return -1;
-	memset(&as, 0, sizeof(as));
-	for (size_t i = 0; i < nseg; i++) {
-		tkv += st->seg[i][1];
-		if (st->seg[i][0] > as.max_q)
-			as.max_q = (int)st->seg[i][0];
-		if (st->seg[i][1] > as.max_kv)
-			as.max_kv = (int)st->seg[i][1];
-	}
-	if (t > INT32_MAX || tkv > INT32_MAX || nseg > INT32_MAX / 2)
-		return bp_errorf(err, "micro-batch %lld of step %lld is too large for the "
-				 "attention kernels (%lld query and %lld key tokens on this rank)",
-				 (long long)op->mb, (long long)op->step, (long long)t,
-				 (long long)tkv);
-	as.nseg = (int)nseg;
-	as.heads = (int)d.hl;
-	as.kv_heads = (int)d.kvl;
-	as.head_dim = (int)d.hd;
-	as.total_q = t;
-	as.total_kv = tkv;
-	as.scale = 1.0f / sqrtf((float)d.hd);
-	if (prepare(st, op, &d, t, tkv, &as, err) < 0)
-		return -1;
-	/* The segment offsets (a pageable copy may wait for the main stream: it is idle). */
-	if (st->hcu_cap < 2 * (nseg + 1)) {
-		int32_t *h = bp_realloc_array(st->hcu, 2 * (nseg + 1), sizeof(int32_t), err);
-		if (!h)
+	void *x = st->x.p, *qkv = st->qkv.p, *o = st->o.p, *y = st->y.p, *dy = st->dy.p;
+	void *dx = st->dx.p, *dob = st->dob.p, *u = st->u.p, *dw = st->dw.p;
+	switch (g->kind) {
+	case BP_GEMM_QKV:
+		if (!g->bwd) {
+			GEMM(0, 0, t, d.nqkv, d.h, x, st->w_qkv.p, qkv);
+		} else { /* column-parallel: its input gradient is all-reduced after */
+			GEMM(0, 1, t, d.h, d.nqkv, qkv, st->w_qkv.p, dx);
+			GEMM(1, 0, d.h, d.nqkv, t, x, qkv, dw);
+		}
+		break;
+	case BP_GEMM_O:
+		if (!g->bwd) {
+			GEMM(0, 0, t, d.h, d.nq, o, st->w_o.p, y);
+		} else {
+			GEMM(0, 1, t, d.nq, d.h, dy, st->w_o.p, dob);
+			GEMM(1, 0, d.nq, d.h, t, o, dy, dw);
+		}
+		break;
+	case BP_GEMM_FFN:
+		if (!g->bwd) {
+			GEMM(0, 0, t, d.nup, d.h, x, st->w_up.p, u);
+			GEMM(0, 0, t, d.h, d.fl, u, st->w_down.p, y);
+		} else { /* down, then up */
+			GEMM(0, 1, t, d.fl, d.h, dy, st->w_down.p, u);
+			GEMM(1, 0, d.fl, d.h, t, u, dy, dw);
+			GEMM(0, 1, t, d.h, d.nup, u, st->w_up.p, dx);
+			GEMM(1, 0, d.h, d.nup, t, x, u, dw);
+		}
+		break;
+	default:
+		if (lm_head(st, &d, t, g->bwd, err) < 0)
 			return -1;
-		st->hcu = h;
-		st->hcu_cap = 2 * (nseg + 1);
+		break;
 	}
+	return queued(st, err);
+}
+#undef GEMM
+
+/* The segment offsets on the device: uploaded through pinned memory (a pageable copy would
+ * wait for the whole stream), and only when they change (every layer of an op, and every
+ * layer of a tick, has the same). Pinned memory is never freed during the run (cudaFreeHost
+ * may synchronise the device while a send waits for its peer): outgrown buffers are kept in
+ * a list and freed at the end. */
+static int upload_cu(struct cuda *st, const int64_t (*seg)[2], size_t nseg,
+		     const struct bp_wait *w, struct bp_error *err)
+{
+	if (st->has_cu && nseg == st->cu_n &&
+	    (!nseg || !memcmp(seg, st->cu_last, nseg * sizeof(*seg))))
+		return 0;
+	size_t need = 2 * (nseg + 1);
+	int rc;
+	if (st->has_cu) { /* the staging buffer is rewritten: its last copy must be done */
+		char whom[320];
+		ncclComm_t comms[PEND_MAX + 1];
+		size_t nc = pending_comms(st, comms);
+		describe_pending(st, whom, sizeof(whom));
+		if ((rc = wait_event(st, st->cu_ev, now_us_() + st->timeout_s * 1e6, comms, nc,
+				     whom, w, err)) != 0)
+			return rc;
+	}
+	if (need > st->hcu_cap) {
+		void *p = NULL;
+		if (st->hcu) {
+			void **old = bp_realloc_array(st->old_pinned, st->nold + 1, sizeof(void *),
+						      err);
+			if (!old)
+				return -1;
+			st->old_pinned = old;
+			st->old_pinned[st->nold++] = st->hcu;
+			st->hcu = NULL;
+			st->hcu_cap = 0;
+		}
+		CU(cudaMallocHost(&p, need * sizeof(int32_t)), "cudaMallocHost");
+		st->hcu = p;
+		st->hcu_cap = need;
+	}
+	if (nseg > st->cu_last_cap) {
+		int64_t(*l)[2] = bp_realloc_array(st->cu_last, nseg, sizeof(*l), err);
+		if (!l)
+			return -1;
+		st->cu_last = l;
+		st->cu_last_cap = nseg;
+	}
+	if (ensure(st, &st->cu, need * sizeof(int32_t), FILL_NONE, "the segment offsets",
+		   st->stream, err) < 0)
+		return -1;
 	int32_t *cq = st->hcu, *ck = st->hcu + nseg + 1;
 	cq[0] = ck[0] = 0;
 	for (size_t i = 0; i < nseg; i++) {
-		cq[i + 1] = cq[i] + (int32_t)st->seg[i][0];
-		ck[i + 1] = ck[i] + (int32_t)st->seg[i][1];
+		cq[i + 1] = cq[i] + (int32_t)seg[i][0];
+		ck[i + 1] = ck[i] + (int32_t)seg[i][1];
 	}
-	CU(cudaMemcpyAsync(st->cu.p, st->hcu, 2 * (nseg + 1) * sizeof(int32_t),
-			   cudaMemcpyHostToDevice, st->stream),
+	CU(cudaMemcpyAsync(st->cu.p, st->hcu, need * sizeof(int32_t), cudaMemcpyHostToDevice,
+			   st->stream),
 	   "cudaMemcpyAsync");
-	const int32_t *dcq = st->cu.p, *dck = (const int32_t *)st->cu.p + nseg + 1;
-	/* Whom the op may wait for: the members of its groups. */
-	size_t o = 0;
-	whom[0] = 0;
-	for (size_t i = 0; i < BP_ARRAY_LEN(op->colls); i++) {
-		const struct cgroup *g = op->colls[i].group;
-		char r[160];
-		if (!g)
-			continue;
-		describe_ranks(r, sizeof(r), g->ranks, (size_t)g->n);
-		o += (size_t)snprintf(whom + o, sizeof(whom) - o, "%s%s (%s)", o ? " or " : "", r,
-				      op->colls[i].what);
-		if (o >= sizeof(whom))
-			o = sizeof(whom) - 1;
+	CU(cudaEventRecord(st->cu_ev, st->stream), "cudaEventRecord");
+	if (nseg)
+		memcpy(st->cu_last, seg, nseg * sizeof(*seg));
+	st->cu_n = nseg;
+	st->has_cu = 1;
+	return 0;
+}
+
+/* Dense varlen causal attention (attn.h) over the segments: one call per layer, forward or
+ * backward (FlashAttention-2 Algorithms 1 and 2). A CP shard's segments (kv >= q, K and V
+ * all-gathered before) or the CA-tasks a server runs (DistCA: q = the task's queries, kv
+ * their causal prefix). */
+static int cuda_attn_dense(void *stp, const struct bp_attn *a, struct bp_error *err)
+{
+	struct cuda *st = stp;
+	struct dims d;
+	struct bp_attn_shape as;
+	int64_t tq = 0, tkv = 0;
+	int rc;
+	if (check_alive(st, err) < 0)
+		return -1;
+	if (!a->nseg)
+		return 0;
+	model_dims(a->model, a->tp, &d);
+	memset(&as, 0, sizeof(as));
+	for (size_t i = 0; i < a->nseg; i++) {
+		tq += a->seg[i][0];
+		tkv += a->seg[i][1];
+		if (a->seg[i][0] > as.max_q)
+			as.max_q = (int)a->seg[i][0];
+		if (a->seg[i][1] > as.max_kv)
+			as.max_kv = (int)a->seg[i][1];
 	}
-	if (!o)
-		snprintf(whom, sizeof(whom), "the GPU");
-	ncclComm_t comms[3] = {gtp ? gtp->comm : NULL, gcp ? gcp->comm : NULL, st->world_comm};
-	/* At most two layers queued ahead: the host notices a hang within a layer or two and
-	 * never blocks in a full launch queue. */
-	for (int l = 0; l < op->layers; l++) {
-		if (l >= 2 && (rc = wait_event(st, st->ev[(l - 2) % 3], deadline, comms, 3, whom,
-					       &op->wait, err)) != 0)
-			return rc;
-		if ((rc = layer(st, op, &d, t, &as, dcq, dck, deadline, whom, err)) != 0)
-			return rc;
-		CU(cudaEventRecord(st->ev[l % 3], st->stream), "cudaEventRecord");
+	if (tq > INT32_MAX || tkv > INT32_MAX || a->nseg > INT32_MAX / 2)
+		return bp_errorf(err, "attention of %lld query and %lld key tokens (step %lld, "
+				 "micro-batch %lld) is too large for the kernels", (long long)tq,
+				 (long long)tkv, (long long)a->wait->step, (long long)a->wait->mb);
+	as.nseg = (int)a->nseg;
+	as.heads = (int)d.hl;
+	as.kv_heads = (int)d.kvl;
+	as.head_dim = (int)d.hd;
+	as.total_q = tq;
+	as.total_kv = tkv;
+	as.scale = 1.0f / sqrtf((float)d.hd);
+	if ((rc = throttle(st, a->wait, err)) != 0)
+		return rc;
+	size_t b2 = 2, q = (size_t)tq, k = (size_t)tkv, nq = (size_t)d.nq, nkv = (size_t)d.nkv;
+	struct {
+		struct dbuf *b;
+		size_t bytes;
+		int fill;
+	} need[] = {
+		{&st->q, q * nq * b2, FILL_BF16},      {&st->o, q * nq * b2, FILL_BF16},
+		{&st->dob, q * nq * b2, FILL_BF16},    {&st->dq, q * nq * b2, FILL_NONE},
+		{&st->lse, q * (size_t)d.hl * 4, FILL_LSE}, {&st->k, k * nkv * b2, FILL_BF16},
+		{&st->v, k * nkv * b2, FILL_BF16},     {&st->dk, k * nkv * b2, FILL_NONE},
+		{&st->dv, k * nkv * b2, FILL_NONE},
+	};
+	for (size_t i = 0; i < BP_ARRAY_LEN(need); i++)
+		if (ensure(st, need[i].b, need[i].bytes, need[i].fill, "attention buffers",
+			   st->stream, err) < 0)
+			return -1;
+	if (a->bwd && ensure(st, &st->ws, bp_attn_bwd_workspace(&as), FILL_NONE,
+			     "the attention workspace", st->stream, err) < 0)
+		return -1;
+	if ((rc = upload_cu(st, a->seg, a->nseg, a->wait, err)) != 0)
+		return rc;
+	const int32_t *dcq = st->cu.p, *dck = (const int32_t *)st->cu.p + a->nseg + 1;
+	if (!a->bwd) {
+		if (bp_attn_fwd(&as, dcq, dck, st->q.p, st->k.p, st->v.p, st->o.p, st->lse.p,
+				st->stream, err) < 0)
+			return bp_error_prefix(err, "attention forward");
+	} else if (bp_attn_bwd(&as, dcq, dck, st->q.p, st->k.p, st->v.p, st->o.p, st->dob.p,
+			       st->lse.p, st->dq.p, st->dk.p, st->dv.p, st->ws.p, st->stream,
+			       err) < 0) {
+		return bp_error_prefix(err, "attention backward");
 	}
-	return drain(st, deadline, comms, 3, whom, &op->wait, err);
+	return queued(st, err);
+}
+
+#define SPARSE_WHY "the block-sparse (MoBA top-k) attention kernel is not written yet"
+
+static int cuda_attn_sparse(void *stp, const struct bp_attn *a, struct bp_error *err)
+{
+	(void)stp;
+	return bp_errorf(err, "sparse attention (block %d, k %d; step %lld, micro-batch %lld) is "
+			 "not supported by the cuda backend yet: %s", a->block, a->k,
+			 (long long)a->wait->step, (long long)a->wait->mb, SPARSE_WHY);
+}
+
+static const char *cuda_unsupported(enum bp_attn_kind kind)
+{
+	return kind == BP_ATTN_SPARSE ? "not supported by the cuda backend yet (" SPARSE_WHY ")"
+				      : NULL;
 }
 
 /* ---- groups ---- */
@@ -1100,10 +1329,11 @@ static int cuda_make_uid(void *blob, size_t cap, size_t *len, struct bp_error *e
 static void release(struct cuda *st)
 {
 	struct dbuf *all[] = {&st->blas_ws, &st->w_qkv, &st->w_o, &st->w_up, &st->w_down,
-			      &st->dw, &st->x, &st->qkv, &st->q, &st->o, &st->y, &st->dy,
-			      &st->dx, &st->dob, &st->dq, &st->u, &st->lse, &st->k, &st->v,
-			      &st->dk, &st->dv, &st->ws, &st->cu, &st->coll_in, &st->coll_out,
-			      &st->scalar, &st->g_in, &st->g_out};
+			      &st->dw, &st->w_lm, &st->dw_lm, &st->x, &st->qkv, &st->q, &st->o,
+			      &st->y, &st->dy, &st->dx, &st->dob, &st->dq, &st->u, &st->lse,
+			      &st->k, &st->v, &st->dk, &st->dv, &st->lm, &st->ws, &st->cu,
+			      &st->coll_in, &st->coll_out, &st->scalar, &st->g_in, &st->g_out,
+			      &st->a2a_in, &st->a2a_out};
 	for (size_t i = 0; i < BP_ARRAY_LEN(all); i++)
 		dfree(all[i]);
 	for (int k = 0; k < 2; k++) {
@@ -1127,11 +1357,16 @@ static void release(struct cuda *st)
 	if (st->have_blas)
 		cublasDestroy(st->blas);
 	for (int i = 0; i < st->nev; i++)
-		cudaEventDestroy(i < 3 ? st->ev[i] : st->ev_done);
+		cudaEventDestroy(i < QUEUE_MAX ? st->qev[i]
+					       : i == QUEUE_MAX ? st->ev_done : st->cu_ev);
 	if (st->have_stream)
 		cudaStreamDestroy(st->stream);
-	free(st->seg);
-	free(st->hcu);
+	if (st->hcu)
+		cudaFreeHost(st->hcu);
+	for (size_t i = 0; i < st->nold; i++)
+		cudaFreeHost(st->old_pinned[i]);
+	free(st->old_pinned);
+	free(st->cu_last);
 	free(st->fill);
 	free(st);
 }
@@ -1159,8 +1394,10 @@ static int start_device(struct cuda *st, const struct bp_backend_args *a, struct
 		   "cudaEventCreateWithFlags");
 		d->has_ev = 1;
 	}
-	for (; st->nev < 4; st->nev++)
-		CU(cudaEventCreateWithFlags(st->nev < 3 ? &st->ev[st->nev] : &st->ev_done,
+	for (; st->nev < QUEUE_MAX + 2; st->nev++)
+		CU(cudaEventCreateWithFlags(st->nev < QUEUE_MAX    ? &st->qev[st->nev]
+					    : st->nev == QUEUE_MAX ? &st->ev_done
+								   : &st->cu_ev,
 					    cudaEventDisableTiming),
 		   "cudaEventCreateWithFlags");
 	BL(cublasCreate(&st->blas), "cublasCreate");
@@ -1306,7 +1543,11 @@ const struct bp_backend bp_backend_cuda = {
 	.set_timeout = cuda_set_timeout,
 	.now_us = cuda_now_us,
 	.idle_until = NULL,
-	.compute = cuda_compute,
+	.unsupported = cuda_unsupported,
+	.gemm = cuda_gemm,
+	.attn_dense = cuda_attn_dense,
+	.attn_sparse = cuda_attn_sparse,
+	.sync = cuda_sync,
 	.group_create = cuda_group_create,
 	.group_free = cuda_group_free,
 	.send = cuda_send,
@@ -1315,6 +1556,7 @@ const struct bp_backend bp_backend_cuda = {
 	.allreduce = cuda_allreduce,
 	.allgather = cuda_allgather,
 	.reducescatter = cuda_reducescatter,
+	.alltoallv = cuda_alltoallv,
 	.barrier = cuda_barrier,
 	.gather = cuda_gather,
 };

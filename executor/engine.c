@@ -1,24 +1,37 @@
-/* engine.c: the replay engine (engine.h; DESIGN.md "Executor"; issue 4).
+/* engine.c: the replay engine (engine.h; DESIGN.md "Executor"; core-v2 Sec. 6; issues 4, 9).
  *
- * Per step: a world barrier (so every rank's clock starts together), then this rank's
- * pipeline in the 1F1B order of planner/sim.c, then the gradient synchronisation of its
- * stage. Per operation: the activation (forward) or gradient (backward) from the neighbour
- * stage, a TP all-reduce and a CP all-gather (forward) or reduce-scatter (backward) of the
- * real byte counts (capped by max_bytes), the compute, and the send to the other neighbour.
+ * Per step: a world barrier (so every rank's clock starts together), then this rank's part of
+ * the step's schedule, then the gradient synchronisation of its stage. On a "1f1b" layout the
+ * schedule is the rank's pipeline in the 1F1B order of planner/sim/sim.c; per operation the
+ * activation (forward) or gradient (backward) from the neighbour stage, the layer loop
+ * (bp_eng_op), and the send to the other neighbour. A "distca-ticks" layout is replayed by
+ * engine_ticks.c with the same layer loop.
+ *
+ * The layer loop (bp_eng_op) owns the order of the primitives: per layer forward the QKV
+ * GEMM, the CP all-gather of K and V (cp > 1), attention of the micro-batch's kind (dense
+ * or sparse, where the tokens are), the O GEMM, a TP all-reduce, the FFN GEMMs, a TP
+ * all-reduce (tp > 1), and the LM head after the last layer of the last stage; backward the
+ * mirror image (the LM head first; per layer FFN, TP all-reduce, O, attention, the CP
+ * reduce-scatter of dK and dV, QKV, TP all-reduce). Communication moves the real byte counts
+ * of the cost model, capped by max_bytes.
  *
  * An emulating backend (one with idle_until) also reproduces the simulator's timing model:
- * an op lasts the plan's predicted time from its start, collectives included (the plan's
- * times include them); an activation arrives bp_cost_p2p after the sender finished (the
- * sender's wall-clock time travels in a header message); the gradient synchronisation lasts
- * bp_cost_grad_sync of the stage from when the rank reaches it. So the measured step time is
- * the simulator's prediction times time_scale, plus scheduling noise. */
+ * each compute primitive's work ends at its deadline, the op's start plus the running sum
+ * of the shares up to it (shares.h: bp_cost_mb's decomposed time, scaled to the plan's op
+ * time, x time scale; a communication's share moves the clock on), and the rank sleeps to
+ * the last one at the op's end, so an op lasts the plan's predicted time from its start; its
+ * collectives, in flight meanwhile, must be done before its next op starts (and only then
+ * lengthen the step, when they take longer than the time they had). An activation arrives
+ * bp_cost_p2p after the sender finished (the sender's wall-clock time travels in a header
+ * message); the gradient synchronisation lasts bp_cost_grad_sync of the stage from when the
+ * rank reaches it. So the measured step time is the simulator's prediction times
+ * time_scale, plus scheduling noise. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "engine.h"
+#include "engine_int.h"
 #include "sim.h"
-
 #ifdef BP_HAVE_MPI
 extern const struct bp_backend bp_backend_host;
 #endif
@@ -57,46 +70,8 @@ const char *bp_backend_names(void)
 #endif
 }
 
-/* Per rank and timed step, the record gathered to rank 0: step, pipeline and grad sync
- * times, then per micro-batch slot (mmax of them) fwd start, fwd, bwd start, bwd. */
-#define REC_HEAD 3
-#define REC_MB 4
 
-/* This rank's role in one layout of the plan, and the groups that role needs. */
-struct lrole {
-	struct bp_place pl;             /* pipe and stage -1: idle in this layout */
-	const struct bp_costmodel *cm;  /* the pipeline's (NULL when idle); borrowed */
-	void *g_tp, *g_cp, *g_sync;     /* backend handles; used only when n_* > 1 */
-	int n_tp, n_cp, n_sync;
-	int prev, next;                 /* neighbour stages' world ranks, -1 at the ends */
-};
-
-struct bp_engine {
-	const struct bp_plan *plan;
-	const struct bp_backend *be;
-	void *st;
-	struct bp_engine_opts o;
-	int rank, world;
-	struct lrole *lr;           /* [plan->nlayouts] */
-	size_t nl;
-	size_t mmax;                /* most micro-batches of a pipeline in the timed steps */
-	char *payload;              /* what sends carry; never written after setup */
-	char *cin, *cout;           /* collective buffers, max_bytes each */
-	char *tp_buf;               /* the TP all-reduce's buffer, max_bytes / 2 */
-	double *hdr;                /* [2 * mmax] send headers: the sender's wall clock */
-	double *rec;                /* [nsteps][rec_len] */
-	size_t rec_len, nsteps;
-	int hung;
-};
-
-static double wall_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-static size_t cap_bytes(const struct bp_engine *e, double bytes, int n)
+size_t bp_eng_cap(const struct bp_engine *e, double bytes, int n)
 {
 	double cap = (double)e->o.max_bytes / (n > 0 ? n : 1);
 	if (bytes > cap)
@@ -106,14 +81,38 @@ static size_t cap_bytes(const struct bp_engine *e, double bytes, int n)
 	return (size_t)bytes;
 }
 
+double bp_eng_wall_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
 /* The members of this rank's group of a kind in layout l: TP (same pipeline, stage and CP
- * position), CP (same pipeline, stage and TP position) or gradient sync (the same stage and
+ * position), CP (same pipeline, stage and TP position), gradient sync (the same stage and
  * TP position in every pipeline of the same scheme, all CP positions: the replicas
- * predict.c's dp-allreduce reduces over). A rank idle in the layout is a group of one. */
+ * predict.c's dp-allreduce reduces over) or all-to-all (every rank of the layout: its
+ * pipelines' and its attention servers; distca-ticks only). A rank outside every such group
+ * is a group of one. */
+enum { G_TP, G_CP, G_SYNC, G_A2A };
+static const char *const group_names[] = {"tp", "cp", "gradient-sync", "all-to-all"};
+
 static int group_members(const struct bp_layout *l, const struct bp_place *me, int world,
 			 int kind, int self, int *ranks)
 {
 	int cnt = 0;
+	if (kind == G_A2A) {
+		if (me->pipe < 0 && me->server < 0) {
+			ranks[0] = self;
+			return 1;
+		}
+		for (int r = 0; r < world; r++) {
+			struct bp_place o = bp_layout_place(l, r);
+			if (o.pipe >= 0 || o.server >= 0)
+				ranks[cnt++] = r;
+		}
+		return cnt;
+	}
 	if (me->pipe < 0) {
 		ranks[0] = self;
 		return 1;
@@ -125,9 +124,9 @@ static int group_members(const struct bp_layout *l, const struct bp_place *me, i
 			continue;
 		const struct bp_lpipe *op = &l->pipes[o.pipe];
 		int same;
-		if (kind == 0)
+		if (kind == G_TP)
 			same = o.pipe == me->pipe && o.cp_i == me->cp_i;
-		else if (kind == 1)
+		else if (kind == G_CP)
 			same = o.pipe == me->pipe && o.tp_i == me->tp_i;
 		else
 			same = o.tp_i == me->tp_i && op->sc.tp == mp->sc.tp && op->sc.cp == mp->sc.cp &&
@@ -139,8 +138,9 @@ static int group_members(const struct bp_layout *l, const struct bp_place *me, i
 }
 
 /* Every world rank calls this for every (layout, kind) in the same order, so backends whose
- * group creation is collective over the world (NCCL's split) see the same sequence. */
-static int make_group(struct bp_engine *e, size_t li, int kind, void **g, int *n,
+ * group creation is collective over the world (NCCL's split) see the same sequence. keep:
+ * where the members go (NULL: freed). */
+static int make_group(struct bp_engine *e, size_t li, int kind, void **g, int *n, int **keep,
 		      struct bp_error *err)
 {
 	int *ranks = bp_calloc((size_t)e->world, sizeof(int), err);
@@ -152,9 +152,12 @@ static int make_group(struct bp_engine *e, size_t li, int kind, void **g, int *n
 	*g = NULL;
 	int rc = e->be->group_create(e->st, ranks, cnt, g, err);
 	if (rc < 0)
-		bp_error_prefix(err, "cannot make the %s group of layout %zu",
-				kind == 0 ? "tp" : kind == 1 ? "cp" : "gradient-sync", li);
-	free(ranks);
+		bp_error_prefix(err, "cannot make the %s group of layout %zu", group_names[kind],
+				li);
+	if (keep && rc == 0)
+		*keep = ranks;
+	else
+		free(ranks);
 	return rc;
 }
 
@@ -164,12 +167,11 @@ void bp_engine_free(struct bp_engine *e)
 		return;
 	for (size_t i = 0; e->lr && i < e->nl; i++) {
 		struct lrole *r = &e->lr[i];
-		if (r->g_tp)
-			e->be->group_free(e->st, r->g_tp);
-		if (r->g_cp)
-			e->be->group_free(e->st, r->g_cp);
-		if (r->g_sync)
-			e->be->group_free(e->st, r->g_sync);
+		void *g[] = {r->g_tp, r->g_cp, r->g_sync, r->g_a2a};
+		for (size_t k = 0; k < BP_ARRAY_LEN(g); k++)
+			if (g[k])
+				e->be->group_free(e->st, g[k]);
+		free(r->a2a_ranks);
 	}
 	free(e->lr);
 	free(e->payload);
@@ -178,7 +180,32 @@ void bp_engine_free(struct bp_engine *e)
 	free(e->tp_buf);
 	free(e->hdr);
 	free(e->rec);
+	free(e->arrive);
 	free(e);
+}
+
+int bp_engine_check(const struct bp_plan *plan, const struct bp_backend *be, size_t lo,
+		    size_t hi, struct bp_error *err)
+{
+	for (size_t i = lo; i < hi && i < plan->nsteps; i++) {
+		const struct bp_step *s = &plan->steps[i];
+		const struct bp_layout *l = bp_plan_layout(plan, s);
+		if (strcmp(l->schedule, BP_SCHEDULE_1F1B) && strcmp(l->schedule, BP_SCHEDULE_TICKS))
+			return bp_errorf(err, "step %lld runs layout %d's \"%s\" schedule, which "
+					 "the engine cannot replay", (long long)s->index,
+					 s->layout, l->schedule);
+		for (size_t k = 0; k < s->npipes; k++)
+			for (size_t j = 0; j < s->pipes[k].nmbs; j++) {
+				enum bp_attn_kind a = s->pipes[k].mbs[j].attn;
+				const char *why = be->unsupported ? be->unsupported(a) : NULL;
+				if (why)
+					return bp_errorf(err, "step %lld pipeline %zu micro-batch %zu "
+							 "has %s attention, which the %s backend "
+							 "cannot replay: %s", (long long)s->index,
+							 k, j, bp_attn_kind_name(a), be->name, why);
+			}
+	}
+	return 0;
 }
 
 struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *costs,
@@ -198,10 +225,13 @@ struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *cos
 		       NULL;
 	if (!(o->time_scale > 0) || !(o->timeout_s > 0) || o->max_bytes < 64)
 		return bp_errorf(err, "bad engine options"), NULL;
+	if (bp_engine_check(plan, be, o->step_lo, o->step_hi, err) < 0)
+		return NULL;
 	e = bp_calloc(1, sizeof(*e), err);
 	if (!e)
 		return NULL;
 	e->plan = plan;
+	e->costs = costs;
 	e->be = be;
 	e->st = st;
 	e->o = *o;
@@ -216,13 +246,14 @@ struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *cos
 		struct lrole *r = &e->lr[i];
 		r->pl = bp_layout_place(l, rank);
 		r->prev = r->next = -1;
+		r->ticks = !strcmp(l->schedule, BP_SCHEDULE_TICKS);
+		r->active = r->pl.pipe >= 0 || (r->ticks && r->pl.server >= 0);
+		for (size_t k = 0; k < l->npipes; k++)
+			for (int s = 0; s < l->pipes[k].sc.pp; s++)
+				if (l->pipes[k].stage_layers[s] > e->lmax)
+					e->lmax = l->pipes[k].stage_layers[s];
 		if (r->pl.pipe < 0)
 			continue;
-		if (strcmp(l->schedule, BP_SCHEDULE_1F1B)) {
-			bp_errorf(err, "layout %zu runs the \"%s\" schedule, which this engine does "
-				  "not replay yet", i, l->schedule);
-			goto fail;
-		}
 		const struct bp_lpipe *lp = &l->pipes[r->pl.pipe];
 		r->cm = bp_costs_pipe(costs, l, (size_t)r->pl.pipe, err);
 		if (!r->cm)
@@ -234,17 +265,9 @@ struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *cos
 	}
 	for (size_t i = o->step_lo; i < o->step_hi; i++) {
 		const struct bp_step *s = &plan->steps[i];
-		for (size_t k = 0; k < s->npipes; k++) {
+		for (size_t k = 0; k < s->npipes; k++)
 			if (s->pipes[k].nmbs > e->mmax)
 				e->mmax = s->pipes[k].nmbs;
-			for (size_t j = 0; j < s->pipes[k].nmbs; j++)
-				if (s->pipes[k].mbs[j].attn != BP_ATTN_DENSE) {
-					bp_errorf(err, "step %zu pipeline %zu micro-batch %zu has %s "
-						  "attention, which this engine does not replay yet",
-						  i, k, j, bp_attn_kind_name(s->pipes[k].mbs[j].attn));
-					goto fail;
-				}
-		}
 	}
 	/* Tags are (micro-batch, direction, header/payload): MPI guarantees tags up to 32767. */
 	if (e->mmax * 4 > 32767) {
@@ -260,16 +283,21 @@ struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *cos
 	e->tp_buf = bp_calloc((size_t)o->max_bytes / 2, 1, err);
 	e->hdr = bp_calloc(2 * e->mmax + 1, sizeof(double), err);
 	e->rec = bp_calloc(e->nsteps * e->rec_len, sizeof(double), err);
-	if (!e->payload || !e->cin || !e->cout || !e->tp_buf || !e->hdr || !e->rec)
+	e->arrive = bp_calloc((size_t)world + 1, sizeof(double), err);
+	if (!e->payload || !e->cin || !e->cout || !e->tp_buf || !e->hdr || !e->rec || !e->arrive)
 		goto fail;
 	/* The payload stays zero (calloc): only its size matters, and untouched pages of a
 	 * large cap (the CUDA backend's) cost no memory. */
-	/* Every rank makes its groups in the same order: per layout, TP, CP, gradient sync. */
+	/* Every rank makes its groups in the same order: per layout, TP, CP, gradient sync,
+	 * and for a distca-ticks layout the all-to-all group. */
 	for (size_t i = 0; i < e->nl; i++) {
 		struct lrole *r = &e->lr[i];
-		if (make_group(e, i, 0, &r->g_tp, &r->n_tp, err) < 0 ||
-		    make_group(e, i, 1, &r->g_cp, &r->n_cp, err) < 0 ||
-		    make_group(e, i, 2, &r->g_sync, &r->n_sync, err) < 0)
+		if (make_group(e, i, G_TP, &r->g_tp, &r->n_tp, NULL, err) < 0 ||
+		    make_group(e, i, G_CP, &r->g_cp, &r->n_cp, NULL, err) < 0 ||
+		    make_group(e, i, G_SYNC, &r->g_sync, &r->n_sync, NULL, err) < 0)
+			goto fail;
+		if (r->ticks &&
+		    make_group(e, i, G_A2A, &r->g_a2a, &r->n_a2a, &r->a2a_ranks, err) < 0)
 			goto fail;
 	}
 	return e;
@@ -278,21 +306,19 @@ fail:
 	return NULL;
 }
 
-/* Receives micro-batch j's activation (dir 0) or gradient (dir 1) from peer, then, when
- * emulating, idles until bp_cost_p2p after the sender's end (at most that long from now). */
-static int recv_p2p(struct bp_engine *e, int peer, size_t j, int dir, double bytes,
+int bp_eng_recv_p2p(struct bp_engine *e, int peer, size_t j, int dir, double bytes,
 		    double p2p_us, struct bp_wait *w, struct bp_error *err)
 {
 	double sent = 0;
 	int tag = (int)(j * 4 + (size_t)dir * 2);
-	size_t n = cap_bytes(e, bytes, 1);
+	size_t n = bp_eng_cap(e, bytes, 1);
 	int rc = e->be->recv(e->st, &sent, sizeof(sent), peer, tag, w, err);
 	if (rc == 0)
 		rc = e->be->recv(e->st, e->cout, n, peer, tag + 1, w, err);
 	if (rc != 0 || !e->be->idle_until)
 		return rc;
 	double lat = p2p_us * e->o.time_scale;
-	double delay = sent + lat - wall_us();
+	double delay = sent + lat - bp_eng_wall_us();
 	if (delay > lat)
 		delay = lat; /* clocks of two hosts disagree: never more than the transfer */
 	if (delay <= 0)
@@ -300,15 +326,17 @@ static int recv_p2p(struct bp_engine *e, int peer, size_t j, int dir, double byt
 	return e->be->idle_until(e->st, e->be->now_us(e->st) + delay, err);
 }
 
-static int send_p2p(struct bp_engine *e, int peer, size_t j, int dir, double bytes,
+int bp_eng_send_p2p(struct bp_engine *e, int peer, size_t j, int dir, double bytes,
 		    struct bp_error *err)
 {
 	int tag = (int)(j * 4 + (size_t)dir * 2);
 	double *h = &e->hdr[j * 2 + (size_t)dir];
-	*h = wall_us();
+	size_t n = bp_eng_cap(e, bytes, 1);
+	*h = bp_eng_wall_us();
 	if (e->be->send(e->st, h, sizeof(*h), peer, tag, err) < 0 ||
-	    e->be->send(e->st, e->payload, cap_bytes(e, bytes, 1), peer, tag + 1, err) < 0)
+	    e->be->send(e->st, e->payload, n, peer, tag + 1, err) < 0)
 		return -1;
+	bp_eng_count(e, BP_EXEC_PP, (double)n);
 	return 0;
 }
 
@@ -326,33 +354,282 @@ static int hang_forever(struct bp_engine *e, struct bp_error *err)
 	}
 }
 
-/* One step of the plan; rec (rec_len doubles) gets the measurements. */
-static int run_step(struct bp_engine *e, size_t si, double *rec, struct bp_error *err)
+/* ---- the layer loop ---- */
+
+double bp_eng_advance(const struct bp_engine *e, struct op_run *o, double share)
 {
-	const struct bp_plan *p = e->plan;
-	const struct bp_step *st = &p->steps[si];
-	const struct lrole *r = &e->lr[st->layout];
-	const struct bp_backend *be = e->be;
-	int rc;
-	double scale = e->o.time_scale;
-	struct bp_wait w = {"step barrier", -1, st->index, -1};
-	memset(rec, 0, e->rec_len * sizeof(double));
-	if ((rc = be->barrier(e->st, NULL, &w, err)) != 0)
-		return rc;
-	double t0 = be->now_us(e->st);
-	if (e->o.exit_rank == e->rank)
-		return bp_errorf(err, "exiting in step %lld as --debug-exit-rank asked",
-				 (long long)st->index),
-		       BP_EXEC_EXIT;
-	if (e->o.hang_rank == e->rank && !e->hung) {
-		e->hung = 1;
-		return hang_forever(e, err);
-	}
-	if (r->pl.pipe < 0) /* idle in this step's layout: only the barrier */
+	o->acc += share * e->o.time_scale;
+	return o->t0 + o->acc;
+}
+
+int bp_eng_idle(struct bp_engine *e, double t_us, struct bp_error *err)
+{
+	return e->be->idle_until ? e->be->idle_until(e->st, t_us, err) : 0;
+}
+
+int bp_eng_stamp(struct bp_engine *e, struct op_run *o, double *t, struct bp_error *err)
+{
+	int rc = e->be->idle_until ? e->be->idle_until(e->st, o->t0 + o->acc, err)
+				   : e->be->sync(e->st, &o->w, err);
+	*t = e->be->now_us(e->st);
+	return rc;
+}
+
+static int op_gemm(struct bp_engine *e, struct op_run *o, enum bp_gemm_kind kind, double share,
+		   struct bp_error *err)
+{
+	double until = bp_eng_advance(e, o, share);
+	if (!o->tokens)
 		return 0;
+	struct bp_gemm g = {kind, o->bwd, o->tokens, o->tp, &e->plan->model, until, &o->w};
+	return e->be->gemm(e->st, &g, err);
+}
+
+/* The TP all-reduce. Its share only moves the clock on: the next deadline includes it. */
+static int op_tp(struct bp_engine *e, struct op_run *o, double share, struct bp_error *err)
+{
+	int rc;
+	bp_eng_advance(e, o, share);
+	if (o->mb && o->r->n_tp > 1) { /* a TP group runs one op: all or none */
+		size_t n = bp_eng_cap(e, o->tp_bytes, 2);
+		o->w.what = "tp all-reduce";
+		rc = e->be->allreduce(e->st, o->r->g_tp, NULL, n, &o->w, err);
+		if (rc != 0)
+			return rc;
+		bp_eng_count(e, BP_EXEC_TP, (double)n);
+	}
+	return 0;
+}
+
+/* The CP all-gather of K and V (forward) or reduce-scatter of dK and dV (backward). */
+static int op_cp(struct bp_engine *e, struct op_run *o, double share, struct bp_error *err)
+{
+	int rc;
+	bp_eng_advance(e, o, share);
+	if (o->mb && o->r->n_cp > 1 && o->mb->attn != BP_ATTN_DISAGG) {
+		size_t n = bp_eng_cap(e, o->kv_bytes, o->r->n_cp);
+		if (o->bwd) {
+			o->w.what = "cp reduce-scatter of dK and dV";
+			rc = e->be->reducescatter(e->st, o->r->g_cp, e->cin, NULL, n, &o->w, err);
+		} else {
+			o->w.what = "cp all-gather of K and V";
+			rc = e->be->allgather(e->st, o->r->g_cp, e->cin, NULL, n, &o->w, err);
+		}
+		if (rc != 0)
+			return rc;
+		bp_eng_count(e, BP_EXEC_CP, (double)n);
+	}
+	return 0;
+}
+
+/* Attention where the tokens are: dense or sparse (a disaggregated micro-batch's runs on
+ * the servers, engine_ticks.c). layer: the stage's. */
+static int op_attn(struct bp_engine *e, struct op_run *o, int layer, double share,
+		   struct bp_error *err)
+{
+	double until = bp_eng_advance(e, o, share);
+	if (!o->mb || !o->tokens || !o->nseg || o->mb->attn == BP_ATTN_DISAGG)
+		return 0;
+	struct bp_attn a = {o->bwd, o->seg, o->nseg, o->tp, &e->plan->model, 0, 0, until, &o->w};
+	o->w.what = o->bwd ? "attention backward" : "attention forward";
+	if (o->mb->attn == BP_ATTN_SPARSE) {
+		a.block = o->mb->sparse_block;
+		a.k = o->mb->sparse_k[o->sh.first_layer + layer];
+		return e->be->attn_sparse(e->st, &a, err);
+	}
+	return e->be->attn_dense(e->st, &a, err);
+}
+
+/* Runs body's primitives as one phase of the rank's own work: with a middle (ticks), the
+ * time up to its start and up to its end is slept (bp_eng_stamp) and its wall time counts
+ * into compute_us. */
+#define OWN_PHASE(body)                                                                \
+	do {                                                                           \
+		double t_a_ = 0, t_b_ = 0;                                             \
+		if (o->middle && (rc = bp_eng_stamp(e, o, &t_a_, err)) != 0)           \
+			return rc;                                                     \
+		body;                                                                  \
+		if (o->middle) {                                                       \
+			if ((rc = bp_eng_stamp(e, o, &t_b_, err)) != 0)                \
+				return rc;                                             \
+			o->compute_us += t_b_ - t_a_;                                  \
+		}                                                                      \
+	} while (0)
+
+#define RUN(call)                                                                      \
+	do {                                                                           \
+		if ((rc = (call)) != 0)                                                \
+			return rc;                                                     \
+	} while (0)
+
+int bp_eng_op(struct bp_engine *e, struct op_run *o, struct bp_error *err)
+{
+	int rc = 0, L = o->sh.layers;
+	const char *what = o->w.what;
+	if (o->bwd && o->last && o->sh.lm > 0)
+		OWN_PHASE(RUN(op_gemm(e, o, BP_GEMM_LM_HEAD, o->sh.lm, err)));
+	for (int i = 0; i < L; i++) {
+		int l = o->bwd ? L - 1 - i : i;
+		const struct bp_layer_share *s = &o->sh.l[l];
+		o->w.what = what;
+		if (!o->bwd) {
+			OWN_PHASE({
+				RUN(op_gemm(e, o, BP_GEMM_QKV, s->qkv, err));
+				RUN(op_cp(e, o, s->cp, err));
+				RUN(op_attn(e, o, l, s->attn, err));
+			});
+			if (o->middle)
+				RUN(o->middle(e, o, l, err));
+			OWN_PHASE({
+				o->w.what = what;
+				RUN(op_gemm(e, o, BP_GEMM_O, s->o, err));
+				RUN(op_tp(e, o, s->tp_a, err));
+				o->w.what = what;
+				RUN(op_gemm(e, o, BP_GEMM_FFN, s->ffn, err));
+				RUN(op_tp(e, o, s->tp_b, err));
+			});
+		} else {
+			OWN_PHASE({
+				RUN(op_gemm(e, o, BP_GEMM_FFN, s->ffn, err));
+				RUN(op_tp(e, o, s->tp_b, err));
+				o->w.what = what;
+				RUN(op_gemm(e, o, BP_GEMM_O, s->o, err));
+				RUN(op_attn(e, o, l, s->attn, err));
+				RUN(op_cp(e, o, s->cp, err));
+			});
+			if (o->middle)
+				RUN(o->middle(e, o, l, err));
+			OWN_PHASE({
+				o->w.what = what;
+				RUN(op_gemm(e, o, BP_GEMM_QKV, s->qkv, err));
+				RUN(op_tp(e, o, s->tp_a, err));
+			});
+		}
+	}
+	o->w.what = what;
+	if (!o->bwd && o->last && o->sh.lm > 0)
+		OWN_PHASE(RUN(op_gemm(e, o, BP_GEMM_LM_HEAD, o->sh.lm, err)));
+	return 0;
+}
+
+void bp_eng_step_ops_release(struct step_ops *o)
+{
+	free(o->tokens);
+	free(o->seg);
+	free(o->seg_at);
+	free(o->sh);
+	free(o->ls);
+	memset(o, 0, sizeof(*o));
+}
+
+int bp_eng_step_ops(const struct bp_step *st, const struct lrole *r, struct step_ops *out,
+		    struct bp_error *err)
+{
 	const struct bp_costmodel *cm = r->cm;
 	const struct bp_pipe *pi = &st->pipes[r->pl.pipe];
-	int pp = cm->sc.pp, s = r->pl.stage, tp = cm->sc.tp, cp = cm->sc.cp;
+	int s = r->pl.stage, cp = cm->sc.cp, L = cm->stage_layers[s];
+	size_t m = pi->nmbs, nseg = 0, cap = 0;
+	memset(out, 0, sizeof(*out));
+	out->m = m;
+	out->layers = L;
+	for (size_t j = 0; j < m; j++)
+		cap += 2 * pi->mbs[j].nspans + 4; /* bp_shard_segments' bound */
+	out->tokens = bp_calloc(m + 1, sizeof(int64_t), err);
+	out->seg = bp_calloc(cap + 1, sizeof(*out->seg), err);
+	out->seg_at = bp_calloc(m + 1, sizeof(size_t), err);
+	out->sh = bp_calloc(2 * m + 1, sizeof(*out->sh), err);
+	out->ls = bp_calloc((2 * m + 1) * (size_t)L, sizeof(*out->ls), err);
+	if (!out->tokens || !out->seg || !out->seg_at || !out->sh || !out->ls)
+		goto fail;
+	for (size_t j = 0; j < m; j++) {
+		const struct bp_mb *mb = &pi->mbs[j];
+		size_t k = bp_shard_segments(mb->spans, mb->nspans, mb->shard, cp, r->pl.cp_i,
+					     out->seg + nseg, cap - nseg, &out->tokens[j]);
+		if (k > cap - nseg) { /* cannot happen with 2n + 4 each */
+			bp_errorf(err, "internal: %zu shard segments", k);
+			goto fail;
+		}
+		out->seg_at[j] = nseg;
+		nseg += k;
+		for (int b = 0; b < 2; b++) {
+			struct bp_op_shares *sh = &out->sh[2 * j + (size_t)b];
+			sh->l = &out->ls[(2 * j + (size_t)b) * (size_t)L];
+			if (bp_op_shares(cm, mb, s, b, b ? mb->bwd[s] : mb->fwd[s], sh, err) < 0) {
+				bp_error_prefix(err, "step %lld micro-batch %zu",
+						(long long)st->index, j);
+				goto fail;
+			}
+		}
+	}
+	out->seg_at[m] = nseg;
+	return 0;
+fail:
+	bp_eng_step_ops_release(out);
+	return -1;
+}
+
+void bp_eng_op_from(struct op_run *o, const struct step_ops *so, int64_t j, int bwd)
+{
+	if (j < 0) { /* a dummy: the zero shares at the end */
+		o->sh = (struct bp_op_shares){so->layers, 0, 0.0, 0.0,
+					      &so->ls[2 * so->m * (size_t)so->layers]};
+		o->tokens = 0;
+		o->nseg = 0;
+		return;
+	}
+	o->sh = so->sh[2 * (size_t)j + (size_t)bwd];
+	o->tokens = so->tokens[j];
+	o->seg = (const int64_t(*)[2])(so->seg + so->seg_at[j]);
+	o->nseg = so->seg_at[j + 1] - so->seg_at[j];
+}
+
+int bp_eng_finish_step(struct bp_engine *e, const struct bp_step *st, const struct lrole *r,
+		       double t0, double t_pipe, double *rec, struct bp_error *err)
+{
+	const struct bp_backend *be = e->be;
+	struct bp_wait w = {"gradient reduce-scatter", -1, st->index, -1};
+	int rc;
+	if (r->n_sync > 1) {
+		/* Distributed optimizer: reduce-scatter then all-gather of the stage's bf16
+		 * gradients over its replicas; the emulated time starts on arrival. */
+		const struct bp_costmodel *cm = r->cm;
+		int s = r->pl.stage;
+		double gbytes = 2.0 * bp_cost_stage_params(cm, s) / cm->sc.tp;
+		size_t n = bp_eng_cap(e, gbytes / r->n_sync, r->n_sync);
+		if ((rc = be->reducescatter(e->st, r->g_sync, e->cin, NULL, n, &w, err)) != 0)
+			return rc;
+		w.what = "gradient all-gather";
+		if ((rc = be->allgather(e->st, r->g_sync, e->cin, NULL, n, &w, err)) != 0)
+			return rc;
+		bp_eng_count(e, BP_EXEC_SYNC, (double)n);
+		bp_eng_count(e, BP_EXEC_SYNC, (double)n);
+		if ((rc = be->sync(e->st, &w, err)) != 0)
+			return rc;
+		if (bp_eng_idle(e, t_pipe + bp_cost_grad_sync(cm, s) * e->o.time_scale, err) < 0)
+			return -1;
+	}
+	if ((rc = be->sync(e->st, &w, err)) != 0) /* the last ops' collectives */
+		return rc;
+	double t_sync = be->now_us(e->st);
+	w.what = "pp send completion";
+	if ((rc = be->wait_sends(e->st, &w, err)) != 0)
+		return rc;
+	rec[0] = t_sync - t0;
+	rec[1] = t_pipe - t0;
+	rec[2] = t_sync - t_pipe;
+	return 0;
+}
+
+/* The rank's pipeline of a 1f1b step, from the step start t0. */
+static int run_1f1b(struct bp_engine *e, const struct bp_step *st, const struct lrole *r,
+		    const struct step_ops *so, double t0, double *rec, struct bp_error *err)
+{
+	const struct bp_backend *be = e->be;
+	const struct bp_costmodel *cm = r->cm;
+	const struct bp_pipe *pi = &st->pipes[r->pl.pipe];
+	int pp = cm->sc.pp, s = r->pl.stage, tp = cm->sc.tp, cp = cm->sc.cp, rc;
+	double scale = e->o.time_scale;
+	struct bp_wait w = {"", -1, st->index, -1};
 	size_t m = pi->nmbs;
 	for (size_t k = 0; k < 2 * m; k++) {
 		size_t j;
@@ -362,74 +639,104 @@ static int run_step(struct bp_engine *e, size_t si, double *rec, struct bp_error
 		/* Bytes as bp_cost_p2p counts them: the micro-batch's hidden states per TP/CP
 		 * shard; a CP rank's K and V; a TP shard's partial sums of its CP share. */
 		double p2p_bytes = tokens * cm->token_bytes / (tp * cp);
-		double kv_bytes = tokens / cp * cm->kv_token_bytes / tp;
-		double tp_bytes = tokens / cp * cm->token_bytes;
 		double p2p_us = bp_cost_p2p(cm, mb->tokens);
 		w.mb = (int64_t)j;
 		if (!bwd && r->prev >= 0) {
 			w.what = "pp recv of an activation";
 			w.peer = r->prev;
-			rc = recv_p2p(e, r->prev, j, 0, p2p_bytes, p2p_us, &w, err);
+			rc = bp_eng_recv_p2p(e, r->prev, j, 0, p2p_bytes, p2p_us, &w, err);
 		} else if (bwd && r->next >= 0) {
 			w.what = "pp recv of a gradient";
 			w.peer = r->next;
-			rc = recv_p2p(e, r->next, j, 1, p2p_bytes, p2p_us, &w, err);
+			rc = bp_eng_recv_p2p(e, r->next, j, 1, p2p_bytes, p2p_us, &w, err);
 		} else {
 			rc = 0;
 		}
 		if (rc != 0)
 			return rc;
-		double t_op = be->now_us(e->st);
-		w.peer = -1;
-		w.what = bwd ? "backward" : "forward";
-		struct bp_op op = {bwd, s, cm->stage_layers[s], st->index, (int64_t)j, mb,
-				   &p->model, t_op, (bwd ? mb->bwd[s] : mb->fwd[s]) * scale,
-				   {{BP_EXEC_ALLREDUCE, r->n_tp > 1 ? r->g_tp : NULL, e->tp_buf,
-				     e->tp_buf, cap_bytes(e, tp_bytes, 2), "tp all-reduce"},
-				    {bwd ? BP_EXEC_REDUCESCATTER : BP_EXEC_ALLGATHER,
-				     r->n_cp > 1 ? r->g_cp : NULL, e->cin, e->cout,
-				     cap_bytes(e, kv_bytes, r->n_cp),
-				     bwd ? "cp reduce-scatter of dK and dV"
-					 : "cp all-gather of K and V"}},
-				   w};
-		if ((rc = be->compute(e->st, &op, err)) != 0)
+		double plan_us = bwd ? mb->bwd[s] : mb->fwd[s];
+		struct op_run o;
+		memset(&o, 0, sizeof(o));
+		o.r = r;
+		o.bwd = bwd;
+		o.stage = s;
+		o.tp = tp;
+		o.last = s == pp - 1;
+		o.mb = mb;
+		o.w = (struct bp_wait){bwd ? "backward" : "forward", -1, st->index, (int64_t)j};
+		bp_eng_op_from(&o, so, (int64_t)j, bwd);
+		o.kv_bytes = (double)o.tokens * cm->kv_token_bytes / tp;
+		o.tp_bytes = (double)o.tokens * cm->token_bytes;
+		/* An emulated op ends at its deadline; what its last layers' collectives still
+		 * have in flight must be done before the rank's next op starts (here, after the
+		 * receive that usually hides it) and before the gradient synchronisation. A real
+		 * op ends when its queue has drained. */
+		if (be->idle_until && (rc = be->sync(e->st, &o.w, err)) != 0)
 			return rc;
+		double t_op = be->now_us(e->st);
+		o.t0 = t_op;
+		if ((rc = bp_eng_op(e, &o, err)) != 0)
+			return rc;
+		if (!be->idle_until && (rc = be->sync(e->st, &o.w, err)) != 0)
+			return rc;
+		if (bp_eng_idle(e, t_op + plan_us * scale, err) < 0)
+			return -1;
 		double t_end = be->now_us(e->st);
 		double *slot = rec + REC_HEAD + REC_MB * j;
 		slot[bwd * 2] = t_op - t0;
 		slot[bwd * 2 + 1] = t_end - t_op;
 		if (!bwd && r->next >= 0)
-			rc = send_p2p(e, r->next, j, 0, p2p_bytes, err);
+			rc = bp_eng_send_p2p(e, r->next, j, 0, p2p_bytes, err);
 		else if (bwd && r->prev >= 0)
-			rc = send_p2p(e, r->prev, j, 1, p2p_bytes, err);
+			rc = bp_eng_send_p2p(e, r->prev, j, 1, p2p_bytes, err);
 		if (rc != 0)
 			return rc;
 	}
-	double t_pipe = be->now_us(e->st);
-	w.mb = -1;
-	if (r->n_sync > 1) {
-		/* Distributed optimizer: reduce-scatter then all-gather of the stage's bf16
-		 * gradients over its replicas; the emulated time starts on arrival. */
-		double gbytes = 2.0 * bp_cost_stage_params(cm, s) / tp;
-		size_t n = cap_bytes(e, gbytes / r->n_sync, r->n_sync);
-		w.what = "gradient reduce-scatter";
-		if ((rc = be->reducescatter(e->st, r->g_sync, e->cin, e->cout, n, &w, err)) != 0)
-			return rc;
-		w.what = "gradient all-gather";
-		if ((rc = be->allgather(e->st, r->g_sync, e->cout, e->cin, n, &w, err)) != 0)
-			return rc;
-		if (be->idle_until &&
-		    be->idle_until(e->st, t_pipe + bp_cost_grad_sync(cm, s) * scale, err) < 0)
-			return -1;
-	}
-	double t_sync = be->now_us(e->st);
-	w.what = "pp send completion";
-	if ((rc = be->wait_sends(e->st, &w, err)) != 0)
+	return bp_eng_finish_step(e, st, r, t0, be->now_us(e->st), rec, err);
+}
+
+/* One step of the plan; rec (rec_len doubles) gets the measurements. */
+static int run_step(struct bp_engine *e, size_t si, double *rec, struct bp_error *err)
+{
+	const struct bp_step *st = &e->plan->steps[si];
+	const struct lrole *r = &e->lr[st->layout];
+	const struct bp_backend *be = e->be;
+	struct ticks_run *tr = NULL;
+	int rc;
+	struct bp_wait w = {"step barrier", -1, st->index, -1};
+	memset(rec, 0, e->rec_len * sizeof(double));
+	e->cur = rec;
+	struct step_ops so;
+	memset(&so, 0, sizeof(so));
+	/* what the step needs is worked out before the clock starts */
+	if (r->pl.pipe >= 0 && (rc = bp_eng_step_ops(st, r, &so, err)) != 0)
 		return rc;
-	rec[0] = t_sync - t0;
-	rec[1] = t_pipe - t0;
-	rec[2] = t_sync - t_pipe;
-	return 0;
+	if (r->ticks && r->active && (rc = bp_eng_ticks_prepare(e, si, &tr, err)) != 0)
+		goto out;
+	if ((rc = be->barrier(e->st, NULL, &w, err)) != 0)
+		goto out;
+	double t0 = be->now_us(e->st);
+	if (e->o.exit_rank == e->rank) {
+		rc = BP_EXEC_EXIT;
+		bp_errorf(err, "exiting in step %lld as --debug-exit-rank asked",
+			  (long long)st->index);
+		goto out;
+	}
+	if (e->o.hang_rank == e->rank && !e->hung) {
+		e->hung = 1;
+		rc = hang_forever(e, err);
+		goto out;
+	}
+	if (!r->active) /* idle in this step's layout: only the barrier */
+		rc = 0;
+	else if (r->ticks)
+		rc = bp_eng_ticks_run(e, si, tr, r->pl.pipe >= 0 ? &so : NULL, t0, rec, err);
+	else
+		rc = run_1f1b(e, st, r, &so, t0, rec, err);
+out:
+	bp_eng_ticks_free(tr);
+	bp_eng_step_ops_release(&so);
+	return rc;
 }
 
 int bp_engine_run(struct bp_engine *e, struct bp_error *err)
@@ -442,6 +749,19 @@ int bp_engine_run(struct bp_engine *e, struct bp_error *err)
 		if ((rc = run_step(e, e->o.step_lo + i, e->rec + i * e->rec_len, err)) != 0)
 			return rc;
 	return 0;
+}
+
+static const char *const kind_names[BP_EXEC_NKINDS] = {
+	"pp send", "tp all-reduce", "cp collective", "all-to-all", "gradient sync"};
+
+const char *bp_exec_kind_name(int kind)
+{
+	return kind >= 0 && kind < BP_EXEC_NKINDS ? kind_names[kind] : "?";
+}
+
+void bp_engine_stats(const struct bp_engine *e, struct bp_exec_stats *out)
+{
+	*out = e->stats;
 }
 
 int bp_engine_gather(struct bp_engine *e, const char *plan_sha, struct bp_trace *tr,
@@ -497,6 +817,10 @@ int bp_engine_gather(struct bp_engine *e, const char *plan_sha, struct bp_trace 
 			tr_r->grad_sync_us = rec[2];
 			if (rec[0] > ts->step_us)
 				ts->step_us = rec[0];
+			for (int k = 0; k < BP_EXEC_NKINDS; k++) {
+				e->stats.calls[k] += rec[REC_STATS + k];
+				e->stats.bytes[k] += rec[REC_STATS + BP_EXEC_NKINDS + k];
+			}
 			tr_r->mbs = bp_calloc(m ? m : 1, sizeof(*tr_r->mbs), err);
 			if (!tr_r->mbs)
 				goto out;
