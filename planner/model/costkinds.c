@@ -40,20 +40,7 @@ double bp_moba_pairs(double len, double block, double k)
 	return own + block * block * s + last * block * (j < m ? j : m);
 }
 
-/* Index i with axis[i] <= x < axis[i+1], clamped to [0, n-2]; n >= 2. */
-static size_t bracket(const double *axis, size_t n, double x)
-{
-	size_t lo = 0, hi = n - 1;
-	while (hi - lo > 1) {
-		size_t mid = (lo + hi) / 2;
-		if (axis[mid] <= x)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
+/* bp_bracket for an integer axis. */
 static size_t bracket_int(const int *axis, size_t n, double x)
 {
 	size_t lo = 0, hi = n - 1;
@@ -95,7 +82,7 @@ static double sparse_grid(const struct bp_sparse_table *t, const double *v, doub
 {
 	if (t->nx == 1)
 		return sparse_row(t, v, 0, k);
-	size_t i = bracket(t->x, t->nx, x);
+	size_t i = bp_bracket(t->x, t->nx, x);
 	double tx = (x - t->x[i]) / (t->x[i + 1] - t->x[i]);
 	double a = sparse_row(t, v, i, k), c = sparse_row(t, v, i + 1, k);
 	return a + tx * (c - a);
@@ -187,7 +174,7 @@ double bp_cost_ca_task(const struct bp_attn_table *t, double q, double kv, int b
 		}
 	if (!(peak > 0))
 		return base;
-	size_t i = bracket(t->q, t->nq, q), j = bracket(t->kv, t->nkv, kv);
+	size_t i = bp_bracket(t->q, t->nq, q), j = bp_bracket(t->kv, t->nkv, kv);
 	double floor_rate = (1.0 - BP_CA_SATURATION_TOL) * peak;
 	for (size_t a = i; a <= i + 1; a++)
 		for (size_t c = j; c <= j + 1; c++)

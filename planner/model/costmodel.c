@@ -39,8 +39,7 @@ int bp_shard_parse(const char *s, enum bp_shard *out)
 	return -1;
 }
 
-/* Index i with axis[i] <= x < axis[i+1], clamped to [0, n-2]; n >= 2. */
-static size_t bracket(const double *axis, size_t n, double x)
+size_t bp_bracket(const double *axis, size_t n, double x)
 {
 	size_t lo = 0, hi = n - 1;
 	while (hi - lo > 1) {
@@ -58,7 +57,7 @@ static double interp1(const double *axis, const double *y, size_t n, double x)
 {
 	if (n == 1)
 		return y[0];
-	size_t i = bracket(axis, n, x);
+	size_t i = bp_bracket(axis, n, x);
 	double t = (x - axis[i]) / (axis[i + 1] - axis[i]);
 	return y[i] + t * (y[i + 1] - y[i]);
 }
@@ -74,8 +73,8 @@ static double grid_value(const struct bp_attn_table *t, const double *v, double 
 	size_t nq = t->nq, nk = t->nkv;
 	if (nq == 1 && nk == 1)
 		return v[0];
-	size_t i = nq > 1 ? bracket(t->q, nq, q) : 0;
-	size_t j = nk > 1 ? bracket(t->kv, nk, kv) : 0;
+	size_t i = nq > 1 ? bp_bracket(t->q, nq, q) : 0;
+	size_t j = nk > 1 ? bp_bracket(t->kv, nk, kv) : 0;
 	double tq = nq > 1 ? (q - t->q[i]) / (t->q[i + 1] - t->q[i]) : 0.0;
 	double tk = nk > 1 ? (kv - t->kv[j]) / (t->kv[j + 1] - t->kv[j]) : 0.0;
 	size_t i1 = nq > 1 ? i + 1 : i, j1 = nk > 1 ? j + 1 : j;

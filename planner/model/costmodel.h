@@ -100,6 +100,10 @@ void bp_costs_release(struct bp_costs *c);
 const struct bp_costmodel *bp_costs_pipe(struct bp_costs *c, const struct bp_layout *l,
 					 size_t k, struct bp_error *err);
 
+/* Index i with axis[i] <= x < axis[i+1], clamped to [0, n-2], for a strictly increasing
+ * axis of n >= 2 entries (binary search): the interpolation cell every table lookup uses. */
+size_t bp_bracket(const double *axis, size_t n, double x);
+
 /* Table lookups (us per layer). q, kv in tokens (kv is clamped to >= q), bytes >= 0. */
 double bp_cost_attn(const struct bp_attn_table *t, double q, double kv, int bwd);
 double bp_cost_linear(const struct bp_linear_table *t, double tokens, int bwd);
