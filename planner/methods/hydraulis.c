@@ -148,7 +148,7 @@ static int rec_from_json(void *r, json_t *o, const char *where, struct bp_error 
 	for (size_t i = 0; i < json_array_size(ca); i++) {
 		json_t *x = json_array_get(ca, i);
 		struct bp_hyd_cand_res *c = &h->c[i];
-		double v[5];
+		double v[5] = {0};
 		snprintf(w, sizeof(w), "%.200s.candidates[%zu]", where, i);
 		if (!json_is_array(x) || json_array_size(x) != 7)
 			return bp_errorf(err, "%s is not [layout, status, dispatch_us, bound_us, "
@@ -171,7 +171,7 @@ static int rec_from_json(void *r, json_t *o, const char *where, struct bp_error 
 	for (size_t k = 0; k < json_array_size(pa); k++) {
 		json_t *x = json_array_get(pa, k);
 		struct bp_hyd_pipe_res *p = &h->p[k];
-		double v[6];
+		double v[6] = {0};
 		snprintf(w, sizeof(w), "%.200s.pipelines[%zu]", where, k);
 		if (!json_is_array(x) || json_array_size(x) != 6)
 			return bp_errorf(err, "%s is not [eq2_us, v, v_min, v_max, z_us, eq1_us]", w);
