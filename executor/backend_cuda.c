@@ -1211,10 +1211,25 @@ static int split(struct cuda *st, int color, ncclComm_t *out, double deadline,
 	ncclResult_t r = ncclCommSplit(st->world_comm, color, st->rank, out, &cfg);
 	if (r != ncclSuccess && r != ncclInProgress)
 		return nccl_fail(err, r, st->world_comm, "ncclCommSplit", __LINE__);
-	if (!*out)
-		return bp_errorf(err, "ncclCommSplit gave rank %d no communicator", st->rank);
-	int rc = nccl_settle(st, ncclInProgress, *out, "ncclCommSplit", __LINE__, deadline,
-			     "the other ranks", &w, err);
+	/* A non-blocking split leaves *out NULL until the child communicator is fully made:
+	 * newer NCCL (2.2x init.cc, "newcomm should be NCCL_COMM_NULL until comm split fully
+	 * complete") runs it as an asynchronous job that stores the handle at its end; older
+	 * NCCL sets *out at once. So wait for the handle, watching the parent for errors. */
+	int rc = 0;
+	double t0 = now_us_();
+	while (!*(ncclComm_t volatile *)out) {
+		int s = comm_state(st->world_comm, "ncclCommSplit", err);
+		if (s < 0)
+			return s;
+		if (now_us_() > deadline) {
+			rc = timeout_error(st, "the other ranks", &w, err);
+			break;
+		}
+		poll_pause(t0);
+	}
+	if (rc == 0)
+		rc = nccl_settle(st, ncclInProgress, *out, "ncclCommSplit", __LINE__, deadline,
+				 "the other ranks", &w, err);
 	if (rc == BP_EXEC_TIMEOUT)
 		bp_errorf(err, "timed out after %g s making %s: ncclCommSplit is collective over "
 			  "the world, so every rank must make its groups in the same order",
