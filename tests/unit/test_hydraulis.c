@@ -161,7 +161,7 @@ static void test_k2(void)
 	struct bp_hyd_fit f1 = {1, 0, 0, 0, 0}, f2 = {0.5, 0, 0, 0, 0};
 	struct bp_hyd_dpipe pipes[] = {{&f1, 1, 10}, {&f2, 2, 5}};
 	const int64_t len[] = {6, 4, 4, 4, 2};
-	struct bp_hyd_dispatch d = {len, 5, pipes, 2, 0, 0, 100, 7};
+	struct bp_hyd_dispatch d = {len, 5, pipes, 2, 0, 0, 100, 7, NULL};
 	struct bp_error err;
 	int a[5], b[5], trial;
 	double obj;
@@ -204,7 +204,7 @@ static void test_k2(void)
 	CHECK_NEAR(bp_hyd_eq2(&d, b, NULL), 36, 1e-9);
 	/* a sequence no pipeline can hold */
 	const int64_t big[] = {11};
-	struct bp_hyd_dispatch d2 = {big, 1, pipes, 2, 0, 0, 10, 1};
+	struct bp_hyd_dispatch d2 = {big, 1, pipes, 2, 0, 0, 10, 1, NULL};
 	CHECK(bp_hyd_dispatch_greedy(&d2, a, &obj, &trial, &err) == BP_INFEASIBLE);
 }
 
@@ -218,10 +218,10 @@ static void test_dispatch_random(void)
 	struct bp_hyd_fit fits[4];
 	for (int round = 0; round < 300; round++) {
 		int small = round < 120;
-		size_t np = small ? 1 + bp_rng_below(&rng, 3) : 1 + bp_rng_below(&rng, 24);
+		size_t np = small ? 1 + bp_rng_below(&rng, 3) : 1 + bp_rng_below(&rng, 64);
 		size_t n = small ? 1 + bp_rng_below(&rng, 7) : 1 + bp_rng_below(&rng, 200);
 		int no_c = (int)bp_rng_below(&rng, 2);
-		struct bp_hyd_dpipe pipes[24];
+		struct bp_hyd_dpipe pipes[64];
 		for (int k = 0; k < 4; k++)
 			fits[k] = (struct bp_hyd_fit){bp_rng_uniform(&rng) * 1e-3,
 						      bp_rng_uniform(&rng),
@@ -240,13 +240,24 @@ static void test_dispatch_random(void)
 		int64_t len[200];
 		for (size_t i = 0; i < n; i++)
 			len[i] = 1 + (int64_t)bp_rng_below(&rng, (uint64_t)pipes[0].cap);
-		struct bp_hyd_dispatch d = {len, n, pipes, np, no_c, no_c, 20, bp_rng_next(&rng)};
+		struct bp_hyd_dispatch d = {len, n, pipes, np, no_c, no_c, 20, bp_rng_next(&rng),
+					    NULL};
 		int a[200], b[200], trial;
 		double obj;
 		CHECK(bp_hyd_dispatch_greedy(&d, a, &obj, &trial, &err) == 0);
 		double lit = alg1_literal(&d, 20, b);
 		CHECK(obj == lit);
 		CHECK(!memcmp(a, b, n * sizeof(int)));
+		/* a step's shared shuffle table gives the same result */
+		uint32_t *ord = bp_hyd_orders(n, 20, d.seed, &err);
+		CHECK(ord != NULL);
+		d.orders = ord;
+		double objo;
+		int trialo, c[200];
+		CHECK(bp_hyd_dispatch_greedy(&d, c, &objo, &trialo, &err) == 0);
+		CHECK(objo == obj && trialo == trial && !memcmp(a, c, n * sizeof(int)));
+		d.orders = NULL;
+		free(ord);
 		for (size_t i = 0; i < n; i++) /* P1: allowed pipelines only */
 			CHECK(pipes[a[i]].cap >= len[i]);
 		CHECK(fabs(bp_hyd_eq2(&d, a, NULL) - obj) <= 1e-9 * obj);
@@ -271,7 +282,7 @@ static void test_dispatch_random(void)
 			CHECK(r.objective <= obj * (1 + 1e-12));
 		}
 		/* P3: Eq. 2 of each pipeline <= Eq. 1's optimum over every V */
-		double per[24];
+		double per[64];
 		bp_hyd_eq2(&d, a, per);
 		for (size_t p = 0; p < np; p++) {
 			double w[200];
