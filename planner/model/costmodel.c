@@ -661,6 +661,26 @@ double bp_cost_grad_sync(const struct bp_costmodel *cm, int stage)
 	       bp_coll_cost(&cm->sync_allgather, bytes);
 }
 
+double bp_cost_lnk(const struct bp_profile *p, int world, int gpus_per_node, double bytes)
+{
+	if (world < 2 || bytes <= 0)
+		return 0.0;
+	int inter = gpus_per_node > 0 && world > gpus_per_node;
+	enum bp_coll_op op = bp_profile_has_coll(p, BP_COLL_ALLTOALL, inter) ||
+				     bp_profile_has_coll(p, BP_COLL_ALLTOALL, 1)
+			     ? BP_COLL_ALLTOALL
+			     : BP_COLL_SENDRECV;
+	int ranks = op == BP_COLL_ALLTOALL ? world : 2;
+	return bp_cost_coll(p, op, ranks, inter, bytes);
+}
+
+double bp_cost_adam_shard(const struct bp_profile *p, double params)
+{
+	if (params <= 0 || p->hw.hbm_gbps <= 0)
+		return 0.0;
+	return params * 28.0 / (p->hw.hbm_gbps * 1e3); /* GB/s = 1e3 bytes per us */
+}
+
 int64_t bp_cost_act_bytes(const struct bp_costmodel *cm, int stage, int64_t tokens_on_rank)
 {
 	return (int64_t)((double)tokens_on_rank * cm->stage_layers[stage] *

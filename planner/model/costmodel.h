@@ -166,6 +166,15 @@ double bp_cost_stage_params(const struct bp_costmodel *cm, int stage);
 /* Gradient synchronisation at the end of a step over the dp*cp replicas of a stage: a
  * reduce-scatter and an all-gather of the stage's bf16 gradients (distributed optimizer). */
 double bp_cost_grad_sync(const struct bp_costmodel *cm, int stage);
+/* Hydraulis's LNK operator (Sec. 5.2, Fig. 7): batched send/receive of mutual slices
+ * between the optimizer shards on all `world` GPUs and the propagation layout, priced as an
+ * all-to-all over the world in which the busiest GPU moves `bytes` (in or out, whichever is
+ * more); the profile's send/recv table when it has no all-to-all one. 0 for world < 2. */
+double bp_cost_lnk(const struct bp_profile *p, int world, int gpus_per_node, double bytes);
+/* The optimizer step of one shard of `params` parameters (Sec. 5.2 step 6: fp32 master,
+ * Adam m and v, the bf16 gradient in and the bf16 parameter out, 28 bytes per parameter of
+ * HBM traffic at the profile's bandwidth): memory-bound. */
+double bp_cost_adam_shard(const struct bp_profile *p, double params);
 /* Activation bytes one micro-batch keeps alive on a rank of a stage until its backward:
  * tokens_on_rank * layers * act_bytes_per_token_layer / tp (Hydraulis App. B.1 (a)). */
 int64_t bp_cost_act_bytes(const struct bp_costmodel *cm, int stage, int64_t tokens_on_rank);

@@ -791,6 +791,72 @@ static void test_maxlen(void)
 	bp_profile_release(&prof);
 }
 
+/* Sec. 5.2's disaggregation as sync models: the same decisions priced with the pull and
+ * push serial (Table 1 "w/o overlap"), overlapped (Fig. 8) and as dp-allreduce. Serial adds
+ * pull + push + the optimizer to the slowest pipeline; overlap never adds more than serial
+ * and never less than the optimizer; the LNK granularities are LCM(N, TP_max) and
+ * LCM(N, D TP_max); pull and push move at least a stage's bf16 shard; the numbers survive
+ * the codec and `check`. */
+static void test_pullpush(void)
+{
+	struct bp_error err;
+	struct bp_profile prof;
+	struct bp_hyd_set set;
+	struct bp_scheme sc[] = {{4, 1, 1}, {8, 1, 1}, {2, 1, 2}};
+	bp_profile_init(&prof);
+	CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"), bp_model_preset("llama3-8b"), sc,
+				  3, 16384, &err) == 0);
+	bp_hyd_set_init(&set);
+	struct bp_hyd_strategy hs;
+	CHECK(bp_hyd_strategy_parse("8x1+2x2*2", &hs, &err) == 0);
+	CHECK(bp_hyd_set_add(&set, &hs, &err) >= 0);
+	const char *modes[] = {"serial", "pullpush", "dp-allreduce"};
+	struct bp_plan p[3];
+	for (int m = 0; m < 3; m++) {
+		struct bp_param par;
+		memset(&par, 0, sizeof(par));
+		strcpy(par.key, "sync");
+		strcpy(par.value, modes[m]);
+		CHECK(solve_hyd("synthetic-longtail", &prof, "hydraulis", sc[0], 16, 16384, 65536, 5,
+				&set, &par, 1, &p[m], &err) == 0);
+	}
+	for (size_t s = 0; s < p[0].nsteps; s++) {
+		const struct bp_metrics *a = &p[0].steps[s].m, *b = &p[1].steps[s].m,
+					*c = &p[2].steps[s].m;
+		CHECK(!strcmp(p[0].steps[s].sync, "hydraulis-pullpush-serial"));
+		CHECK(!strcmp(p[1].steps[s].sync, "hydraulis-pullpush"));
+		CHECK(!strcmp(p[2].steps[s].sync, "dp-allreduce"));
+		CHECK(a->pipe_max_us == b->pipe_max_us && b->pipe_max_us == c->pipe_max_us);
+		CHECK(a->pull_us > 0 && a->push_us > 0 && a->optimizer_us > 0);
+		CHECK_NEAR(a->op_exposed_us, a->pull_us + a->push_us, 1e-9);
+		CHECK_NEAR(a->step_us, a->pipe_max_us + a->pull_us + a->push_us + a->optimizer_us,
+			   1e-6);
+		CHECK(b->op_exposed_us <= a->op_exposed_us + 1e-9);
+		CHECK(b->grad_sync_us >= b->optimizer_us);
+		CHECK_NEAR(b->step_us, b->pipe_max_us + b->grad_sync_us, 1e-6);
+		CHECK(b->lnk_slices_pull == 16 && b->lnk_slices_push == 48); /* LCM(16, 8), (16, 3 x 8) */
+		CHECK(c->pull_us == -1 && c->lnk_bytes == -1);
+		/* a <2,2> stage holds about half the 8B model's layers over 2 TP ranks: its bf16
+		 * shard is at least what the busiest GPU moves per direction */
+		CHECK(b->lnk_bytes >= 2.0 * bp_model_params(&p[1].model) / 8 * 0.9);
+	}
+	for (int m = 0; m < 3; m++) {
+		char *t = encode(&p[m]);
+		struct bp_plan q;
+		bp_plan_init(&q);
+		CHECK(t && bp_json_parse_text(t, strlen(t), plan_cb, &q, &err) == 0);
+		char *t2 = encode(&q);
+		CHECK(t2 && !strcmp(t, t2));
+		CHECK(bp_plan_check(&q, &prof, &err) == 0);
+		free(t);
+		free(t2);
+		bp_plan_release(&q);
+		bp_plan_release(&p[m]);
+	}
+	bp_hyd_set_release(&set);
+	bp_profile_release(&prof);
+}
+
 int main(void)
 {
 	test_k1();
@@ -802,5 +868,6 @@ int main(void)
 	test_strategies();
 	test_maxlen();
 	test_method();
+	test_pullpush();
 	return CHECK_DONE();
 }
