@@ -22,7 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const shard_names[BP_SHARD_NMODES] = {"sequence", "document", "adaptive"};
+static const char *const shard_names[BP_SHARD_NMODES] = {"sequence", "document", "adaptive",
+							  "ulysses"};
 
 const char *bp_shard_name(enum bp_shard s)
 {
@@ -345,6 +346,8 @@ size_t bp_shard_segments(const struct bp_span *spans, size_t n, enum bp_shard mo
 	size_t k = 0;
 	int parts = 2 * cp;
 	int64_t tok = 0;
+	if (mode == BP_SHARD_ULYSSES) /* its token-wise layers see DOCUMENT's split */
+		mode = BP_SHARD_DOCUMENT;
 	if (cp == 1) {
 		for (size_t i = 0; i < n; i++) {
 			k = push_seg(seg, cap, k, spans[i].len, spans[i].len);
@@ -495,6 +498,13 @@ int bp_cost_mb(const struct bp_costmodel *cm, const struct bp_mb_desc *d, double
 	double wf[3] = {0, 0, 0}, wb[3] = {0, 0, 0};
 	int64_t max_tokens = 0;
 	double lmr = cm->lm_ratio;
+	/* Ulysses: every rank attends over the whole documents with cp-th of the heads */
+	int ulysses = d->shard == BP_SHARD_ULYSSES && cp > 1 && attn_here;
+	double ua[2] = {0.0, 0.0};
+	for (size_t i = 0; ulysses && i < n; i++)
+		for (int bw = 0; bw < 2; bw++)
+			ua[bw] += bp_cost_attn(cm->attn, (double)d->spans[i].len,
+					       (double)d->spans[i].len, bw) / cp;
 	for (int r = 0; r < cp; r++) {
 		int64_t tokens = 0;
 		size_t k = bp_shard_segments(d->spans, n, d->shard, cp, r, seg, cap, &tokens);
@@ -506,6 +516,10 @@ int bp_cost_mb(const struct bp_costmodel *cm, const struct bp_mb_desc *d, double
 		double a[3], b[3];
 		rank_layer(cm, seg, k, tokens, 0, attn_here, a);
 		rank_layer(cm, seg, k, tokens, 1, attn_here, b);
+		if (ulysses) {
+			a[0] = ua[0];
+			b[0] = ua[1];
+		}
 		double f = a[0] + a[1] + a[2], bw = b[0] + b[1] + b[2];
 		/* the TP/CP group waits for its slowest member (WLB-LLM Sec. 3.1) */
 		if (f > worst_f) {
@@ -529,7 +543,12 @@ int bp_cost_mb(const struct bp_costmodel *cm, const struct bp_mb_desc *d, double
 		free(seg);
 	/* CP: all-gather K and V per layer forward, reduce-scatter their gradients backward. */
 	double cpf = 0.0, cpb = 0.0;
-	if (cp > 1 && attn_here) {
+	if (ulysses) {
+		/* four all-to-alls (Q, K, V in; O out) of the rank's tokens' hidden states per
+		 * layer, and four of their gradients backward */
+		double bytes = (double)max_tokens * cm->token_bytes / cm->sc.tp;
+		cpf = cpb = 4.0 * bp_cost_coll(cm->prof, BP_COLL_ALLTOALL, cp, cm->cp_inter, bytes);
+	} else if (cp > 1 && attn_here) {
 		double bytes = (double)max_tokens * cp * cm->kv_token_bytes / cm->sc.tp;
 		cpf = bp_coll_cost(&cm->cp_allgather, bytes);
 		cpb = bp_coll_cost(&cm->cp_reducescatter, bytes);

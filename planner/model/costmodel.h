@@ -24,8 +24,14 @@ struct bp_span {
  * SEQUENCE: the packed micro-batch cut into 2*cp chunks, rank i gets chunks i and 2cp-1-i
  * (Megatron's load-balanced ring). DOCUMENT: each document cut that way, remainder tokens
  * round-robin (WLB-LLM Sec. 5.1). ADAPTIVE is a request, never stored in a plan: per
- * micro-batch, whichever of the two the cost model predicts faster (WLB-LLM Sec. 5.2-5.3). */
-enum bp_shard { BP_SHARD_SEQUENCE, BP_SHARD_DOCUMENT, BP_SHARD_ADAPTIVE, BP_SHARD_NMODES };
+ * micro-batch, whichever of the two the cost model predicts faster (WLB-LLM Sec. 5.2-5.3).
+ * ULYSSES: DeepSpeed-Ulysses sequence parallelism (the SP baseline of Hydraulis Table 3):
+ * tokens split as DOCUMENT for the token-wise layers, then an all-to-all per Q, K, V and O
+ * so each rank attends over whole documents with heads / cp of the heads (attention time
+ * the full documents' over cp on every rank); the executor replays it as DOCUMENT, whose
+ * per-rank attention work is the same to within a chunk. */
+enum bp_shard { BP_SHARD_SEQUENCE, BP_SHARD_DOCUMENT, BP_SHARD_ADAPTIVE, BP_SHARD_ULYSSES,
+		BP_SHARD_NMODES };
 const char *bp_shard_name(enum bp_shard s);
 int bp_shard_parse(const char *s, enum bp_shard *out);
 

@@ -372,7 +372,8 @@ int bp_plan_validate(const struct bp_plan *p, struct bp_costs *costs, struct bp_
 				if (mb->nspans) /* an empty micro-batch is reported below */
 					memcpy(all + nall, mb->spans, mb->nspans * sizeof(*all));
 				nall += mb->nspans;
-				if (mb->shard != BP_SHARD_SEQUENCE && mb->shard != BP_SHARD_DOCUMENT) {
+				if (mb->shard != BP_SHARD_SEQUENCE && mb->shard != BP_SHARD_DOCUMENT &&
+				    mb->shard != BP_SHARD_ULYSSES) {
 					bp_errorf(err, "step %zu pipeline %zu micro-batch %zu has no "
 						  "resolved sharding", i, q, j);
 					goto out;
