@@ -717,6 +717,15 @@ int64_t bp_cost_state_bytes(const struct bp_costmodel *cm, int stage)
 	return (int64_t)(per * spb * ((1.0 - alpha) + alpha / (cm->dp * cm->sc.cp)));
 }
 
+int64_t bp_cost_state_bytes_full(const struct bp_costmodel *cm, int stage, int gpus)
+{
+	double spb = cm->prof->mem.state_bytes_per_param, total = 0.0, alpha = 2.0 / 3.0;
+	for (int s = 0; s < cm->sc.pp; s++)
+		total += bp_cost_stage_params(cm, s);
+	return (int64_t)(bp_cost_stage_params(cm, stage) / cm->sc.tp * spb * (1.0 - alpha) +
+			 total * spb * alpha / (gpus < 1 ? 1 : gpus));
+}
+
 int64_t bp_cost_mem_cap(const struct bp_costmodel *cm)
 {
 	return cm->prof->hw.hbm_bytes - cm->prof->mem.reserved_bytes;

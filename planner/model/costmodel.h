@@ -186,6 +186,10 @@ double bp_cost_adam_shard(const struct bp_profile *p, double params);
 int64_t bp_cost_act_bytes(const struct bp_costmodel *cm, int stage, int64_t tokens_on_rank);
 /* Model-state bytes on a rank of a stage (Hydraulis App. B.1 (b)). */
 int64_t bp_cost_state_bytes(const struct bp_costmodel *cm, int stage);
+/* The same with the optimizer's share (fp32 master and Adam, alpha = 2/3 of the bytes per
+ * parameter) sharded over all `gpus` GPUs of the cluster, as Hydraulis Sec. 5.2 and App. B.1
+ * keep it (footnote 3), the bf16 weights and gradients per TP shard of the stage. */
+int64_t bp_cost_state_bytes_full(const struct bp_costmodel *cm, int stage, int gpus);
 /* Usable memory per GPU: HBM minus the reserve. */
 int64_t bp_cost_mem_cap(const struct bp_costmodel *cm);
 

@@ -101,7 +101,7 @@ static int pipe_arrays(const struct bp_pipe *pi, const struct bp_costmodel *cm,
 }
 
 /* Runs one pipeline's schedule: time, busy time and peak memory per stage. */
-static int simulate_pipe(struct bp_pipe *pi, const struct bp_costmodel *cm,
+static int simulate_pipe(struct bp_pipe *pi, const struct bp_costmodel *cm, int full_gpus,
 			 struct bp_error *err)
 {
 	int pp = cm->sc.pp, rc = -1;
@@ -123,7 +123,8 @@ static int simulate_pipe(struct bp_pipe *pi, const struct bp_costmodel *cm,
 		goto out;
 	pi->time_us = res.end;
 	for (int s = 0; s < pp; s++)
-		pi->peak_mem[s] = peak[s] + bp_cost_state_bytes(cm, s);
+		pi->peak_mem[s] = peak[s] + (full_gpus > 0 ? bp_cost_state_bytes_full(cm, s, full_gpus)
+							   : bp_cost_state_bytes(cm, s));
 	rc = 0;
 out:
 	arrays_free(&a);
@@ -380,7 +381,12 @@ static int predict_step(const struct bp_plan *p, struct bp_step *st, struct bp_c
 						(long long)st->index, i, j);
 				goto out;
 			}
-		if (!ticks && simulate_pipe(pi, cms[i], err) < 0) {
+		/* Hydraulis's pull/push keeps the optimizer sharded over every GPU (Sec. 5.2) */
+		int full = !strcmp(st->sync, BP_SYNC_HYD_PULLPUSH) ||
+				   !strcmp(st->sync, BP_SYNC_HYD_PULLPUSH_SERIAL)
+			   ? p->cluster.gpus
+			   : 0;
+		if (!ticks && simulate_pipe(pi, cms[i], full, err) < 0) {
 			bp_error_prefix(err, "step %lld pipeline %zu", (long long)st->index, i);
 			goto out;
 		}

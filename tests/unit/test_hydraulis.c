@@ -836,6 +836,8 @@ static void test_pullpush(void)
 		CHECK_NEAR(b->step_us, b->pipe_max_us + b->grad_sync_us, 1e-6);
 		CHECK(b->lnk_slices_pull == 16 && b->lnk_slices_push == 48); /* LCM(16, 8), (16, 3 x 8) */
 		CHECK(c->pull_us == -1 && c->lnk_bytes == -1);
+		/* the optimizer over all 16 GPUs holds less per GPU than over a scheme's replicas */
+		CHECK(b->peak_mem <= c->peak_mem && a->peak_mem == b->peak_mem);
 		/* a <2,2> stage holds about half the 8B model's layers over 2 TP ranks: its bf16
 		 * shard is at least what the busiest GPU moves per direction */
 		CHECK(b->lnk_bytes >= 2.0 * bp_model_params(&p[1].model) / 8 * 0.9);
@@ -857,6 +859,51 @@ static void test_pullpush(void)
 	bp_profile_release(&prof);
 }
 
+/* Table 3's DeepSpeed-Ulysses baseline in the cost model (--shard ulysses): token-wise
+ * layers see DOCUMENT's split, every rank attends over the whole documents with 1/cp of the
+ * heads, and four all-to-alls per layer and direction replace the CP all-gather. */
+static void test_ulysses(void)
+{
+	struct bp_error err;
+	struct bp_profile prof;
+	struct bp_scheme sc[] = {{1, 4, 1}};
+	bp_profile_init(&prof);
+	CHECK(bp_profile_analytic(&prof, bp_gpu_preset("A800"), bp_model_preset("hydraulis-7b"),
+				  sc, 1, 32768, &err) == 0);
+	struct bp_costmodel cm;
+	CHECK(bp_costmodel_init(&cm, &prof, sc[0], 1, &err) == 0);
+	struct bp_span sp[3] = {{0, 0, 20000}, {1, 0, 3000}, {2, 0, 777}};
+	int64_t a[16][2], b[16][2], ta, tb;
+	for (int r = 0; r < 4; r++) {
+		size_t ka = bp_shard_segments(sp, 3, BP_SHARD_ULYSSES, 4, r, a, 16, &ta);
+		size_t kb = bp_shard_segments(sp, 3, BP_SHARD_DOCUMENT, 4, r, b, 16, &tb);
+		CHECK(ka == kb && ta == tb && !memcmp(a, b, ka * sizeof(a[0])));
+	}
+	struct bp_mb_desc du = {sp, 3, BP_SHARD_ULYSSES, BP_ATTN_DENSE, 0, NULL};
+	struct bp_mb_desc ds = {sp, 3, BP_SHARD_SEQUENCE, BP_ATTN_DENSE, 0, NULL};
+	double f[1], bw[1], f2[1], b2[1];
+	struct bp_mb_part pf, pb, qf, qb;
+	CHECK(bp_cost_mb(&cm, &du, f, bw, &pf, &pb, &err) == 0);
+	CHECK(bp_cost_mb(&cm, &ds, f2, b2, &qf, &qb, &err) == 0);
+	double att = 0.0, attb = 0.0;
+	for (int i = 0; i < 3; i++) {
+		att += bp_cost_attn(cm.attn, (double)sp[i].len, (double)sp[i].len, 0) / 4;
+		attb += bp_cost_attn(cm.attn, (double)sp[i].len, (double)sp[i].len, 1) / 4;
+	}
+	int L = cm.stage_layers[0];
+	CHECK_NEAR(pf.attn, L * att, 1e-6 * L * att);
+	CHECK_NEAR(pb.attn, L * attb, 1e-6 * L * attb);
+	/* the busiest rank's tokens: 23777 / 4 rounded up by the per-document split */
+	double a2a = bp_cost_coll(&prof, BP_COLL_ALLTOALL, 4, 0, 5945.0 * cm.token_bytes);
+	CHECK(pf.cp_coll > 0 && fabs(pf.cp_coll - L * 4 * a2a) <= 0.01 * L * 4 * a2a);
+	/* head-split attention is balanced: no rank waits for a heavier one */
+	CHECK(pf.attn <= qf.attn * (1 + 1e-9));
+	enum bp_shard back;
+	CHECK(bp_shard_parse("ulysses", &back) == 0 && back == BP_SHARD_ULYSSES);
+	bp_costmodel_release(&cm);
+	bp_profile_release(&prof);
+}
+
 int main(void)
 {
 	test_k1();
@@ -869,5 +916,6 @@ int main(void)
 	test_maxlen();
 	test_method();
 	test_pullpush();
+	test_ulysses();
 	return CHECK_DONE();
 }
