@@ -177,6 +177,13 @@ static void print_step_detail(const struct bp_plan *p, const struct bp_step *st)
 	printf("step %lld: %.3f ms (slowest pipeline %.3f ms + gradient sync %.3f ms)\n",
 	       (long long)st->index, st->m.step_us / 1e3, st->m.pipe_max_us / 1e3,
 	       st->m.grad_sync_us / 1e3);
+	if (st->m.pull_us >= 0) /* Hydraulis Sec. 5.2, Table 1's O-P and O */
+		printf("sync %s: pull %.3f ms, push %.3f ms, exposed %.3f ms, optimizer %.3f ms; "
+		       "LNK %.3f GiB on the busiest GPU, slices %.0f (pull) %.0f (push)\n",
+		       st->sync, st->m.pull_us / 1e3, st->m.push_us / 1e3,
+		       st->m.op_exposed_us / 1e3, st->m.optimizer_us / 1e3,
+		       st->m.lnk_bytes / 1073741824.0, st->m.lnk_slices_pull,
+		       st->m.lnk_slices_push);
 	printf("%-8s %-6s %12s %12s %7s %10s\n", "pipeline", "stage", "busy", "idle", "busy%",
 	       "peak mem");
 	for (size_t k = 0; k < st->npipes; k++)

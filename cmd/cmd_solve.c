@@ -55,7 +55,8 @@ static void solve_usage(FILE *f)
 		"      --strategies FILE    hydraulis's candidate strategies ('balplan propose\n"
 		"                           -o FILE'); without it they are proposed from the\n"
 		"                           dataset\n"
-		"      --shard MODE         CP sharding: sequence|document|adaptive [sequence]\n"
+		"      --shard MODE         CP sharding: sequence|document|adaptive|\n"
+		"                           ulysses (DeepSpeed-Ulysses SP) [sequence]\n"
 		"      --param KEY=VALUE    a method parameter (repeatable); each method takes\n"
 		"                           the ones it knows ('balplan presets' lists them)\n"
 		"output:\n"
@@ -355,8 +356,8 @@ int cmd_solve(int argc, char **argv)
 		case 'm': methods = optarg; break;
 		case 'S':
 			if (bp_shard_parse(optarg, &shard) < 0)
-				return cmd_usage("solve", "--shard '%s' is not sequence, document or "
-						 "adaptive", cmd_cut(optarg));
+				return cmd_usage("solve", "--shard '%s' is not sequence, document, "
+						 "adaptive or ulysses", cmd_cut(optarg));
 			break;
 		case 'Q': {
 			const char *eq = strchr(optarg, '=');

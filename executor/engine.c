@@ -25,7 +25,14 @@
  * bp_cost_p2p after the sender finished (the sender's wall-clock time travels in a header
  * message); the gradient synchronisation lasts bp_cost_grad_sync of the stage from when the
  * rank reaches it. So the measured step time is the simulator's prediction times
- * time_scale, plus scheduling noise. */
+ * time_scale, plus scheduling noise.
+ *
+ * Hydraulis's optimisation-propagation disaggregation (Sec. 5.2, a step's sync
+ * hydraulis-pullpush[-serial]): the pull of bf16 parameter slices from the optimizer shards
+ * on every rank right after the barrier, the push of gradient slices at the end, each one
+ * all-to-all over the world with the LNK's per-pair byte counts (lnk_pair: the overlap of
+ * an optimizer shard with a (stage, TP rank) slice, Fig. 7's mutual slices); the emulated
+ * sync lasts the plan's grad_sync_us from the rank's pipeline end. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -174,6 +181,9 @@ void bp_engine_free(struct bp_engine *e)
 		free(r->a2a_ranks);
 	}
 	free(e->lr);
+	if (e->g_world)
+		e->be->group_free(e->st, e->g_world);
+	free(e->lnk);
 	free(e->payload);
 	free(e->cin);
 	free(e->cout);
@@ -299,6 +309,26 @@ struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *cos
 		if (r->ticks &&
 		    make_group(e, i, G_A2A, &r->g_a2a, &r->n_a2a, &r->a2a_ranks, err) < 0)
 			goto fail;
+	}
+	/* Hydraulis's pull and push move slices between every pair of world ranks */
+	int lnk = 0;
+	for (size_t i = o->step_lo; i < o->step_hi; i++)
+		lnk |= bp_eng_pullpush(&plan->steps[i]);
+	if (lnk && world > 1) {
+		int *all = bp_calloc((size_t)world, sizeof(int), err);
+		e->lnk = bp_calloc(4 * (size_t)world, sizeof(size_t), err);
+		if (!all || !e->lnk) {
+			free(all);
+			goto fail;
+		}
+		for (int q = 0; q < world; q++)
+			all[q] = q;
+		int rc = be->group_create(st, all, world, &e->g_world, err);
+		free(all);
+		if (rc < 0) {
+			bp_error_prefix(err, "cannot make the world group of the pull and push");
+			goto fail;
+		}
 	}
 	return e;
 fail:
@@ -583,13 +613,120 @@ void bp_eng_op_from(struct op_run *o, const struct step_ops *so, int64_t j, int 
 	o->nseg = so->seg_at[j + 1] - so->seg_at[j];
 }
 
+int bp_eng_pullpush(const struct bp_step *st)
+{
+	return !strcmp(st->sync, BP_SYNC_HYD_PULLPUSH) ||
+	       !strcmp(st->sync, BP_SYNC_HYD_PULLPUSH_SERIAL);
+}
+
+/* Bytes optimizer shard `o` moves to GPU g in the pull of Hydraulis's LNK (Sec. 5.2,
+ * Fig. 7), the push moving the same back: the optimizer shards every parameter over the N
+ * world ranks (rank o owns its o-th N-th), a pipeline's (stage, TP rank r) GPU holds the r-th
+ * tp-th of its stage's parameters (every CP rank the same), so o sends g their overlap, in
+ * mutual slices of 1 / LCM(N, tp): 2 stage_params |[o/N, (o+1)/N) & [r/tp, (r+1)/tp)|
+ * bytes (bf16). A GPU outside the step's pipelines receives nothing; a rank's own slice is a
+ * local move (0 here). The same arithmetic on every rank gives every rank's counts. */
+static double lnk_pair(const struct bp_layout *l, const struct bp_costmodel *const *cms,
+		       int world, int o, int g)
+{
+	if (o == g)
+		return 0.0;
+	struct bp_place pl = bp_layout_place(l, g);
+	if (pl.pipe < 0)
+		return 0.0;
+	const struct bp_costmodel *cm = cms[pl.pipe];
+	int64_t tp = cm->sc.tp, n = world, r = pl.tp_i;
+	int64_t lo = (int64_t)o * tp > r * n ? (int64_t)o * tp : r * n;
+	int64_t hi = (int64_t)(o + 1) * tp < (r + 1) * n ? (int64_t)(o + 1) * tp : (r + 1) * n;
+	if (hi <= lo)
+		return 0.0;
+	return 2.0 * bp_cost_stage_params(cm, pl.stage) * (double)(hi - lo) / (double)(n * tp);
+}
+
+/* This rank's LNK counts for the step (e->lnk: send, sdispl, recv, rdispl per world rank,
+ * the pull's direction; the push swaps send and recv), all scaled by one factor so that the
+ * busiest rank moves at most max_bytes each way: the same factor on every rank keeps every
+ * pair's send and receive equal. Returns the rank's unscaled bytes out (pull). */
+static int lnk_counts(struct bp_engine *e, const struct bp_step *st, double *mine,
+		      struct bp_error *err)
+{
+	const struct bp_layout *l = bp_plan_layout(e->plan, st);
+	int n = e->world, rc = -1;
+	const struct bp_costmodel **cms = bp_calloc(l->npipes + 1, sizeof(*cms), err);
+	double *out = bp_calloc((size_t)n, sizeof(double), err);
+	double *in = bp_calloc((size_t)n, sizeof(double), err);
+	if (!cms || !out || !in)
+		goto done;
+	for (size_t k = 0; k < l->npipes; k++)
+		if (!(cms[k] = bp_costs_pipe(e->costs, l, k, err)))
+			goto done;
+	double peak = 0.0;
+	for (int o = 0; o < n; o++)
+		for (int g = 0; g < n; g++) {
+			double b = lnk_pair(l, cms, n, o, g);
+			out[o] += b;
+			in[g] += b;
+		}
+	for (int q = 0; q < n; q++) {
+		peak = out[q] > peak ? out[q] : peak;
+		peak = in[q] > peak ? in[q] : peak;
+	}
+	double f = peak > (double)e->o.max_bytes ? (double)e->o.max_bytes / peak : 1.0;
+	size_t *snd = e->lnk, *sd = snd + n, *rcv = sd + n, *rd = rcv + n, so = 0, ro = 0;
+	for (int q = 0; q < n; q++) {
+		snd[q] = (size_t)(lnk_pair(l, cms, n, e->rank, q) * f);
+		rcv[q] = (size_t)(lnk_pair(l, cms, n, q, e->rank) * f);
+		sd[q] = so;
+		rd[q] = ro;
+		so += snd[q];
+		ro += rcv[q];
+	}
+	*mine = out[e->rank];
+	rc = 0;
+done:
+	free(cms);
+	free(out);
+	free(in);
+	return rc;
+}
+
+int bp_eng_lnk(struct bp_engine *e, const struct bp_step *st, int push, struct bp_error *err)
+{
+	if (e->world < 2)
+		return 0;
+	double mine;
+	int rc, n = e->world;
+	if (lnk_counts(e, st, &mine, err) < 0)
+		return -1;
+	size_t *snd = e->lnk, *sd = snd + n, *rcv = sd + n, *rd = rcv + n, total = 0;
+	struct bp_wait w = {push ? "hydraulis push" : "hydraulis pull", -1, st->index, -1};
+	struct bp_a2a a = {e->g_world, e->payload, NULL, push ? rcv : snd, push ? rd : sd,
+			   push ? snd : rcv, push ? sd : rd, &w};
+	for (int q = 0; q < n; q++)
+		total += push ? rcv[q] : snd[q];
+	if ((rc = e->be->alltoallv(e->st, &a, err)) != 0)
+		return rc;
+	bp_eng_count(e, BP_EXEC_SYNC, (double)total);
+	return e->be->sync(e->st, &w, err);
+}
+
 int bp_eng_finish_step(struct bp_engine *e, const struct bp_step *st, const struct lrole *r,
 		       double t0, double t_pipe, double *rec, struct bp_error *err)
 {
 	const struct bp_backend *be = e->be;
 	struct bp_wait w = {"gradient reduce-scatter", -1, st->index, -1};
 	int rc;
-	if (r->n_sync > 1) {
+	if (bp_eng_pullpush(st)) {
+		/* Hydraulis Sec. 5.2: the gradients pushed to the optimizer shards; the emulated
+		 * time is the plan's exposed pull/push and optimizer step (sim/predict.c's sync
+		 * model, which already overlaps the pull with the first forwards), charged from
+		 * the rank's pipeline end, so the slowest pipeline sets the step's end. */
+		w.what = "hydraulis push";
+		if ((rc = be->sync(e->st, &w, err)) != 0 || (rc = bp_eng_lnk(e, st, 1, err)) != 0)
+			return rc;
+		if (bp_eng_idle(e, t_pipe + st->m.grad_sync_us * e->o.time_scale, err) < 0)
+			return -1;
+	} else if (r->n_sync > 1) {
 		/* Distributed optimizer: reduce-scatter then all-gather of the stage's bf16
 		 * gradients over its replicas; the emulated time starts on arrival. */
 		const struct bp_costmodel *cm = r->cm;
@@ -727,8 +864,11 @@ static int run_step(struct bp_engine *e, size_t si, double *rec, struct bp_error
 		rc = hang_forever(e, err);
 		goto out;
 	}
-	if (!r->active) /* idle in this step's layout: only the barrier */
-		rc = 0;
+	/* Hydraulis's pull (Sec. 5.2), every world rank: the optimizer shards live on all */
+	if (bp_eng_pullpush(st) && (rc = bp_eng_lnk(e, st, 0, err)) != 0)
+		goto out;
+	if (!r->active) /* idle in this step's layout: the barrier, and the push if any */
+		rc = bp_eng_pullpush(st) ? bp_eng_lnk(e, st, 1, err) : 0;
 	else if (r->ticks)
 		rc = bp_eng_ticks_run(e, si, tr, r->pl.pipe >= 0 ? &so : NULL, t0, rec, err);
 	else

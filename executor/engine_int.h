@@ -46,7 +46,20 @@ struct bp_engine {
 	double *cur;                /* the record of the step being run */
 	struct bp_exec_stats stats; /* rank 0, after the gather: all ranks' */
 	double *arrive;             /* [world + 1]: end times at a tick's end (ticks) */
+	/* Hydraulis's pull and push (plan sync hydraulis-pullpush[-serial], Sec. 5.2): an
+	 * all-to-all over the world, made when a timed step needs it; per peer send, sdispl,
+	 * recv, rdispl (world each). */
+	void *g_world;
+	size_t *lnk;
 };
+
+/* 1 when the step synchronises by Hydraulis's pull and push. */
+int bp_eng_pullpush(const struct bp_step *st);
+/* The step's pull (push 0: bf16 parameter slices from the optimizer shards into the
+ * pipelines) or push (1: gradient slices back), as one all-to-all over the world with
+ * every peer's byte count (engine.c lnk_counts). Every world rank calls it, in a pipeline
+ * of the step's layout or not. */
+int bp_eng_lnk(struct bp_engine *e, const struct bp_step *st, int push, struct bp_error *err);
 
 /* One operation's layer loop (engine.c bp_eng_op): what to run and its emulated clock. */
 struct op_run {

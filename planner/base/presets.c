@@ -37,6 +37,14 @@ static const struct model_preset models[] = {
 	 "unspecified 32B"},
 	/* The paper's own 32B shape, from its repository: LLaMA-style (SwiGLU, MHA), 60 layers
 	 * (hence PP 3 and 6 in its scheme space), GPT-2 BPE vocabulary. */
+	/* The paper's 7B and 13B as its repository builds them (hydraulis_llama.py: LLaMA2
+	 * shapes with the GPT-2 BPE vocabulary of its datasets, SwiGLU, MHA). */
+	{{"hydraulis-7b", 32, 4096, 32, 32, 11008, 30592, 1},
+	 "github.com/lhy101/Hydraulis @4489487: hydraulis_llama.py and "
+	 "examples/strategy/build_parallel_scheme_space_7b.py (Hydraulis Sec. 8.1's 7B)"},
+	{{"hydraulis-13b", 40, 5120, 40, 40, 13824, 30592, 1},
+	 "github.com/lhy101/Hydraulis @4489487: hydraulis_llama.py and "
+	 "examples/strategy/build_parallel_scheme_space_13b.py (Hydraulis Sec. 8.1's 13B)"},
 	{{"hydraulis-32b", 60, 6656, 64, 64, 17920, 30592, 1},
 	 "github.com/lhy101/Hydraulis @4489487: hydraulis_llama.py and "
 	 "examples/strategy/build_parallel_scheme_space_32b.py (Hydraulis Sec. 8.1's 32B)"},

@@ -204,7 +204,16 @@ struct bp_hyd_dispatch {
 			    * an empty pipeline */
 	int trials;        /* Alg. 1's T */
 	uint64_t seed;     /* trial t shuffles with a generator seeded seed + t */
+	const uint32_t *orders; /* NULL, or trials x n: trial t's shuffle (bp_hyd_orders of the
+				 * same n, trials and seed), shared by the candidates of a step;
+				 * borrowed */
 };
+
+/* Alg. 1's shuffles for `trials` trials of n sequences, trial t's at [t n, (t + 1) n): the
+ * permutation bp_hyd_dispatch_greedy draws from a generator seeded seed + t. A step's
+ * candidates all dispatch the same sequences with the same seeds, so they share one table.
+ * Returns NULL with err filled when out of memory or n >= 2^32; the caller frees. */
+uint32_t *bp_hyd_orders(size_t n, int trials, uint64_t seed, struct bp_error *err);
 
 /* Per-sequence cost on pipeline j: T or T without c. */
 double bp_hyd_seq_cost(const struct bp_hyd_dispatch *d, size_t j, int64_t len);

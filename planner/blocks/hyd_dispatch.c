@@ -64,24 +64,32 @@ double bp_hyd_eq2(const struct bp_hyd_dispatch *d, const int *pipe_of, double *p
 }
 
 /* Runs of consecutive pipelines with the same model, PP and cap: within a run pipelines
- * are interchangeable, so one segment tree serves it. */
+ * are interchangeable, so one segment tree serves it. A node keeps the least C + E and the
+ * least C of its pipelines side by side (one cache line serves a probe); the sequence
+ * counts, which only the code's tie-break reads, sit in a tree of their own. */
+struct tnode {
+	double cost, c; /* min of C + E and of C over a node */
+};
+
 struct group {
 	size_t start, size, tsize; /* pipelines [start, start + size); tree leaves tsize */
 	int pp;
 	int64_t cap;
-	double *mcost, *mc;        /* [2 tsize]: min of C + E and of C over a node */
+	struct tnode *t;           /* [2 tsize] */
 	double *mn;                /* [2 tsize]: min sequence count (0: an empty pipeline) */
 };
 
 struct groups {
 	struct group *g;
 	size_t n;
+	struct tnode *tstore;
 	double *store;
 };
 
 static void groups_release(struct groups *gs)
 {
 	free(gs->g);
+	free(gs->tstore);
 	free(gs->store);
 }
 
@@ -102,24 +110,24 @@ static int groups_make(const struct bp_hyd_dispatch *d, struct groups *gs, struc
 			last->size++;
 			continue;
 		}
-		gs->g[gs->n++] = (struct group){j, 1, 0, p->pp, p->cap, NULL, NULL, NULL};
+		gs->g[gs->n++] = (struct group){j, 1, 0, p->pp, p->cap, NULL, NULL};
 	}
 	for (size_t k = 0; k < gs->n; k++) {
 		size_t t = 1;
 		while (t < gs->g[k].size)
 			t *= 2;
 		gs->g[k].tsize = t;
-		total += 6 * t;
+		total += 2 * t;
 	}
+	gs->tstore = bp_calloc(total ? total : 1, sizeof(struct tnode), err);
 	gs->store = bp_calloc(total ? total : 1, sizeof(double), err);
-	if (!gs->store)
+	if (!gs->tstore || !gs->store)
 		return -1;
-	double *s = gs->store;
+	size_t off = 0;
 	for (size_t k = 0; k < gs->n; k++) {
-		gs->g[k].mcost = s;
-		gs->g[k].mc = s + 2 * gs->g[k].tsize;
-		gs->g[k].mn = s + 4 * gs->g[k].tsize;
-		s += 6 * gs->g[k].tsize;
+		gs->g[k].t = gs->tstore + off;
+		gs->g[k].mn = gs->store + off;
+		off += 2 * gs->g[k].tsize;
 	}
 	return 0;
 }
@@ -128,27 +136,39 @@ static void group_reset(struct group *g)
 {
 	for (size_t x = 0; x < g->tsize; x++) {
 		double v = x < g->size ? 0.0 : INFINITY;
-		g->mcost[g->tsize + x] = v;
-		g->mc[g->tsize + x] = v;
+		g->t[g->tsize + x] = (struct tnode){v, v};
 		g->mn[g->tsize + x] = v;
 	}
 	for (size_t x = g->tsize - 1; x >= 1; x--) {
-		g->mcost[x] = dmin(g->mcost[2 * x], g->mcost[2 * x + 1]);
-		g->mc[x] = dmin(g->mc[2 * x], g->mc[2 * x + 1]);
+		g->t[x].cost = dmin(g->t[2 * x].cost, g->t[2 * x + 1].cost);
+		g->t[x].c = dmin(g->t[2 * x].c, g->t[2 * x + 1].c);
 		g->mn[x] = dmin(g->mn[2 * x], g->mn[2 * x + 1]);
 	}
 }
 
-static void group_set(struct group *g, size_t local, double cost, double c, double cnt)
+/* A pipeline's C + E and C only grow, so a node whose minima did not change leaves every
+ * ancestor as it was: the update stops there. The count tree is kept only where read. */
+static void group_set(struct group *g, size_t local, double cost, double c, double cnt,
+		      int counts)
 {
 	size_t x = g->tsize + local;
-	g->mcost[x] = cost;
-	g->mc[x] = c;
+	g->t[x] = (struct tnode){cost, c};
+	for (x /= 2; x >= 1; x /= 2) {
+		struct tnode nv = {dmin(g->t[2 * x].cost, g->t[2 * x + 1].cost),
+				   dmin(g->t[2 * x].c, g->t[2 * x + 1].c)};
+		if (nv.cost == g->t[x].cost && nv.c == g->t[x].c)
+			break;
+		g->t[x] = nv;
+	}
+	if (!counts)
+		return;
+	x = g->tsize + local;
 	g->mn[x] = cnt;
 	for (x /= 2; x >= 1; x /= 2) {
-		g->mcost[x] = dmin(g->mcost[2 * x], g->mcost[2 * x + 1]);
-		g->mc[x] = dmin(g->mc[2 * x], g->mc[2 * x + 1]);
-		g->mn[x] = dmin(g->mn[2 * x], g->mn[2 * x + 1]);
+		double nv = dmin(g->mn[2 * x], g->mn[2 * x + 1]);
+		if (nv == g->mn[x])
+			break;
+		g->mn[x] = nv;
 	}
 }
 
@@ -177,23 +197,50 @@ static double newcost(const struct probe *pr, size_t local)
 	return (pr->C[j] + pr->t) + dmax(pr->E[j], pr->pm1t);
 }
 
-/* A lower bound on newcost over a node's pipelines, loosened by a relative 1e-12 so float
- * rounding never prunes a pipeline that meets the exact test at its leaf. */
+/* A lower bound on newcost over a node's pipelines (infinite for padding). */
+static inline double node_lb_raw(const struct probe *pr, size_t x)
+{
+	const struct tnode *n = &pr->g->t[x];
+	return dmax(n->cost + pr->t, n->c + pr->t + pr->pm1t);
+}
+
+/* The same loosened by a relative 1e-12 so float rounding never prunes a pipeline that
+ * meets the exact test at its leaf. */
 static double node_lb(const struct probe *pr, size_t x)
 {
-	double lb = dmax(pr->g->mcost[x] + pr->t, pr->g->mc[x] + pr->t + pr->pm1t);
+	double lb = node_lb_raw(pr, x);
 	return lb - 1e-12 * fabs(lb) - 1e-12;
 }
 
-/* Leftmost pipeline of the group with newcost <= thr, or -1. */
-static long find_le(const struct probe *pr, size_t x, size_t lo, size_t width, double thr)
+/* Leftmost pipeline of the group with newcost <= thr, or -1: a left-first walk of the tree
+ * without recursion, skipping every node whose bound exceeds thr (loosened as node_lb's:
+ * the walk prunes only nodes without a pipeline that passes the exact test at its leaf, so
+ * it finds the leftmost one). Padding leaves have infinite bounds and are never entered. */
+static long find_le(const struct probe *pr, double thr)
 {
-	if (lo >= pr->g->size || node_lb(pr, x) > thr)
-		return -1;
-	if (width == 1)
-		return newcost(pr, lo) <= thr ? (long)lo : -1;
-	long r = find_le(pr, 2 * x, lo, width / 2, thr);
-	return r >= 0 ? r : find_le(pr, 2 * x + 1, lo + width / 2, width / 2, thr);
+	const size_t T = pr->g->tsize;
+	const double lim = thr + 1e-12 * fabs(thr) + 2e-12;
+	size_t x = 1;
+	int ok = node_lb_raw(pr, 1) <= lim;
+	for (;;) {
+		if (ok) {
+			if (x >= T) {
+				if (newcost(pr, x - T) <= thr)
+					return (long)(x - T);
+				ok = 0;
+			} else {
+				x = 2 * x;
+				ok = node_lb_raw(pr, x) <= lim;
+			}
+			continue;
+		}
+		while (x & 1) /* a right child (or the root) failed: climb */
+			x >>= 1;
+		if (!x)
+			return -1;
+		x++; /* the right sibling */
+		ok = node_lb_raw(pr, x) <= lim;
+	}
 }
 
 /* The least newcost of the group (leftmost on ties) below *best, by a left-first search
@@ -230,6 +277,45 @@ static void descend(const struct probe *pr, double *best, long *arg)
 	double v = newcost(pr, lo);
 	*best = v;
 	*arg = (long)lo;
+}
+
+/* Alg. 1 line 3: a Fisher-Yates shuffle of 0..n-1 from trial t's own generator. */
+static void trial_order(size_t n, uint64_t seed, int t, size_t *order)
+{
+	struct bp_rng rng;
+	bp_rng_seed(&rng, seed + (uint64_t)t);
+	for (size_t i = 0; i < n; i++)
+		order[i] = i;
+	for (size_t i = n; i > 1; i--) {
+		size_t r = (size_t)bp_rng_below(&rng, i);
+		size_t tmp = order[i - 1];
+		order[i - 1] = order[r];
+		order[r] = tmp;
+	}
+}
+
+uint32_t *bp_hyd_orders(size_t n, int trials, uint64_t seed, struct bp_error *err)
+{
+	if (trials < 1)
+		trials = 1;
+	if (n >= UINT32_MAX) {
+		bp_errorf(err, "internal: %zu sequences are too many for a shuffle table", n);
+		return NULL;
+	}
+	uint32_t *o = bp_calloc((n ? n : 1) * (size_t)trials, sizeof(uint32_t), err);
+	size_t *tmp = bp_calloc(n ? n : 1, sizeof(size_t), err);
+	if (!o || !tmp) {
+		free(o);
+		free(tmp);
+		return NULL;
+	}
+	for (int t = 0; t < trials; t++) {
+		trial_order(n, seed, t, tmp);
+		for (size_t i = 0; i < n; i++)
+			o[(size_t)t * n + i] = (uint32_t)tmp[i];
+	}
+	free(tmp);
+	return o;
 }
 
 int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double *objective,
@@ -274,16 +360,11 @@ int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double
 	double best = INFINITY;
 	int trials = d->trials < 1 ? 1 : d->trials;
 	for (int t = 0; t < trials; t++) {
-		struct bp_rng rng;
-		bp_rng_seed(&rng, d->seed + (uint64_t)t);
-		for (size_t i = 0; i < n; i++)
-			order[i] = i;
-		for (size_t i = n; i > 1; i--) { /* Alg. 1 line 3: a random permutation */
-			size_t r = (size_t)bp_rng_below(&rng, i);
-			size_t tmp = order[i - 1];
-			order[i - 1] = order[r];
-			order[r] = tmp;
-		}
+		if (d->orders) /* Alg. 1 line 3: a random permutation */
+			for (size_t i = 0; i < n; i++)
+				order[i] = d->orders[(size_t)t * n + i];
+		else
+			trial_order(n, d->seed, t, order);
 		if (d->code && gs.g[0].size == 1) {
 			/* The code's pre-pass: sequences only pipeline 0 can hold go there first
 			 * (when it alone has the largest MaxLen), in shuffled order. */
@@ -328,7 +409,7 @@ int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double
 			for (size_t g = 0; g < allowed[i] && hit < 0; g++) {
 				pr = (struct probe){&gs.g[g], C, E, cost[g * n + i],
 						    (gs.g[g].pp - 1) * cost[g * n + i]};
-				hit = find_le(&pr, 1, 0, gs.g[g].tsize, m1);
+				hit = find_le(&pr, m1);
 				hg = g;
 			}
 			if (hit < 0) {
@@ -362,7 +443,7 @@ int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double
 			E[j] = dmax(E[j], (G->pp - 1) * t1);
 			N[j] += 1;
 			double cj = C[j] + E[j];
-			group_set(G, (size_t)hit, cj, C[j], N[j]);
+			group_set(G, (size_t)hit, cj, C[j], N[j], d->code);
 			cur[i] = (int)j;
 			if (cj > m1)
 				m1 = cj;

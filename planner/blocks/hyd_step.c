@@ -19,6 +19,7 @@ struct scratch {
 	int64_t *l;
 	size_t *idx;
 	int *bins;
+	uint32_t *orders; /* the trials' shuffles, made when a first candidate dispatches */
 };
 
 static void scratch_free(struct scratch *s)
@@ -31,6 +32,7 @@ static void scratch_free(struct scratch *s)
 	free(s->l);
 	free(s->idx);
 	free(s->bins);
+	free(s->orders);
 }
 
 static int scratch_alloc(struct scratch *s, size_t n, size_t np, struct bp_error *err)
@@ -68,7 +70,7 @@ static int run_candidate(const struct bp_hyd_cand *c, const int64_t *len, size_t
 		return 1;
 	}
 	struct bp_hyd_dispatch d = {len, n, c->dp, c->npipes, o->code_c, o->code_c, o->trials,
-				    seed};
+				    seed, NULL};
 	double obj;
 	/* Every estimate is at least Eq. 2 of its dispatch (App. D.1), so at least Eq. 3's
 	 * optimum and its certified bound: a candidate whose bound, then whose dispatch,
@@ -79,6 +81,12 @@ static int run_candidate(const struct bp_hyd_cand *c, const int64_t *len, size_t
 		res->estimate_us = res->bound_us;
 		return 1;
 	}
+	/* One shuffle table per step: every candidate draws the same permutations (seed + t),
+	 * so they are made once (when small enough: trials x n <= 2^24 entries). */
+	if (!t->orders && (double)n * (o->trials < 1 ? 1 : o->trials) <= 16777216.0 &&
+	    !(t->orders = bp_hyd_orders(n, o->trials, seed, err)))
+		return -1;
+	d.orders = t->orders;
 	int r = bp_hyd_dispatch_greedy(&d, t->pipe_of, &obj, &res->trial, err);
 	if (r < 0)
 		return r;

@@ -40,6 +40,14 @@ static const struct bp_field metric_fields[] = {
 	BP_FIELD_REAL(struct bp_metrics, pack_gap, "pack_gap", -1, BIG),
 	/* Optional: absent (a plan written before it) reads as -1, not recorded. */
 	BP_FIELD_REALF(struct bp_metrics, model_tflop, "model_tflop", 0, BIG, BP_FF_OPT),
+	/* Optional: only steps with a hydraulis-pullpush sync have them (-1: absent). */
+	BP_FIELD_REALF(struct bp_metrics, pull_us, "pull_us", 0, BIG, BP_FF_OPT),
+	BP_FIELD_REALF(struct bp_metrics, push_us, "push_us", 0, BIG, BP_FF_OPT),
+	BP_FIELD_REALF(struct bp_metrics, optimizer_us, "optimizer_us", 0, BIG, BP_FF_OPT),
+	BP_FIELD_REALF(struct bp_metrics, op_exposed_us, "op_exposed_us", 0, BIG, BP_FF_OPT),
+	BP_FIELD_REALF(struct bp_metrics, lnk_bytes, "lnk_bytes", 0, BIG, BP_FF_OPT),
+	BP_FIELD_REALF(struct bp_metrics, lnk_slices_pull, "lnk_slices_pull", 0, BIG, BP_FF_OPT),
+	BP_FIELD_REALF(struct bp_metrics, lnk_slices_push, "lnk_slices_push", 0, BIG, BP_FF_OPT),
 };
 
 static const struct bp_field summary_fields[] = {
@@ -623,6 +631,8 @@ static int step_from_json(const struct bp_plan *p, struct bp_step *st, json_t *o
 	if (!mo)
 		return -1;
 	st->m.model_tflop = -1; /* not recorded unless present */
+	st->m.pull_us = st->m.push_us = st->m.optimizer_us = st->m.op_exposed_us = -1;
+	st->m.lnk_bytes = st->m.lnk_slices_pull = st->m.lnk_slices_push = -1;
 	return bp_json_read_fields(mo, metric_fields, BP_ARRAY_LEN(metric_fields), &st->m, NULL,
 				   1, w, err);
 }

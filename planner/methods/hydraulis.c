@@ -17,9 +17,11 @@
  * The step record (kind "hydraulis") keeps every candidate's dispatch objective, certified
  * bound, estimate and status, and, per pipeline of the chosen one, Eq. 2's bound, V*, the
  * searched range, z and Eq. 1 (spec Sec. 14.4). The fitted T(l, P) of every scheme is kept
- * in the plan's parameters (fit_TPxPP). Not modelled: the pull/push synchronisation of
- * Sec. 5.2 (issue 12 item 7); steps use the dp-allreduce sync model among pipelines of the
- * same scheme. */
+ * in the plan's parameters (fit_TPxPP). Steps synchronise by Sec. 5.2's disaggregation
+ * (parameter sync: "pullpush", the optimizer sharded over every GPU, pull and push
+ * overlapped as Fig. 8; "serial", Table 1's "w/o overlap"; "dp-allreduce", the gradient
+ * all-reduce among the pipelines of one scheme, as before issue 12 item 7), priced by
+ * sim/predict.c's sync models. */
 #include "method.h"
 
 #include <math.h>
@@ -275,6 +277,7 @@ struct cand {
 
 struct opts {
 	int trials, code_c, v_tries, prune;
+	const char *sync; /* a BP_SYNC_* name */
 	int64_t align;
 	double theta;
 	struct bp_ilp_opts ilp;      /* dispatch ILP: max_vars over m_ij columns (0: off) */
@@ -294,6 +297,21 @@ static int read_opts(struct bp_plan *out, struct opts *o, struct bp_error *err)
 	if (strcmp(c, "paper") && strcmp(c, "code"))
 		return bp_errorf(err, "parameter hyd_c '%s' is not paper or code", c);
 	o->code_c = !strcmp(c, "code");
+	const char *sy = bp_plan_param(out, "sync");
+	if (!sy) {
+		sy = "pullpush";
+		if (bp_plan_set_param(out, "sync", sy, err) < 0)
+			return -1;
+	}
+	if (!strcmp(sy, "pullpush"))
+		o->sync = BP_SYNC_HYD_PULLPUSH;
+	else if (!strcmp(sy, "serial"))
+		o->sync = BP_SYNC_HYD_PULLPUSH_SERIAL;
+	else if (!strcmp(sy, "dp-allreduce"))
+		o->sync = BP_SYNC_DP_ALLREDUCE;
+	else
+		return bp_errorf(err, "parameter sync '%s' is not pullpush, serial or dp-allreduce",
+				 sy);
 	int64_t pr;
 	if (bp_method_param_int(out, "prune", 1, 0, 1, &pr, err) < 0 ||
 	    bp_method_param_int(out, "trials", 100, 1, 1000000, &t, err) < 0 ||
@@ -590,6 +608,7 @@ int bp_method_hydraulis(const struct bp_method_ctx *ctx, const struct bp_batches
 		memcpy(rec->p, pr, rec->np * sizeof(*rec->p));
 		if (emit_step(b, &cands[sel], pipe_of, bin_of, pr, st, err) < 0)
 			goto out;
+		snprintf(st->sync, sizeof(st->sync), "%s", o.sync);
 	}
 	rc = 0;
 out:

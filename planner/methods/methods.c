@@ -15,7 +15,7 @@ static const char *const ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp_nod
 static const char *const hyd_params[] = {"trials", "hyd_c", "prune", "v_tries", "align",
 					 "util_threshold", "ilp_max_vars", "pack_ilp_vars",
 					 "ilp_node_limit", "ilp_work_limit", "ilp_time_limit_s",
-					 "ilp_gap", NULL};
+					 "ilp_gap", "sync", NULL};
 static const char *const wlb_ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp_node_limit",
 					     "ilp_work_limit", "ilp_max_vars", "queues",
 					     "thresholds", "max_len_factor", "max_delay",

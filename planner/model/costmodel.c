@@ -22,7 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const shard_names[BP_SHARD_NMODES] = {"sequence", "document", "adaptive"};
+static const char *const shard_names[BP_SHARD_NMODES] = {"sequence", "document", "adaptive",
+							  "ulysses"};
 
 const char *bp_shard_name(enum bp_shard s)
 {
@@ -345,6 +346,8 @@ size_t bp_shard_segments(const struct bp_span *spans, size_t n, enum bp_shard mo
 	size_t k = 0;
 	int parts = 2 * cp;
 	int64_t tok = 0;
+	if (mode == BP_SHARD_ULYSSES) /* its token-wise layers see DOCUMENT's split */
+		mode = BP_SHARD_DOCUMENT;
 	if (cp == 1) {
 		for (size_t i = 0; i < n; i++) {
 			k = push_seg(seg, cap, k, spans[i].len, spans[i].len);
@@ -495,6 +498,13 @@ int bp_cost_mb(const struct bp_costmodel *cm, const struct bp_mb_desc *d, double
 	double wf[3] = {0, 0, 0}, wb[3] = {0, 0, 0};
 	int64_t max_tokens = 0;
 	double lmr = cm->lm_ratio;
+	/* Ulysses: every rank attends over the whole documents with cp-th of the heads */
+	int ulysses = d->shard == BP_SHARD_ULYSSES && cp > 1 && attn_here;
+	double ua[2] = {0.0, 0.0};
+	for (size_t i = 0; ulysses && i < n; i++)
+		for (int bw = 0; bw < 2; bw++)
+			ua[bw] += bp_cost_attn(cm->attn, (double)d->spans[i].len,
+					       (double)d->spans[i].len, bw) / cp;
 	for (int r = 0; r < cp; r++) {
 		int64_t tokens = 0;
 		size_t k = bp_shard_segments(d->spans, n, d->shard, cp, r, seg, cap, &tokens);
@@ -506,6 +516,10 @@ int bp_cost_mb(const struct bp_costmodel *cm, const struct bp_mb_desc *d, double
 		double a[3], b[3];
 		rank_layer(cm, seg, k, tokens, 0, attn_here, a);
 		rank_layer(cm, seg, k, tokens, 1, attn_here, b);
+		if (ulysses) {
+			a[0] = ua[0];
+			b[0] = ua[1];
+		}
 		double f = a[0] + a[1] + a[2], bw = b[0] + b[1] + b[2];
 		/* the TP/CP group waits for its slowest member (WLB-LLM Sec. 3.1) */
 		if (f > worst_f) {
@@ -529,7 +543,12 @@ int bp_cost_mb(const struct bp_costmodel *cm, const struct bp_mb_desc *d, double
 		free(seg);
 	/* CP: all-gather K and V per layer forward, reduce-scatter their gradients backward. */
 	double cpf = 0.0, cpb = 0.0;
-	if (cp > 1 && attn_here) {
+	if (ulysses) {
+		/* four all-to-alls (Q, K, V in; O out) of the rank's tokens' hidden states per
+		 * layer, and four of their gradients backward */
+		double bytes = (double)max_tokens * cm->token_bytes / cm->sc.tp;
+		cpf = cpb = 4.0 * bp_cost_coll(cm->prof, BP_COLL_ALLTOALL, cp, cm->cp_inter, bytes);
+	} else if (cp > 1 && attn_here) {
 		double bytes = (double)max_tokens * cp * cm->kv_token_bytes / cm->sc.tp;
 		cpf = bp_coll_cost(&cm->cp_allgather, bytes);
 		cpb = bp_coll_cost(&cm->cp_reducescatter, bytes);
@@ -661,6 +680,26 @@ double bp_cost_grad_sync(const struct bp_costmodel *cm, int stage)
 	       bp_coll_cost(&cm->sync_allgather, bytes);
 }
 
+double bp_cost_lnk(const struct bp_profile *p, int world, int gpus_per_node, double bytes)
+{
+	if (world < 2 || bytes <= 0)
+		return 0.0;
+	int inter = gpus_per_node > 0 && world > gpus_per_node;
+	enum bp_coll_op op = bp_profile_has_coll(p, BP_COLL_ALLTOALL, inter) ||
+				     bp_profile_has_coll(p, BP_COLL_ALLTOALL, 1)
+			     ? BP_COLL_ALLTOALL
+			     : BP_COLL_SENDRECV;
+	int ranks = op == BP_COLL_ALLTOALL ? world : 2;
+	return bp_cost_coll(p, op, ranks, inter, bytes);
+}
+
+double bp_cost_adam_shard(const struct bp_profile *p, double params)
+{
+	if (params <= 0 || p->hw.hbm_gbps <= 0)
+		return 0.0;
+	return params * 28.0 / (p->hw.hbm_gbps * 1e3); /* GB/s = 1e3 bytes per us */
+}
+
 int64_t bp_cost_act_bytes(const struct bp_costmodel *cm, int stage, int64_t tokens_on_rank)
 {
 	return (int64_t)((double)tokens_on_rank * cm->stage_layers[stage] *
@@ -676,6 +715,15 @@ int64_t bp_cost_state_bytes(const struct bp_costmodel *cm, int stage)
 	double spb = cm->prof->mem.state_bytes_per_param;
 	double alpha = 2.0 / 3.0;
 	return (int64_t)(per * spb * ((1.0 - alpha) + alpha / (cm->dp * cm->sc.cp)));
+}
+
+int64_t bp_cost_state_bytes_full(const struct bp_costmodel *cm, int stage, int gpus)
+{
+	double spb = cm->prof->mem.state_bytes_per_param, total = 0.0, alpha = 2.0 / 3.0;
+	for (int s = 0; s < cm->sc.pp; s++)
+		total += bp_cost_stage_params(cm, s);
+	return (int64_t)(bp_cost_stage_params(cm, stage) / cm->sc.tp * spb * (1.0 - alpha) +
+			 total * spb * alpha / (gpus < 1 ? 1 : gpus));
 }
 
 int64_t bp_cost_mem_cap(const struct bp_costmodel *cm)

@@ -24,8 +24,14 @@ struct bp_span {
  * SEQUENCE: the packed micro-batch cut into 2*cp chunks, rank i gets chunks i and 2cp-1-i
  * (Megatron's load-balanced ring). DOCUMENT: each document cut that way, remainder tokens
  * round-robin (WLB-LLM Sec. 5.1). ADAPTIVE is a request, never stored in a plan: per
- * micro-batch, whichever of the two the cost model predicts faster (WLB-LLM Sec. 5.2-5.3). */
-enum bp_shard { BP_SHARD_SEQUENCE, BP_SHARD_DOCUMENT, BP_SHARD_ADAPTIVE, BP_SHARD_NMODES };
+ * micro-batch, whichever of the two the cost model predicts faster (WLB-LLM Sec. 5.2-5.3).
+ * ULYSSES: DeepSpeed-Ulysses sequence parallelism (the SP baseline of Hydraulis Table 3):
+ * tokens split as DOCUMENT for the token-wise layers, then an all-to-all per Q, K, V and O
+ * so each rank attends over whole documents with heads / cp of the heads (attention time
+ * the full documents' over cp on every rank); the executor replays it as DOCUMENT, whose
+ * per-rank attention work is the same to within a chunk. */
+enum bp_shard { BP_SHARD_SEQUENCE, BP_SHARD_DOCUMENT, BP_SHARD_ADAPTIVE, BP_SHARD_ULYSSES,
+		BP_SHARD_NMODES };
 const char *bp_shard_name(enum bp_shard s);
 int bp_shard_parse(const char *s, enum bp_shard *out);
 
@@ -166,11 +172,24 @@ double bp_cost_stage_params(const struct bp_costmodel *cm, int stage);
 /* Gradient synchronisation at the end of a step over the dp*cp replicas of a stage: a
  * reduce-scatter and an all-gather of the stage's bf16 gradients (distributed optimizer). */
 double bp_cost_grad_sync(const struct bp_costmodel *cm, int stage);
+/* Hydraulis's LNK operator (Sec. 5.2, Fig. 7): batched send/receive of mutual slices
+ * between the optimizer shards on all `world` GPUs and the propagation layout, priced as an
+ * all-to-all over the world in which the busiest GPU moves `bytes` (in or out, whichever is
+ * more); the profile's send/recv table when it has no all-to-all one. 0 for world < 2. */
+double bp_cost_lnk(const struct bp_profile *p, int world, int gpus_per_node, double bytes);
+/* The optimizer step of one shard of `params` parameters (Sec. 5.2 step 6: fp32 master,
+ * Adam m and v, the bf16 gradient in and the bf16 parameter out, 28 bytes per parameter of
+ * HBM traffic at the profile's bandwidth): memory-bound. */
+double bp_cost_adam_shard(const struct bp_profile *p, double params);
 /* Activation bytes one micro-batch keeps alive on a rank of a stage until its backward:
  * tokens_on_rank * layers * act_bytes_per_token_layer / tp (Hydraulis App. B.1 (a)). */
 int64_t bp_cost_act_bytes(const struct bp_costmodel *cm, int stage, int64_t tokens_on_rank);
 /* Model-state bytes on a rank of a stage (Hydraulis App. B.1 (b)). */
 int64_t bp_cost_state_bytes(const struct bp_costmodel *cm, int stage);
+/* The same with the optimizer's share (fp32 master and Adam, alpha = 2/3 of the bytes per
+ * parameter) sharded over all `gpus` GPUs of the cluster, as Hydraulis Sec. 5.2 and App. B.1
+ * keep it (footnote 3), the bf16 weights and gradients per TP shard of the stage. */
+int64_t bp_cost_state_bytes_full(const struct bp_costmodel *cm, int stage, int gpus);
 /* Usable memory per GPU: HBM minus the reserve. */
 int64_t bp_cost_mem_cap(const struct bp_costmodel *cm);
 

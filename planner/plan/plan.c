@@ -219,3 +219,9 @@ int bp_cluster_check(const struct bp_cluster *c, struct bp_error *err)
 				 c->gpus_per_node);
 	return 0;
 }
+
+int bp_sync_known(const char *name)
+{
+	return !strcmp(name, BP_SYNC_DP_ALLREDUCE) || !strcmp(name, BP_SYNC_HYD_PULLPUSH) ||
+	       !strcmp(name, BP_SYNC_HYD_PULLPUSH_SERIAL);
+}

@@ -20,6 +20,17 @@
 #define BP_PLAN_FORMAT "balplan.plan/v2"
 #define BP_PLAN_FORMAT_V1 "balplan.plan/v1"
 
+/* Sync models (plan v2 steps[i].sync). */
+#define BP_SYNC_DP_ALLREDUCE "dp-allreduce"
+/* Hydraulis Sec. 5.2: the optimizer states fully sharded over the cluster's N GPUs; each
+ * step pulls bf16 parameters into its pipelines and pushes bf16 gradients back (LNK), with
+ * Fig. 8's overlap; -serial: pull, propagation and push one after the other (Table 1's
+ * "w/o overlap"). */
+#define BP_SYNC_HYD_PULLPUSH "hydraulis-pullpush"
+#define BP_SYNC_HYD_PULLPUSH_SERIAL "hydraulis-pullpush-serial"
+/* 1 for a known sync model name, 0 otherwise. */
+int bp_sync_known(const char *name);
+
 struct bp_cluster {
 	char gpu[64];
 	int gpus, gpus_per_node;
@@ -87,6 +98,16 @@ struct bp_metrics {
 	/* The work trained (sim/work.h): model FLOPs of the step's micro-batches, forward and
 	 * backward, attention included, in TFLOP; -1 when a plan read from a file predates it. */
 	double model_tflop;
+	/* Hydraulis's optimisation-propagation disaggregation (Sec. 5.2, Table 1), for steps whose
+	 * sync is hydraulis-pullpush[-serial]; -1 (not written) otherwise. pull_us and push_us:
+	 * the LNK of the busiest (pipeline, stage), bf16 parameters from the optimizer shards and
+	 * bf16 gradients back; optimizer_us: the fp32 Adam update of one shard; op_exposed_us:
+	 * what pull and push add to the slowest pipeline after overlap (Table 1's O-P);
+	 * lnk_bytes: the busiest GPU's bytes in one direction; lnk_slices_pull / _push: the
+	 * mutual-slice granularities LCM(N, TP_max) and LCM(N, D TP_max). grad_sync_us is
+	 * op_exposed_us + optimizer_us. */
+	double pull_us, push_us, optimizer_us, op_exposed_us, lnk_bytes;
+	double lnk_slices_pull, lnk_slices_push;
 };
 
 struct bp_step;
@@ -118,7 +139,7 @@ struct bp_step {
 	size_t npipes;
 	struct bp_ca_task *ca;   /* CA-tasks by (tick, server, doc, q0); owned */
 	size_t nca;
-	char sync[24];           /* the gradient synchronisation model: "dp-allreduce" */
+	char sync[32];           /* the gradient synchronisation model (BP_SYNC_* above) */
 	void *record;            /* method-owned record or NULL; owned, freed by release */
 	const struct bp_record_ops *record_ops; /* static, set with record */
 	struct bp_metrics m;

@@ -101,7 +101,7 @@ static int pipe_arrays(const struct bp_pipe *pi, const struct bp_costmodel *cm,
 }
 
 /* Runs one pipeline's schedule: time, busy time and peak memory per stage. */
-static int simulate_pipe(struct bp_pipe *pi, const struct bp_costmodel *cm,
+static int simulate_pipe(struct bp_pipe *pi, const struct bp_costmodel *cm, int full_gpus,
 			 struct bp_error *err)
 {
 	int pp = cm->sc.pp, rc = -1;
@@ -123,7 +123,8 @@ static int simulate_pipe(struct bp_pipe *pi, const struct bp_costmodel *cm,
 		goto out;
 	pi->time_us = res.end;
 	for (int s = 0; s < pp; s++)
-		pi->peak_mem[s] = peak[s] + bp_cost_state_bytes(cm, s);
+		pi->peak_mem[s] = peak[s] + (full_gpus > 0 ? bp_cost_state_bytes_full(cm, s, full_gpus)
+							   : bp_cost_state_bytes(cm, s));
 	rc = 0;
 out:
 	arrays_free(&a);
@@ -174,6 +175,129 @@ static double sync_dp_allreduce(const struct bp_step *st, const struct bp_costmo
 				sync = g;
 		}
 	return sync;
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+	while (b) {
+		int64_t t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+static double lcm_real(int64_t a, int64_t b)
+{
+	return a > 0 && b > 0 ? (double)(a / gcd64(a, b)) * (double)b : 0.0;
+}
+
+/* Hydraulis's optimisation-propagation disaggregation (Sec. 5.2, Fig. 2b, Fig. 7, Fig. 8,
+ * Table 1). The optimizer states and fp32 master parameters are sharded over all N GPUs of
+ * the cluster (footnote 3), whatever the step's strategy. Each step:
+ *  - pull (Fig. 2b steps 1-2): every pipeline receives the whole model in bf16, each GPU
+ *    the 2 stage_params / TP bytes of its (stage, TP shard), cut into LCM(N, TP_max) mutual
+ *    slices; every optimizer shard sends its 2 P / N bytes to each of the D pipelines. One
+ *    LNK (bp_cost_lnk) moves, for the GPUs of a stage, the larger of the two; local moves
+ *    (at most 1/N of a stage) are not subtracted;
+ *  - push (steps 4-5): the mirror, bf16 gradients to the owners of LCM(N, D TP_max) slices,
+ *    reduced there over the D pipelines;
+ *  - the optimizer step (step 6) on one shard of P / N parameters (bp_cost_adam_shard).
+ * Overlap (Fig. 8, "w/ overlap"): the first stage pulls layer by layer just before its first
+ * forward needs the layer, so only the first layer's slice, or what the first forward cannot
+ * cover, delays it; later stages pull at the start, hidden by their warm-up bubble until
+ * their first forward; the first stage pushes each layer's gradient as its last backward
+ * produces it, later stages push after their last backward, during the drain of the stages
+ * before them. A pipeline's end is its schedule shifted by its worst pull delay, or its last
+ * push if later; the step ends with the slowest pipeline and the optimizer step. serial
+ * (Table 1's "w/o overlap"): pull, then every pipeline, then push, then the optimizer. */
+static int sync_hyd_pullpush(const struct bp_plan *p, const struct bp_step *st,
+			     struct bp_metrics *mt, const struct bp_costmodel *const *cms,
+			     struct bp_costs *costs, int serial, struct bp_error *err)
+{
+	const struct bp_profile *prof = costs->prof;
+	int N = p->cluster.gpus, gpn = p->cluster.gpus_per_node, tpmax = 1;
+	size_t D = st->npipes;
+	double P = 0.0, *f = NULL, *b = NULL;
+	int rc = -1;
+	if (D)
+		for (int s = 0; s < cms[0]->sc.pp; s++)
+			P += bp_cost_stage_params(cms[0], s);
+	else
+		P = (double)bp_model_params(&p->model);
+	double send = (double)D * 2.0 * P / N; /* one optimizer shard to every pipeline */
+	double pull_max = 0.0, push_max = 0.0, bytes_max = 0.0, end_max = 0.0;
+	for (size_t k = 0; k < D; k++)
+		if (cms[k]->sc.tp > tpmax)
+			tpmax = cms[k]->sc.tp;
+	for (size_t k = 0; k < D; k++) {
+		const struct bp_costmodel *cm = cms[k];
+		const struct bp_pipe *pi = &st->pipes[k];
+		int pp = cm->sc.pp;
+		double shift = 0.0, end = pi->time_us, tpull = 0.0, tpush = 0.0;
+		if (pi->nmbs && !serial) {
+			free(f);
+			free(b);
+			f = bp_calloc(pi->nmbs * (size_t)pp, sizeof(double), err);
+			b = bp_calloc(pi->nmbs * (size_t)pp, sizeof(double), err);
+			if (!f || !b || bp_pipe_schedule(p, st, k, costs, f, b, err) < 0)
+				goto out;
+		}
+		for (int s = 0; s < pp; s++) {
+			double need = 2.0 * bp_cost_stage_params(cm, s) / cm->sc.tp;
+			double bytes = need > send ? need : send;
+			double t = bp_cost_lnk(prof, N, gpn, bytes); /* pull and push alike */
+			double L = cm->stage_layers[s] > 0 ? cm->stage_layers[s] : 1;
+			if (bytes > bytes_max)
+				bytes_max = bytes;
+			if (t > tpull)
+				tpull = t;
+			if (t > tpush)
+				tpush = t;
+			if (serial || !pi->nmbs)
+				continue;
+			size_t last = (pi->nmbs - 1) * (size_t)pp + (size_t)s;
+			double f0 = pi->mbs[0].fwd[s], bs = b[last];
+			double bf = bs + pi->mbs[pi->nmbs - 1].bwd[s], d, e;
+			if (s == 0) {
+				d = fmax(t / L, t - f0 * (L - 1) / L);
+				e = fmax(bf + t / L, bs + t);
+			} else {
+				d = fmax(0.0, t - f[s]);
+				e = bf + t;
+			}
+			if (d > shift)
+				shift = d;
+			if (e > end)
+				end = e;
+		}
+		if (tpull > pull_max)
+			pull_max = tpull;
+		if (tpush > push_max)
+			push_max = tpush;
+		if (!serial) {
+			/* an idle pipeline pulls nothing and pushes zero gradients */
+			double fin = pi->nmbs ? shift + end : tpush;
+			if (fin > end_max)
+				end_max = fin;
+		}
+	}
+	mt->pull_us = pull_max;
+	mt->push_us = push_max;
+	mt->lnk_bytes = bytes_max;
+	mt->lnk_slices_pull = lcm_real(N, tpmax);
+	mt->lnk_slices_push = lcm_real(N, (int64_t)(D ? D : 1) * tpmax);
+	mt->optimizer_us = bp_cost_adam_shard(prof, P / N);
+	if (serial)
+		mt->op_exposed_us = pull_max + push_max;
+	else
+		mt->op_exposed_us = end_max > mt->pipe_max_us ? end_max - mt->pipe_max_us : 0.0;
+	mt->grad_sync_us = mt->op_exposed_us + mt->optimizer_us;
+	rc = 0;
+out:
+	free(f);
+	free(b);
+	return rc;
 }
 
 /* The distca-ticks schedule of a step (ticks.h): every pipeline ends with the last tick; a
@@ -257,7 +381,12 @@ static int predict_step(const struct bp_plan *p, struct bp_step *st, struct bp_c
 						(long long)st->index, i, j);
 				goto out;
 			}
-		if (!ticks && simulate_pipe(pi, cms[i], err) < 0) {
+		/* Hydraulis's pull/push keeps the optimizer sharded over every GPU (Sec. 5.2) */
+		int full = !strcmp(st->sync, BP_SYNC_HYD_PULLPUSH) ||
+				   !strcmp(st->sync, BP_SYNC_HYD_PULLPUSH_SERIAL)
+			   ? p->cluster.gpus
+			   : 0;
+		if (!ticks && simulate_pipe(pi, cms[i], full, err) < 0) {
 			bp_error_prefix(err, "step %lld pipeline %zu", (long long)st->index, i);
 			goto out;
 		}
@@ -304,12 +433,22 @@ static int predict_step(const struct bp_plan *p, struct bp_step *st, struct bp_c
 		mt->pipe_min_us = 0.0;
 	if (pack_metrics(st, cms, item_cost, err) < 0)
 		goto out;
-	if (strcmp(st->sync, BP_SYNC_DP_ALLREDUCE)) {
+	mt->pull_us = mt->push_us = mt->optimizer_us = mt->op_exposed_us = -1;
+	mt->lnk_bytes = mt->lnk_slices_pull = mt->lnk_slices_push = -1;
+	if (!strcmp(st->sync, BP_SYNC_DP_ALLREDUCE)) {
+		mt->grad_sync_us = sync_dp_allreduce(st, cms);
+	} else if (!strcmp(st->sync, BP_SYNC_HYD_PULLPUSH) ||
+		   !strcmp(st->sync, BP_SYNC_HYD_PULLPUSH_SERIAL)) {
+		if (sync_hyd_pullpush(p, st, mt, cms, costs,
+				      !strcmp(st->sync, BP_SYNC_HYD_PULLPUSH_SERIAL), err) < 0) {
+			bp_error_prefix(err, "step %lld", (long long)st->index);
+			goto out;
+		}
+	} else {
 		bp_errorf(err, "step %lld: unknown sync model \"%s\"", (long long)st->index,
 			  st->sync);
 		goto out;
 	}
-	mt->grad_sync_us = sync_dp_allreduce(st, cms);
 	mt->step_us = mt->pipe_max_us + mt->grad_sync_us;
 	mt->bubble = mt->pipe_max_us > 0 ? 1.0 - busy_sum / (ranks * mt->pipe_max_us) : 0.0;
 	mt->imb_wlb = fsum > 0 ? fmax * mt->nmbs / fsum : 1.0;

@@ -12,8 +12,7 @@
 #include "costmodel.h"
 #include "plan.h"
 
-/* Sync models (plan v2 steps[i].sync). */
-#define BP_SYNC_DP_ALLREDUCE "dp-allreduce"
+/* Sync models: plan.h BP_SYNC_*. */
 
 /* The packing weight of one document of len tokens on a pipeline (method.h: a method may
  * bring its own; bp_cost_doc by default). */

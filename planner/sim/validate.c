@@ -303,9 +303,10 @@ int bp_plan_validate(const struct bp_plan *p, struct bp_costs *costs, struct bp_
 				  st->npipes, st->layout, p->layouts[st->layout].npipes);
 			goto out;
 		}
-		if (strcmp(st->sync, BP_SYNC_DP_ALLREDUCE)) {
-			bp_errorf(err, "step %zu has sync model \"%s\", not \"%s\"", i, st->sync,
-				  BP_SYNC_DP_ALLREDUCE);
+		if (!bp_sync_known(st->sync)) {
+			bp_errorf(err, "step %zu has sync model \"%s\", not \"%s\", \"%s\" or "
+				  "\"%s\"", i, st->sync, BP_SYNC_DP_ALLREDUCE, BP_SYNC_HYD_PULLPUSH,
+				  BP_SYNC_HYD_PULLPUSH_SERIAL);
 			goto out;
 		}
 		/* a step that trains nothing would still pay its gradient synchronisation */
@@ -371,7 +372,8 @@ int bp_plan_validate(const struct bp_plan *p, struct bp_costs *costs, struct bp_
 				if (mb->nspans) /* an empty micro-batch is reported below */
 					memcpy(all + nall, mb->spans, mb->nspans * sizeof(*all));
 				nall += mb->nspans;
-				if (mb->shard != BP_SHARD_SEQUENCE && mb->shard != BP_SHARD_DOCUMENT) {
+				if (mb->shard != BP_SHARD_SEQUENCE && mb->shard != BP_SHARD_DOCUMENT &&
+				    mb->shard != BP_SHARD_ULYSSES) {
 					bp_errorf(err, "step %zu pipeline %zu micro-batch %zu has no "
 						  "resolved sharding", i, q, j);
 					goto out;

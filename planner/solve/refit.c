@@ -20,7 +20,7 @@ int bp_refit_split(const struct bp_costmodel *cm, const struct bp_span *spans, s
 	int pp = cm->sc.pp, rc = -1;
 	if (stage < 0 || stage >= pp)
 		return bp_errorf(err, "stage %d is outside [0, %d)", stage, pp);
-	if (mode != BP_SHARD_SEQUENCE && mode != BP_SHARD_DOCUMENT)
+	if (mode != BP_SHARD_SEQUENCE && mode != BP_SHARD_DOCUMENT && mode != BP_SHARD_ULYSSES)
 		return bp_errorf(err, "shard mode '%s' is not resolved", bp_shard_name(mode));
 	double *t = bp_calloc(2 * (size_t)pp, sizeof(double), err);
 	struct bp_mb_part *pf = bp_calloc((size_t)pp, sizeof(*pf), err);

@@ -211,6 +211,14 @@ static int compare_metrics(const struct bp_metrics *a, const struct bp_metrics *
 		{"pack_max_us", a->pack_max_us, b->pack_max_us},
 		{"pack_bound_us", a->pack_bound_us, b->pack_bound_us},
 		{"pack_gap", a->pack_gap, b->pack_gap},
+		/* Hydraulis's pull/push (-1 on both sides for other sync models) */
+		{"pull_us", a->pull_us, b->pull_us},
+		{"push_us", a->push_us, b->push_us},
+		{"optimizer_us", a->optimizer_us, b->optimizer_us},
+		{"op_exposed_us", a->op_exposed_us, b->op_exposed_us},
+		{"lnk_bytes", a->lnk_bytes, b->lnk_bytes},
+		{"lnk_slices_pull", a->lnk_slices_pull, b->lnk_slices_pull},
+		{"lnk_slices_push", a->lnk_slices_push, b->lnk_slices_push},
 	};
 	for (size_t i = 0; i < BP_ARRAY_LEN(v); i++)
 		CHECK_REAL(v[i].x, v[i].y, "predicted %s %.3f, the profile gives %.3f", v[i].name,

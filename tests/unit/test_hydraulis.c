@@ -161,7 +161,7 @@ static void test_k2(void)
 	struct bp_hyd_fit f1 = {1, 0, 0, 0, 0}, f2 = {0.5, 0, 0, 0, 0};
 	struct bp_hyd_dpipe pipes[] = {{&f1, 1, 10}, {&f2, 2, 5}};
 	const int64_t len[] = {6, 4, 4, 4, 2};
-	struct bp_hyd_dispatch d = {len, 5, pipes, 2, 0, 0, 100, 7};
+	struct bp_hyd_dispatch d = {len, 5, pipes, 2, 0, 0, 100, 7, NULL};
 	struct bp_error err;
 	int a[5], b[5], trial;
 	double obj;
@@ -204,7 +204,7 @@ static void test_k2(void)
 	CHECK_NEAR(bp_hyd_eq2(&d, b, NULL), 36, 1e-9);
 	/* a sequence no pipeline can hold */
 	const int64_t big[] = {11};
-	struct bp_hyd_dispatch d2 = {big, 1, pipes, 2, 0, 0, 10, 1};
+	struct bp_hyd_dispatch d2 = {big, 1, pipes, 2, 0, 0, 10, 1, NULL};
 	CHECK(bp_hyd_dispatch_greedy(&d2, a, &obj, &trial, &err) == BP_INFEASIBLE);
 }
 
@@ -218,10 +218,10 @@ static void test_dispatch_random(void)
 	struct bp_hyd_fit fits[4];
 	for (int round = 0; round < 300; round++) {
 		int small = round < 120;
-		size_t np = small ? 1 + bp_rng_below(&rng, 3) : 1 + bp_rng_below(&rng, 24);
+		size_t np = small ? 1 + bp_rng_below(&rng, 3) : 1 + bp_rng_below(&rng, 64);
 		size_t n = small ? 1 + bp_rng_below(&rng, 7) : 1 + bp_rng_below(&rng, 200);
 		int no_c = (int)bp_rng_below(&rng, 2);
-		struct bp_hyd_dpipe pipes[24];
+		struct bp_hyd_dpipe pipes[64];
 		for (int k = 0; k < 4; k++)
 			fits[k] = (struct bp_hyd_fit){bp_rng_uniform(&rng) * 1e-3,
 						      bp_rng_uniform(&rng),
@@ -240,13 +240,24 @@ static void test_dispatch_random(void)
 		int64_t len[200];
 		for (size_t i = 0; i < n; i++)
 			len[i] = 1 + (int64_t)bp_rng_below(&rng, (uint64_t)pipes[0].cap);
-		struct bp_hyd_dispatch d = {len, n, pipes, np, no_c, no_c, 20, bp_rng_next(&rng)};
+		struct bp_hyd_dispatch d = {len, n, pipes, np, no_c, no_c, 20, bp_rng_next(&rng),
+					    NULL};
 		int a[200], b[200], trial;
 		double obj;
 		CHECK(bp_hyd_dispatch_greedy(&d, a, &obj, &trial, &err) == 0);
 		double lit = alg1_literal(&d, 20, b);
 		CHECK(obj == lit);
 		CHECK(!memcmp(a, b, n * sizeof(int)));
+		/* a step's shared shuffle table gives the same result */
+		uint32_t *ord = bp_hyd_orders(n, 20, d.seed, &err);
+		CHECK(ord != NULL);
+		d.orders = ord;
+		double objo;
+		int trialo, c[200];
+		CHECK(bp_hyd_dispatch_greedy(&d, c, &objo, &trialo, &err) == 0);
+		CHECK(objo == obj && trialo == trial && !memcmp(a, c, n * sizeof(int)));
+		d.orders = NULL;
+		free(ord);
 		for (size_t i = 0; i < n; i++) /* P1: allowed pipelines only */
 			CHECK(pipes[a[i]].cap >= len[i]);
 		CHECK(fabs(bp_hyd_eq2(&d, a, NULL) - obj) <= 1e-9 * obj);
@@ -271,7 +282,7 @@ static void test_dispatch_random(void)
 			CHECK(r.objective <= obj * (1 + 1e-12));
 		}
 		/* P3: Eq. 2 of each pipeline <= Eq. 1's optimum over every V */
-		double per[24];
+		double per[64];
 		bp_hyd_eq2(&d, a, per);
 		for (size_t p = 0; p < np; p++) {
 			double w[200];
@@ -780,6 +791,119 @@ static void test_maxlen(void)
 	bp_profile_release(&prof);
 }
 
+/* Sec. 5.2's disaggregation as sync models: the same decisions priced with the pull and
+ * push serial (Table 1 "w/o overlap"), overlapped (Fig. 8) and as dp-allreduce. Serial adds
+ * pull + push + the optimizer to the slowest pipeline; overlap never adds more than serial
+ * and never less than the optimizer; the LNK granularities are LCM(N, TP_max) and
+ * LCM(N, D TP_max); pull and push move at least a stage's bf16 shard; the numbers survive
+ * the codec and `check`. */
+static void test_pullpush(void)
+{
+	struct bp_error err;
+	struct bp_profile prof;
+	struct bp_hyd_set set;
+	struct bp_scheme sc[] = {{4, 1, 1}, {8, 1, 1}, {2, 1, 2}};
+	bp_profile_init(&prof);
+	CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"), bp_model_preset("llama3-8b"), sc,
+				  3, 16384, &err) == 0);
+	bp_hyd_set_init(&set);
+	struct bp_hyd_strategy hs;
+	CHECK(bp_hyd_strategy_parse("8x1+2x2*2", &hs, &err) == 0);
+	CHECK(bp_hyd_set_add(&set, &hs, &err) >= 0);
+	const char *modes[] = {"serial", "pullpush", "dp-allreduce"};
+	struct bp_plan p[3];
+	for (int m = 0; m < 3; m++) {
+		struct bp_param par;
+		memset(&par, 0, sizeof(par));
+		strcpy(par.key, "sync");
+		strcpy(par.value, modes[m]);
+		CHECK(solve_hyd("synthetic-longtail", &prof, "hydraulis", sc[0], 16, 16384, 65536, 5,
+				&set, &par, 1, &p[m], &err) == 0);
+	}
+	for (size_t s = 0; s < p[0].nsteps; s++) {
+		const struct bp_metrics *a = &p[0].steps[s].m, *b = &p[1].steps[s].m,
+					*c = &p[2].steps[s].m;
+		CHECK(!strcmp(p[0].steps[s].sync, "hydraulis-pullpush-serial"));
+		CHECK(!strcmp(p[1].steps[s].sync, "hydraulis-pullpush"));
+		CHECK(!strcmp(p[2].steps[s].sync, "dp-allreduce"));
+		CHECK(a->pipe_max_us == b->pipe_max_us && b->pipe_max_us == c->pipe_max_us);
+		CHECK(a->pull_us > 0 && a->push_us > 0 && a->optimizer_us > 0);
+		CHECK_NEAR(a->op_exposed_us, a->pull_us + a->push_us, 1e-9);
+		CHECK_NEAR(a->step_us, a->pipe_max_us + a->pull_us + a->push_us + a->optimizer_us,
+			   1e-6);
+		CHECK(b->op_exposed_us <= a->op_exposed_us + 1e-9);
+		CHECK(b->grad_sync_us >= b->optimizer_us);
+		CHECK_NEAR(b->step_us, b->pipe_max_us + b->grad_sync_us, 1e-6);
+		CHECK(b->lnk_slices_pull == 16 && b->lnk_slices_push == 48); /* LCM(16, 8), (16, 3 x 8) */
+		CHECK(c->pull_us == -1 && c->lnk_bytes == -1);
+		/* the optimizer over all 16 GPUs holds less per GPU than over a scheme's replicas */
+		CHECK(b->peak_mem <= c->peak_mem && a->peak_mem == b->peak_mem);
+		/* a <2,2> stage holds about half the 8B model's layers over 2 TP ranks: its bf16
+		 * shard is at least what the busiest GPU moves per direction */
+		CHECK(b->lnk_bytes >= 2.0 * bp_model_params(&p[1].model) / 8 * 0.9);
+	}
+	for (int m = 0; m < 3; m++) {
+		char *t = encode(&p[m]);
+		struct bp_plan q;
+		bp_plan_init(&q);
+		CHECK(t && bp_json_parse_text(t, strlen(t), plan_cb, &q, &err) == 0);
+		char *t2 = encode(&q);
+		CHECK(t2 && !strcmp(t, t2));
+		CHECK(bp_plan_check(&q, &prof, &err) == 0);
+		free(t);
+		free(t2);
+		bp_plan_release(&q);
+		bp_plan_release(&p[m]);
+	}
+	bp_hyd_set_release(&set);
+	bp_profile_release(&prof);
+}
+
+/* Table 3's DeepSpeed-Ulysses baseline in the cost model (--shard ulysses): token-wise
+ * layers see DOCUMENT's split, every rank attends over the whole documents with 1/cp of the
+ * heads, and four all-to-alls per layer and direction replace the CP all-gather. */
+static void test_ulysses(void)
+{
+	struct bp_error err;
+	struct bp_profile prof;
+	struct bp_scheme sc[] = {{1, 4, 1}};
+	bp_profile_init(&prof);
+	CHECK(bp_profile_analytic(&prof, bp_gpu_preset("A800"), bp_model_preset("hydraulis-7b"),
+				  sc, 1, 32768, &err) == 0);
+	struct bp_costmodel cm;
+	CHECK(bp_costmodel_init(&cm, &prof, sc[0], 1, &err) == 0);
+	struct bp_span sp[3] = {{0, 0, 20000}, {1, 0, 3000}, {2, 0, 777}};
+	int64_t a[16][2], b[16][2], ta, tb;
+	for (int r = 0; r < 4; r++) {
+		size_t ka = bp_shard_segments(sp, 3, BP_SHARD_ULYSSES, 4, r, a, 16, &ta);
+		size_t kb = bp_shard_segments(sp, 3, BP_SHARD_DOCUMENT, 4, r, b, 16, &tb);
+		CHECK(ka == kb && ta == tb && !memcmp(a, b, ka * sizeof(a[0])));
+	}
+	struct bp_mb_desc du = {sp, 3, BP_SHARD_ULYSSES, BP_ATTN_DENSE, 0, NULL};
+	struct bp_mb_desc ds = {sp, 3, BP_SHARD_SEQUENCE, BP_ATTN_DENSE, 0, NULL};
+	double f[1], bw[1], f2[1], b2[1];
+	struct bp_mb_part pf, pb, qf, qb;
+	CHECK(bp_cost_mb(&cm, &du, f, bw, &pf, &pb, &err) == 0);
+	CHECK(bp_cost_mb(&cm, &ds, f2, b2, &qf, &qb, &err) == 0);
+	double att = 0.0, attb = 0.0;
+	for (int i = 0; i < 3; i++) {
+		att += bp_cost_attn(cm.attn, (double)sp[i].len, (double)sp[i].len, 0) / 4;
+		attb += bp_cost_attn(cm.attn, (double)sp[i].len, (double)sp[i].len, 1) / 4;
+	}
+	int L = cm.stage_layers[0];
+	CHECK_NEAR(pf.attn, L * att, 1e-6 * L * att);
+	CHECK_NEAR(pb.attn, L * attb, 1e-6 * L * attb);
+	/* the busiest rank's tokens: 23777 / 4 rounded up by the per-document split */
+	double a2a = bp_cost_coll(&prof, BP_COLL_ALLTOALL, 4, 0, 5945.0 * cm.token_bytes);
+	CHECK(pf.cp_coll > 0 && fabs(pf.cp_coll - L * 4 * a2a) <= 0.01 * L * 4 * a2a);
+	/* head-split attention is balanced: no rank waits for a heavier one */
+	CHECK(pf.attn <= qf.attn * (1 + 1e-9));
+	enum bp_shard back;
+	CHECK(bp_shard_parse("ulysses", &back) == 0 && back == BP_SHARD_ULYSSES);
+	bp_costmodel_release(&cm);
+	bp_profile_release(&prof);
+}
+
 int main(void)
 {
 	test_k1();
@@ -791,5 +915,7 @@ int main(void)
 	test_strategies();
 	test_maxlen();
 	test_method();
+	test_pullpush();
+	test_ulysses();
 	return CHECK_DONE();
 }

@@ -174,7 +174,7 @@ int main(int argc, char **argv)
 			if (longest > cand[i].maxcap)
 				continue;
 			struct bp_hyd_dispatch d = {len, bb->ndocs, cand[i].dp, cand[i].npipes, 0, 0,
-						    trials, seed};
+						    trials, seed, NULL};
 			double obj;
 			int tr;
 			if (bp_hyd_dispatch_greedy(&d, pipe_of, &obj, &tr, &err) < 0)
@@ -189,7 +189,7 @@ int main(int argc, char **argv)
 		double t2 = now_ms();
 		/* Eq. 3 by GLPK for the chosen candidate, from its greedy */
 		struct bp_hyd_dispatch d = {len, bb->ndocs, cand[sel].dp, cand[sel].npipes, 0, 0,
-					    trials, seed};
+					    trials, seed, NULL};
 		struct bp_hyd_ilp_res ir;
 		double obj;
 		int tr;
