@@ -86,6 +86,12 @@ int bp_method_kk(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 int bp_method_hydraulis(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 			struct bp_plan *out, struct bp_error *err);
 extern const struct bp_record_ops bp_record_hydraulis; /* methods/hydraulis.c */
+int bp_method_sparsebalance(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+			    struct bp_plan *out, struct bp_error *err);
+int bp_method_sb_lbb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		     struct bp_plan *out, struct bp_error *err);
+extern const struct bp_record_ops bp_record_sparsebalance; /* methods/sparsebalance.c */
+void bp_sb_warn(const struct bp_plan *p, char *buf, size_t n);
 
 /* Reads an integer / real method parameter from the plan, or records the default there.
  * Fails naming the parameter when the value is not a number in [lo, hi]. */
