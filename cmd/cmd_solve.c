@@ -15,6 +15,7 @@
 #include "jsonutil.h"
 #include "method.h"
 #include "solve.h"
+#include "sparse_dst.h"
 
 static void solve_usage(FILE *f)
 {
@@ -458,7 +459,7 @@ int cmd_solve(int argc, char **argv)
 		return cmd_usage("solve", "--out takes one method; use --out-dir for %zu", nm);
 	int hyd = 0; /* hydraulis among the methods: its candidates and profile */
 	for (size_t i = 0; i < nm; i++)
-		hyd |= !bp_method_in_all(list[i]);
+		hyd |= list[i]->solve == bp_method_hydraulis;
 	if (strategies && !hyd)
 		return cmd_usage("solve", "--strategies is for method hydraulis (-m hydraulis)");
 	if (strategies) {
@@ -512,6 +513,9 @@ int cmd_solve(int argc, char **argv)
 	bp_profile_init(&prof);
 	bp_profile_init(&hprof);
 	bp_hyd_set_init(&hset);
+	struct bp_sb_coverage sbcov; /* sparsebalance's sb_coverage=measured:FILE */
+	bp_sb_coverage_init(&sbcov);
+	int have_sbcov = 0;
 	struct bp_scheme sc = {(int)tp, (int)cp, (int)pp};
 	if (cmd_load_dataset(dataset, jsonl_field, &ds, ds_sha, &err) < 0) {
 		rc = cmd_error("%s", err.text);
@@ -574,6 +578,15 @@ int cmd_solve(int argc, char **argv)
 		rc = cmd_error("%s", err.text);
 		goto out;
 	}
+	for (size_t i = 0; i < nparams; i++)
+		if (!strcmp(params[i].key, "sb_coverage") &&
+		    !strncmp(params[i].value, "measured:", 9)) {
+			if (cmd_load_coverage(params[i].value + 9, &sbcov, &err) < 0) {
+				rc = cmd_error("%s", err.text);
+				goto out;
+			}
+			have_sbcov = 1;
+		}
 	if (hyd) {
 		struct cmd_hyd_req hr = {strategies, &ds, ds_sha, profile, gpu, model, (int)gpus,
 					 sc, max_tokens, tps, dps, overlen};
@@ -603,10 +616,12 @@ int cmd_solve(int argc, char **argv)
 			.profile_sha = prof_sha,
 		};
 		const struct bp_profile *use = &prof;
-		if (!bp_method_in_all(list[i])) {
+		if (list[i]->solve == bp_method_hydraulis) {
 			use = &hprof;
 			o.profile_sha = hprof_sha;
 			o.method_input = &hset;
+		} else if (have_sbcov) {
+			o.method_input = &sbcov;
 		}
 		struct bp_param mine[32];
 		size_t nmine = 0;
@@ -679,5 +694,6 @@ out:
 	bp_profile_release(&prof);
 	bp_profile_release(&hprof);
 	bp_hyd_set_release(&hset);
+	bp_sb_coverage_release(&sbcov);
 	return rc;
 }

@@ -200,3 +200,38 @@ double bp_sb_imbalance_slot(const double *T, size_t npipes, size_t per)
 	}
 	return s > 0.0 ? mx * (double)per / s : 1.0;
 }
+
+void bp_sb_coverage_init(struct bp_sb_coverage *c)
+{
+	memset(c, 0, sizeof(*c));
+}
+
+void bp_sb_coverage_release(struct bp_sb_coverage *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->nbins; i++)
+		free(c->bins[i].k);
+	free(c->bins);
+	free(c->p);
+	bp_sb_coverage_init(c);
+}
+
+int bp_sb_coverage_kcov(const struct bp_sb_coverage *c, int64_t len, int layer, size_t ip,
+			uint64_t seed, int64_t doc, struct bp_error *err)
+{
+	for (size_t i = 0; i < c->nbins; i++) {
+		const struct bp_sb_covbin *b = &c->bins[i];
+		if (len < b->lo || len > b->hi)
+			continue;
+		struct bp_rng r;
+		/* a stream apart from the synthetic k90 draw's (the extra constant) */
+		bp_rng_seed(&r, seed ^ 0x5851F42D4C957F2Dull ^
+					((uint64_t)doc * 0x9E3779B97F4A7C15ull) ^
+					((uint64_t)(layer + 1) * 0xC2B2AE3D27D4EB4Full));
+		size_t q = (size_t)bp_rng_below(&r, c->nq);
+		return b->k[((size_t)layer * c->np + ip) * c->nq + q];
+	}
+	return bp_errorf(err, "the coverage file has no bin for a document of %lld tokens",
+			 (long long)len);
+}

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "bp.h"
 #include "profile.h"
 
@@ -89,5 +91,33 @@ size_t bp_sb_bin(const struct bp_sparse_table *t, int64_t len);
  * 1 when every T is 0 or n = 0. */
 double bp_sb_imbalance(const double *T, size_t n);
 double bp_sb_imbalance_slot(const double *T, size_t npipes, size_t per);
+
+/* A measured coverage file (balplan.coverage/v1, plans/README.md "Coverage files"): per
+ * document-length bin [lo, hi] and layer, nq samples (quantiles, equally likely) of k_cov(p)
+ * for each p of the file's list, measured by running the model's MoBA gate over the data. */
+struct bp_sb_covbin {
+	int64_t lo, hi;
+	int *k; /* [layer][ip][iq] = k[(layer * np + ip) * nq + iq]; owned */
+};
+
+struct bp_sb_coverage {
+	char sha[65];    /* sha256 of the file's bytes (set by the reader's caller) */
+	char model[64];
+	int block, k_base, layers;
+	double *p;       /* [np] strictly increasing in (0, 1]; owned */
+	size_t np, nq;
+	struct bp_sb_covbin *bins; /* [nbins] by lo, disjoint; owned */
+	size_t nbins;
+};
+
+void bp_sb_coverage_init(struct bp_sb_coverage *c);
+void bp_sb_coverage_release(struct bp_sb_coverage *c);
+/* Codec (formats/coverage_json.c): fills an initialised c (release after failure too). */
+int bp_sb_coverage_from_json(struct bp_sb_coverage *c, json_t *root, struct bp_error *err);
+
+/* k_cov of document doc (len tokens) in layer at p index ip: the sample of its (bin, layer,
+ * p) list drawn by (seed, doc, layer). -1 with err when no bin holds len. */
+int bp_sb_coverage_kcov(const struct bp_sb_coverage *c, int64_t len, int layer, size_t ip,
+			uint64_t seed, int64_t doc, struct bp_error *err);
 
 #endif

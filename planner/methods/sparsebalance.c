@@ -199,6 +199,8 @@ struct sb {
 	const struct bp_method *other;
 	uint64_t seed;
 	int64_t cap;
+	const struct bp_sb_coverage *mcov; /* MEASURED: borrowed from ctx->input */
+	size_t mcov_ip;                    /* MEASURED: index of sb_p in its p list */
 	double *ema; /* [t->nx] Spar state; owned */
 	/* synthetic coverage cache: open addressing over (m, k90) */
 	struct cov_entry *tab; /* owned, ncap slots, m = -1 empty */
@@ -225,6 +227,35 @@ static int param_str(struct bp_plan *p, const char *key, const char *def, const 
 	}
 	*out = v;
 	return 0;
+}
+
+/* sb_coverage=measured:FILE: the front end read FILE into ctx->input (struct bp_sb_coverage);
+ * it must be for this block, k_base, layer count and p. The plan records the file's sha256
+ * (its first 16 hex digits), never its path. */
+static int sb_measured(struct sb *c, const struct bp_method_ctx *ctx, struct bp_plan *out,
+		       const char *s, struct bp_error *err)
+{
+	const struct bp_sb_coverage *cv = ctx->input;
+	if (!cv || !cv->nbins)
+		return bp_errorf(err, "sb_coverage '%s': no coverage file was read", s);
+	if (cv->block != c->block || cv->k_base != c->k_base)
+		return bp_errorf(err, "coverage file is for block %d k_base %d, the plan uses "
+				 "block %d k_base %d", cv->block, cv->k_base, c->block, c->k_base);
+	if (cv->layers != c->layers)
+		return bp_errorf(err, "coverage file has %d layers, the model %d", cv->layers,
+				 c->layers);
+	size_t ip = cv->np;
+	for (size_t i = 0; i < cv->np; i++)
+		if (fabs(cv->p[i] - c->p) < 1e-9)
+			ip = i;
+	if (ip == cv->np)
+		return bp_errorf(err, "coverage file has no samples for sb_p %g", c->p);
+	c->cov = BP_SB_COV_MEASURED;
+	c->mcov = cv;
+	c->mcov_ip = ip;
+	char v[32];
+	snprintf(v, sizeof(v), "measured:%.16s", cv->sha);
+	return bp_plan_set_param(out, "sb_coverage", v, err);
 }
 
 static int sb_config(struct sb *c, const struct bp_method_ctx *ctx, struct bp_plan *out,
@@ -281,10 +312,10 @@ static int sb_config(struct sb *c, const struct bp_method_ctx *ctx, struct bp_pl
 		c->cov = BP_SB_COV_NONE_LOWER;
 	else if (!strcmp(s, "synthetic"))
 		c->cov = BP_SB_COV_SYNTHETIC;
-	else if (!strncmp(s, "measured:", 9))
-		return bp_errorf(err, "sb_coverage '%s': measured coverage files are not read by "
-				 "this build (use none-upper, none-lower or synthetic)", s);
-	else
+	else if (!strncmp(s, "measured:", 9)) {
+		if (sb_measured(c, ctx, out, s, err) < 0)
+			return -1;
+	} else
 		return bp_errorf(err, "sb_coverage '%s' is not none-upper, none-lower, synthetic "
 				 "or measured:FILE", s);
 	if (param_str(out, "sb_k90", "10,50", &s, err) < 0)
@@ -407,6 +438,23 @@ static int mb_kcov(struct sb *c, const struct bp_mb *mb, int layer, int ka, doub
 		return c->kset[0];
 	if (c->cov == BP_SB_COV_NONE_LOWER)
 		return c->k_base;
+	if (c->cov == BP_SB_COV_MEASURED) {
+		/* Each document's sampled k_cov, rounded up into K; the micro-batch takes the
+		 * largest, so every document's bound holds. */
+		int kc = c->kset[0];
+		for (size_t i = 0; i < mb->nspans; i++) {
+			int k = bp_sb_coverage_kcov(c->mcov, mb->spans[i].len, layer, c->mcov_ip,
+						    c->seed, mb->spans[i].doc, err);
+			if (k < 0)
+				return -1;
+			size_t a = 0;
+			while (a + 1 < c->nk && c->kset[a] < k)
+				a++;
+			if (c->kset[a] > kc)
+				kc = c->kset[a];
+		}
+		return kc;
+	}
 	double cm[64], *cw = cm;
 	if (c->nk + 1 > 64 && !(cw = bp_calloc(c->nk + 1, sizeof(*cw), err)))
 		return -1;
@@ -817,9 +865,13 @@ void bp_sb_warn(const struct bp_plan *p, char *buf, size_t n)
 	}
 	if (!steps)
 		return;
-	snprintf(buf, n, "budgets assume %s; Eq. 11 imbalance (fwd+bwd per micro-batch), "
+	const char *label = !cov ? "?" : !strcmp(cov, "synthetic")
+		? "synthetic coverage (a seeded model, not measured routing logits)"
+		: !strncmp(cov, "measured:", 9) ? "measured coverage (the file's sha256 prefix in brackets)"
+		: !strcmp(cov, "none-upper") ? "no coverage bound (none-upper: k_final = k_anchor)"
+		: "coverage at k_base (none-lower: no compression)";
+	snprintf(buf, n, "budgets assume %s [%s]; Eq. 11 imbalance (fwd+bwd per micro-batch), "
 		 "mean over steps: pooled over all micro-batches %.3f, per slot averaged over DP "
-		 "ranks %.3f", cov && !strcmp(cov, "synthetic") ? "synthetic coverage (a seeded "
-		 "model, not measured routing logits)" : cov ? cov : "?",
+		 "ranks %.3f", label, cov ? cov : "?",
 		 pooled / (double)steps, slot / (double)steps);
 }
