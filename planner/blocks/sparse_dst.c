@@ -123,23 +123,46 @@ static double power_sum(int64_t upto, double alpha)
 	return s;
 }
 
+/* f(alpha) = S(head)/S(m) - 0.9 and its derivative, one pass over j = 1..m. */
+static double syn_f(int64_t head, int64_t m, double alpha, double *df)
+{
+	double sh = 0, sm = 0, dh = 0, dm = 0;
+	for (int64_t j = 1; j <= m; j++) {
+		double lj = log((double)j), t = exp(-alpha * lj);
+		sm += t;
+		dm -= lj * t;
+		if (j == head) {
+			sh = sm;
+			dh = dm;
+		}
+	}
+	*df = (dh * sm - sh * dm) / (sm * sm);
+	return sh / sm - 0.9;
+}
+
 double bp_sb_syn_alpha(int64_t m, int k90)
 {
 	int64_t head = k90 - 1; /* past chunks the budget k90 selects beside the own one */
 	if (head <= 0 || m <= head || (double)head / (double)m >= 0.9)
 		return 0.0;
-	/* f(alpha) = S(head) / S(m) rises from head/m < 0.9 at 0 to 1 as alpha grows. */
-	double lo = 0.0, hi = 1.0;
-	while (hi < 64 && power_sum(head, hi) / power_sum(m, hi) < 0.9)
+	/* f rises from head/m - 0.9 < 0 at alpha = 0 towards 0.1: safeguarded Newton inside a
+	 * bracket that every step keeps (bisection when Newton leaves it). */
+	double lo = 0.0, hi = 1.0, df;
+	while (hi < 64 && syn_f(head, m, hi, &df) < 0)
 		hi *= 2;
-	for (int it = 0; it < 40; it++) {
-		double mid = 0.5 * (lo + hi);
-		if (power_sum(head, mid) / power_sum(m, mid) < 0.9)
-			lo = mid;
+	double x = 0.5 * (lo + hi);
+	for (int it = 0; it < 100 && hi - lo > 1e-13; it++) {
+		double f = syn_f(head, m, x, &df);
+		if (f < 0)
+			lo = x;
 		else
-			hi = mid;
+			hi = x;
+		if (fabs(f) < 1e-13)
+			return x;
+		double nx = df > 0 ? x - f / df : lo - 1;
+		x = nx > lo && nx < hi ? nx : 0.5 * (lo + hi);
 	}
-	return hi;
+	return x;
 }
 
 void bp_sb_syn_cov(int64_t m, double alpha, const int *kset, size_t nk, int k_base, double *c,
