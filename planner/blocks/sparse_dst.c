@@ -123,12 +123,13 @@ static double power_sum(int64_t upto, double alpha)
 	return s;
 }
 
-/* f(alpha) = S(head)/S(m) - 0.9 and its derivative, one pass over j = 1..m. */
-static double syn_f(int64_t head, int64_t m, double alpha, double *df)
+/* f(alpha) = S(head)/S(m) - 0.9 and its derivative, one pass over j = 1..m; lj[j - 1] =
+ * log j when the caller has the table (NULL: computed here). */
+static double syn_f(int64_t head, int64_t m, double alpha, const double *lj_tab, double *df)
 {
 	double sh = 0, sm = 0, dh = 0, dm = 0;
 	for (int64_t j = 1; j <= m; j++) {
-		double lj = log((double)j), t = exp(-alpha * lj);
+		double lj = lj_tab ? lj_tab[j - 1] : log((double)j), t = exp(-alpha * lj);
 		sm += t;
 		dm -= lj * t;
 		if (j == head) {
@@ -146,22 +147,27 @@ double bp_sb_syn_alpha(int64_t m, int k90)
 	if (head <= 0 || m <= head || (double)head / (double)m >= 0.9)
 		return 0.0;
 	/* f rises from head/m - 0.9 < 0 at alpha = 0 towards 0.1: safeguarded Newton inside a
-	 * bracket that every step keeps (bisection when Newton leaves it). */
+	 * bracket that every step keeps (bisection when Newton leaves it). The logs are taken
+	 * once (a failed allocation only costs time). */
+	double *lj = malloc((size_t)m * sizeof(*lj));
+	for (int64_t j = 1; lj && j <= m; j++)
+		lj[j - 1] = log((double)j);
 	double lo = 0.0, hi = 1.0, df;
-	while (hi < 64 && syn_f(head, m, hi, &df) < 0)
+	while (hi < 64 && syn_f(head, m, hi, lj, &df) < 0)
 		hi *= 2;
 	double x = 0.5 * (lo + hi);
 	for (int it = 0; it < 100 && hi - lo > 1e-13; it++) {
-		double f = syn_f(head, m, x, &df);
+		double f = syn_f(head, m, x, lj, &df);
 		if (f < 0)
 			lo = x;
 		else
 			hi = x;
 		if (fabs(f) < 1e-13)
-			return x;
+			break;
 		double nx = df > 0 ? x - f / df : lo - 1;
 		x = nx > lo && nx < hi ? nx : 0.5 * (lo + hi);
 	}
+	free(lj);
 	return x;
 }
 
