@@ -266,7 +266,7 @@ static int sb_config(struct sb *c, const struct bp_method_ctx *ctx, struct bp_pl
 	c->cm = ctx->cm;
 	c->layers = out->model.layers;
 	c->seed = out->seed;
-	c->cap = bp_plan_mb_cap(out);
+	c->cap = out->nlayouts ? bp_plan_mb_cap(out) : out->max_tokens;
 	if (ctx->cm->sc.cp != 1)
 		return bp_errorf(err, "sparse attention needs cp 1 (the sparse table is measured "
 				 "on whole documents), not cp %d", ctx->cm->sc.cp);
@@ -830,6 +830,108 @@ int bp_method_sb_lbb(const struct bp_method_ctx *ctx, const struct bp_batches *i
 		     struct bp_plan *out, struct bp_error *err)
 {
 	return sb_run(ctx, in, out, "lbb", err);
+}
+
+int bp_sb_recheck(const struct bp_plan *p, const struct bp_costmodel *cm, struct bp_error *err)
+{
+	struct sb c;
+	struct bp_plan tmp;
+	struct sb_rec rec;
+	struct bp_step sc;
+	int rc = -1, measured = 0;
+	memset(&c, 0, sizeof(c));
+	memset(&rec, 0, sizeof(rec));
+	memset(&sc, 0, sizeof(sc));
+	bp_plan_init(&tmp);
+	for (size_t i = 0; i < p->nparams; i++) {
+		const char *v = p->params[i].value;
+		if (!strcmp(p->params[i].key, "sb_coverage") && !strncmp(v, "measured:", 9)) {
+			measured = 1; /* the file is not at hand: k_cov cannot be re-derived */
+			v = "none-lower";
+		}
+		if (bp_plan_set_param(&tmp, p->params[i].key, v, err) < 0)
+			goto out;
+	}
+	tmp.model = p->model;
+	tmp.seed = p->seed;
+	tmp.max_tokens = bp_plan_mb_cap(p);
+	struct bp_method_ctx ctx = {cm, NULL, BP_SHARD_SEQUENCE, NULL, NULL};
+	if (sb_config(&c, &ctx, &tmp, "sab", err) < 0)
+		goto out;
+	for (size_t s = 0; s < p->nsteps; s++) {
+		const struct bp_step *st = &p->steps[s];
+		const struct sb_rec *want = st->record;
+		if (!want || st->record_ops != &bp_record_sparsebalance) {
+			bp_errorf(err, "step %zu has no sparsebalance record", s);
+			goto out;
+		}
+		/* the Spar state this step's batching used (Alg. 2 line 2), to the codec's 1e-3;
+		 * with measured coverage it follows budgets not re-derived here */
+		if (want->nbins != c.t->nx) {
+			bp_errorf(err, "step %zu: ema_k has %zu bins, the sparse table %zu", s,
+				  want->nbins, c.t->nx);
+			goto out;
+		}
+		for (size_t i = 0; !measured && i < c.t->nx; i++)
+			if (fabs(want->ema_k[i] - c.ema[i]) > 1.5e-3) {
+				bp_errorf(err, "step %zu: ema_k[%zu] is %.3f, the moving average of the "
+					  "earlier steps' budgets gives %.3f", s, i, want->ema_k[i],
+					  c.ema[i]);
+				goto out;
+			}
+		sc.npipes = st->npipes;
+		if (!(sc.pipes = bp_calloc(st->npipes + 1, sizeof(*sc.pipes), err)))
+			goto out;
+		for (size_t q = 0; q < st->npipes; q++) {
+			const struct bp_pipe *src = &st->pipes[q];
+			if (!(sc.pipes[q].mbs = bp_calloc(src->nmbs + 1, sizeof(struct bp_mb), err)))
+				goto out;
+			sc.pipes[q].nmbs = src->nmbs;
+			for (size_t i = 0; i < src->nmbs; i++)
+				if (bp_mb_copy_decisions(&sc.pipes[q].mbs[i], &src->mbs[i], c.layers,
+							 err) < 0)
+					goto out;
+		}
+		if (dst_step(&c, &sc, &rec, err) < 0)
+			goto out;
+		if (fabs(rec.anchor_us - want->anchor_us) > 1.5e-3) {
+			bp_errorf(err, "step %zu: anchor_us is %.3f, Eq. 3 over the step's micro-batches "
+				  "gives %.3f", s, want->anchor_us, rec.anchor_us);
+			goto out;
+		}
+		size_t j = 0;
+		for (size_t q = 0; q < st->npipes; q++)
+			for (size_t i = 0; i < st->pipes[q].nmbs; i++, j++) {
+				const struct bp_mb *x = &st->pipes[q].mbs[i], *y = &sc.pipes[q].mbs[i];
+				if (j >= want->nmb || want->k_anchor[j] != rec.k_anchor[j]) {
+					bp_errorf(err, "step %zu pipeline %zu micro-batch %zu: k_anchor %d, "
+						  "Eq. 9 gives %d", s, q, i,
+						  j < want->nmb ? want->k_anchor[j] : -1, rec.k_anchor[j]);
+					goto out;
+				}
+				int bottleneck = c.dst && rec.k_anchor[j] < c.k_base;
+				for (int l = 0; l < c.layers; l++)
+					if ((!measured || !bottleneck) && x->sparse_k[l] != y->sparse_k[l]) {
+						bp_errorf(err, "step %zu pipeline %zu micro-batch %zu layer "
+							  "%d: budget %d, Alg. 1 with coverage '%s' gives %d",
+							  s, q, i, l, x->sparse_k[l],
+							  bp_plan_param(p, "sb_coverage"), y->sparse_k[l]);
+						goto out;
+					}
+			}
+		rec_release(&rec);
+		memset(&rec, 0, sizeof(rec));
+		bp_step_release(&sc);
+		memset(&sc, 0, sizeof(sc));
+	}
+	rc = 0;
+out:
+	rec_release(&rec);
+	bp_step_release(&sc);
+	tmp.layouts = NULL;
+	bp_plan_release(&tmp);
+	sb_release(&c);
+	return rc;
 }
 
 /* The front end's note on the finished plan: which coverage the budgets assumed (synthetic is
