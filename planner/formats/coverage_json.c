@@ -85,6 +85,9 @@ int bp_sb_coverage_from_json(struct bp_sb_coverage *c, json_t *root, struct bp_e
 	    bp_json_get_real_array(root, "p", 1, &c->p, &c->np, w, err) < 0)
 		return -1;
 	c->nq = (size_t)nq;
+	if ((double)c->layers * (double)c->np * (double)c->nq > (double)(1 << 24))
+		return bp_errorf(err, "coverage: %d layers x %zu p x %zu samples is over 16M samples "
+				 "per bin", c->layers, c->np, c->nq);
 	char src[256];
 	if (bp_json_get_str(root, "source", 1, src, sizeof(src), w, err) < 0)
 		return -1;
