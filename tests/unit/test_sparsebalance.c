@@ -2,8 +2,10 @@
  * sparsebalance.c) on the analytic H200 / Qwen2.5-0.5B profile and the LongAlign-10k
  * reconstruction.
  *
- * Checks (specs/sparsebalance.md sec. 13): plans validate and repeat byte for byte; KAT-4's
- * cardinality rule (one sample per micro-batch with sb_cardinality=exact); LBB's packing does
+ * Checks (specs/sparsebalance.md sec. 13): plans validate and repeat byte for byte; KAT-4:
+ * without DST SAB's packing equals a reference two-level cost-LPT on W = Perf.predict(L,
+ * k_base) and sb-lbb's the same on W = L, and one sample per micro-batch with
+ * sb_cardinality=exact; LBB's packing does
  * not depend on DST (so sb-lbb and sparsebalance with sb_batching=lbb agree on the spans);
  * the invariants on whole plans: none-upper gives k_final = k_anchor in every layer, none-lower
  * and p = 0 never compress, the MAX anchor never compresses, k_final is non-increasing in p
@@ -14,6 +16,9 @@
 #include <string.h>
 
 #include "analytic.h"
+#include "costkinds.h"
+#include "costmodel.h"
+#include "sparse_dst.h"
 #include "check.h"
 #include "jsonutil.h"
 #include "method.h"
@@ -218,6 +223,125 @@ static void test_lbb_and_p(void)
 		bp_plan_release(&pl[i]);
 }
 
+/* A reference two-level LPT written apart from the method (KAT-4): n items of weight w and
+ * length len in draw order; DP level into dp groups (least load, ties lowest), then each
+ * group into m bins under cap (least load among bins with room, ties lowest, a new bin when
+ * none has room); items placed largest weight first (ties: longer, then earlier). Returns the
+ * micro-batches of pipeline q as a flat list of item indices per bin in emission order
+ * (bins by decreasing load, stable), -1 separating bins. */
+static size_t ref_pack(const double *w, const int64_t *len, size_t n, size_t dp, size_t m,
+		       int64_t cap, size_t q, int *outl)
+{
+	size_t ord[64];
+	for (size_t i = 0; i < n; i++)
+		ord[i] = i;
+	for (size_t i = 1; i < n; i++) /* insertion sort by (w desc, len desc, index) */
+		for (size_t j = i; j > 0; j--) {
+			size_t a = ord[j - 1], b = ord[j];
+			int before = w[b] > w[a] || (w[b] == w[a] && (len[b] > len[a] ||
+								   (len[b] == len[a] && b < a)));
+			if (!before)
+				break;
+			ord[j - 1] = b;
+			ord[j] = a;
+		}
+	double gl[16] = {0};
+	int grp[64];
+	for (size_t r = 0; r < n; r++) {
+		size_t best = 0;
+		for (size_t g = 1; g < dp; g++)
+			if (gl[g] < gl[best])
+				best = g;
+		grp[ord[r]] = (int)best;
+		gl[best] += w[ord[r]];
+	}
+	double bl[64] = {0};
+	int64_t bf[64] = {0};
+	int bin[64];
+	size_t nb = m;
+	for (size_t r = 0; r < n; r++) {
+		size_t i = ord[r];
+		if ((size_t)grp[i] != q)
+			continue;
+		size_t best = nb;
+		for (size_t b = 0; b < nb; b++)
+			if (bf[b] + len[i] <= cap && (best == nb || bl[b] < bl[best]))
+				best = b;
+		if (best == nb)
+			nb++;
+		bin[i] = (int)best;
+		bl[best] += w[i];
+		bf[best] += len[i];
+	}
+	size_t bo[64], k = 0;
+	for (size_t b = 0; b < nb; b++)
+		bo[b] = b;
+	for (size_t i = 1; i < nb; i++)
+		for (size_t j = i; j > 0 && bl[bo[j]] > bl[bo[j - 1]]; j--) {
+			size_t t = bo[j];
+			bo[j] = bo[j - 1];
+			bo[j - 1] = t;
+		}
+	for (size_t b = 0; b < nb; b++) {
+		int any = 0;
+		for (size_t r = 0; r < n; r++)
+			if ((size_t)grp[ord[r]] == q && (size_t)bin[ord[r]] == bo[b]) {
+				outl[k++] = (int)ord[r];
+				any = 1;
+			}
+		if (any)
+			outl[k++] = -1;
+	}
+	return k;
+}
+
+/* KAT-4: without DST the Spar state stays k_base, so SAB's weights are W = Perf.predict(L,
+ * k_base) (attention from the sparse table plus the layer's GEMMs) and its packing is the
+ * reference LPT on them; sb-lbb's is the reference LPT on W = L. */
+static void test_kat4(void)
+{
+	static const char *const sab[] = {"sb_dst=0"};
+	struct bp_costmodel cm;
+	struct bp_error err;
+	struct bp_scheme sc = {1, 1, 2};
+	CHECK(bp_costmodel_init(&cm, &prof, sc, 4, &err) == 0);
+	const struct bp_sparse_table *t = bp_profile_sparse(&prof, 1, 256);
+	CHECK(t != NULL);
+	for (int lbb = 0; lbb < 2 && t; lbb++) {
+		struct bp_plan a;
+		bp_plan_init(&a);
+		CHECK(solve(lbb ? "sb-lbb" : "sparsebalance", sab, 1, &a) == 0);
+		for (size_t s = 0; s < a.nsteps; s++) {
+			const struct bp_step *st = &a.steps[s];
+			double w[64];
+			int64_t len[64];
+			for (size_t i = 0; i < st->ndocs; i++) {
+				len[i] = st->docs[i].len;
+				w[i] = lbb ? (double)len[i]
+					   : bp_cost_sparse_attn(t, (double)len[i], 32, 0) +
+						     bp_cost_sparse_attn(t, (double)len[i], 32, 1) +
+						     bp_cost_linear(cm.linear, (double)len[i], 0) +
+						     bp_cost_linear(cm.linear, (double)len[i], 1);
+			}
+			for (size_t q = 0; q < st->npipes; q++) {
+				int ref[160];
+				size_t k = ref_pack(w, len, st->ndocs, st->npipes, 4, 32768, q, ref), r = 0;
+				for (size_t i = 0; i < st->pipes[q].nmbs; i++) {
+					const struct bp_mb *mb = &st->pipes[q].mbs[i];
+					for (size_t x = 0; x < mb->nspans; x++, r++)
+						CHECK(r < k && ref[r] >= 0 &&
+						      st->docs[ref[r]].id == mb->spans[x].doc);
+					CHECK(r < k && ref[r] == -1);
+					r++;
+				}
+				CHECK(r == k);
+			}
+		}
+		bp_plan_release(&a);
+	}
+	bp_costmodel_release(&cm);
+}
+
 int main(void)
 {
 	struct bp_error err;
@@ -228,6 +352,7 @@ int main(void)
 	test_plans();
 	test_exact();
 	test_lbb_and_p();
+	test_kat4();
 	bp_profile_release(&prof);
 	return CHECK_DONE();
 }
