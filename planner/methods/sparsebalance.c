@@ -972,8 +972,48 @@ void bp_sb_warn(const struct bp_plan *p, char *buf, size_t n)
 		: !strncmp(cov, "measured:", 9) ? "measured coverage (the file's sha256 prefix in brackets)"
 		: !strcmp(cov, "none-upper") ? "no coverage bound (none-upper: k_final = k_anchor)"
 		: "coverage at k_base (none-lower: no compression)";
-	snprintf(buf, n, "budgets assume %s [%s]; Eq. 11 imbalance (fwd+bwd per micro-batch), "
-		 "mean over steps: pooled over all micro-batches %.3f, per slot averaged over DP "
-		 "ranks %.3f", label, cov ? cov : "?",
-		 pooled / (double)steps, slot / (double)steps);
+	int k = snprintf(buf, n, "budgets assume %s [%s]; Eq. 11 imbalance (fwd+bwd per "
+			 "micro-batch), mean over steps: pooled over all micro-batches %.3f, per "
+			 "slot averaged over DP ranks %.3f", label, cov ? cov : "?",
+			 pooled / (double)steps, slot / (double)steps);
+	/* Accuracy proxies (specs/sparsebalance.md sec. 8, 14): token-weighted mean budget,
+	 * (micro-batch, layer) pairs compressed / expanded against k_base, and the mean coverage
+	 * drop over compressed pairs, which only the synthetic model can give. */
+	double ktok = 0.0, tok = 0.0, drop = 0.0;
+	int64_t pairs = 0, comp = 0, exp_ = 0;
+	for (size_t s = 0; s < p->nsteps; s++) {
+		const struct bp_step *st = &p->steps[s];
+		const struct sb_rec *r = st->record_ops == &bp_record_sparsebalance ? st->record
+										   : NULL;
+		if (r) {
+			pairs += r->pairs;
+			comp += r->compressed;
+			exp_ += r->expanded;
+			drop += r->cov_drop_mean * (double)r->compressed;
+		}
+		for (size_t q = 0; q < st->npipes; q++)
+			for (size_t i = 0; i < st->pipes[q].nmbs; i++) {
+				const struct bp_mb *mb = &st->pipes[q].mbs[i];
+				if (!mb->sparse_k)
+					continue;
+				double km = 0.0;
+				for (int l = 0; l < p->model.layers; l++)
+					km += mb->sparse_k[l];
+				km /= p->model.layers;
+				for (size_t x = 0; x < mb->nspans; x++) {
+					ktok += km * (double)mb->spans[x].len;
+					tok += (double)mb->spans[x].len;
+				}
+			}
+	}
+	if (k > 0 && (size_t)k < n && pairs && tok > 0) {
+		char d[96] = "";
+		if (cov && !strcmp(cov, "synthetic"))
+			snprintf(d, sizeof(d), ", mean coverage drop %.3f there (synthetic coverage)",
+				 comp ? drop / (double)comp : 0.0);
+		snprintf(buf + k, n - (size_t)k, "\naccuracy proxies: token-weighted mean budget %.1f "
+			 "blocks; %.1f%% of (micro-batch, layer) pairs compressed below k_base%s, "
+			 "%.1f%% expanded", ktok / tok, 100.0 * (double)comp / (double)pairs, d,
+			 100.0 * (double)exp_ / (double)pairs);
+	}
 }
