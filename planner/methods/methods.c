@@ -23,7 +23,8 @@ static const char *const wlb_ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp
 static const char *const sb_params[] = {"sb_block", "sb_k_base", "sb_k_set", "sb_anchor",
 					"sb_p", "sb_coverage", "sb_k90", "sb_cov_layer_slope",
 					"sb_ema", "sb_batching", "sb_dst", "sb_mbs",
-					"sb_cardinality", "sb_time", NULL};
+					"sb_cardinality", "sb_time", "sb_refresh", "sb_packer",
+					NULL};
 
 static const struct bp_method methods[] = {
 	{"plain", bp_method_plain,

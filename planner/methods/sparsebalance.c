@@ -201,7 +201,9 @@ struct sb {
 	int64_t cap;
 	const struct bp_sb_coverage *mcov; /* MEASURED: borrowed from ctx->input */
 	size_t mcov_ip;                    /* MEASURED: index of sb_p in its p list */
-	double *ema; /* [t->nx] Spar state; owned */
+	double *ema; /* [t->nx] Spar state, updated after every step's DST; owned */
+	double *pub; /* [t->nx] the state SAB reads, refreshed from ema every `refresh` steps */
+	int refresh, kk;
 	/* synthetic coverage cache: open addressing over (m, k90) */
 	struct cov_entry *tab; /* owned, ncap slots, m = -1 empty */
 	size_t ncap, nused;
@@ -211,6 +213,7 @@ static void sb_release(struct sb *c)
 {
 	free(c->kset);
 	free(c->ema);
+	free(c->pub);
 	for (size_t i = 0; c->tab && i < c->ncap; i++)
 		free(c->tab[i].c);
 	free(c->tab);
@@ -359,11 +362,23 @@ static int sb_config(struct sb *c, const struct bp_method_ctx *ctx, struct bp_pl
 					 "packing-only method", s);
 		c->batching = BATCH_OTHER;
 	}
+	if (bp_method_param_int(out, "sb_refresh", 1, 1, 1 << 20, &v, err) < 0)
+		return -1;
+	c->refresh = (int)v;
+	if (param_str(out, "sb_packer", "lpt", &s, err) < 0)
+		return -1;
+	if (strcmp(s, "lpt") && strcmp(s, "kk"))
+		return bp_errorf(err, "sb_packer '%s' is not lpt or kk", s);
+	c->kk = !strcmp(s, "kk");
+	if (c->kk && c->exact)
+		return bp_errorf(err, "sb_packer kk balances without a count limit: it takes "
+				 "sb_cardinality free, not exact");
 	c->ema = bp_calloc(c->t->nx, sizeof(*c->ema), err);
-	if (!c->ema)
+	c->pub = bp_calloc(c->t->nx, sizeof(*c->pub), err);
+	if (!c->ema || !c->pub)
 		return -1;
 	for (size_t i = 0; i < c->t->nx; i++)
-		c->ema[i] = c->k_base;
+		c->ema[i] = c->pub[i] = c->k_base;
 	return 0;
 }
 
@@ -498,6 +513,53 @@ static int mb_kcov(struct sb *c, const struct bp_mb *mb, int layer, int ka, doub
  * weight (room for n bins). */
 static long lpt(const double *w, const int64_t *len, const size_t *idx, size_t n, size_t nb,
 		int64_t cap, int per, int *bin_of, size_t *order, double *load,
+		struct bp_error *err);
+
+/* sb_packer=kk: the same contract by Karmarkar-Karp (pack.h bp_pack_kk) on weights in ns
+ * (integers), one more bin whenever the cap cannot be met; order is the weight order, the
+ * documents' order inside a bin. */
+static long kk_bins(const double *w, const int64_t *len, const size_t *idx, size_t n,
+		    size_t nb, int64_t cap, int *bin_of, size_t *order, double *load,
+		    struct bp_error *err)
+{
+	double *sw = bp_calloc(n + 1, sizeof(*sw), err);
+	int64_t *iw = bp_calloc(n + 1, sizeof(*iw), err), *sl = bp_calloc(n + 1, sizeof(*sl), err);
+	int64_t *ld = bp_calloc(n + nb + 1, sizeof(*ld), err);
+	int64_t *fl = bp_calloc(n + nb + 1, sizeof(*fl), err);
+	long used = -1;
+	if (!sw || !iw || !sl || !ld || !fl)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		sw[i] = w[idx[i]];
+		sl[i] = len[idx[i]];
+		iw[i] = llround(sw[i] * 1e3);
+	}
+	bp_order_by_cost(sw, sl, n, order);
+	size_t k = nb;
+	for (;;) {
+		int r = bp_pack_kk(iw, sl, n, k, cap, bin_of, ld, fl, err);
+		if (r < 0)
+			goto out;
+		if (r == 0 || k >= n + nb)
+			break;
+		k++;
+	}
+	for (size_t b = 0; b < k; b++)
+		load[b] = 0.0;
+	for (size_t i = 0; i < n; i++)
+		load[bin_of[i]] += sw[i];
+	used = (long)k;
+out:
+	free(sw);
+	free(iw);
+	free(sl);
+	free(ld);
+	free(fl);
+	return used;
+}
+
+static long lpt(const double *w, const int64_t *len, const size_t *idx, size_t n, size_t nb,
+		int64_t cap, int per, int *bin_of, size_t *order, double *load,
 		struct bp_error *err)
 {
 	double *sw = bp_calloc(n + 1, sizeof(*sw), err);
@@ -609,11 +671,12 @@ static int pack_balanced(const struct sb *c, const struct bp_method_ctx *ctx,
 			w[i] = (double)len[i];
 		else /* Alg. 2 lines 1-3: k~ = Spar.predict(L), W = Perf.predict(L, k~) */
 			w[i] = bp_sb_predict(c->t, &len[i], 1, other_time(c, len[i]),
-					     c->ema[bp_sb_bin(c->t, len[i])], c->fwd_only);
+					     c->pub[bp_sb_bin(c->t, len[i])], c->fwd_only);
 	}
 	size_t per_rank = (n + dp - 1) / dp;
-	if (lpt(w, len, idx, n, dp, INT64_MAX, c->exact ? (int)per_rank : 0, rank, order, load,
-		err) < 0)
+	if ((c->kk ? kk_bins(w, len, idx, n, dp, INT64_MAX, rank, order, load, err)
+		   : lpt(w, len, idx, n, dp, INT64_MAX, c->exact ? (int)per_rank : 0, rank, order,
+			 load, err)) < 0)
 		goto out;
 	size_t m = (n + dp * (size_t)c->mbs - 1) / (dp * (size_t)c->mbs);
 	for (size_t q = 0; q < dp; q++) {
@@ -623,8 +686,9 @@ static int pack_balanced(const struct sb *c, const struct bp_method_ctx *ctx,
 				sub[ns++] = i;
 		if (!ns)
 			continue;
-		long nb = lpt(w, len, sub, ns, m, c->cap, c->exact ? c->mbs : 0, bin, order, load,
-			      err);
+		long nb = c->kk ? kk_bins(w, len, sub, ns, m, c->cap, bin, order, load, err)
+				: lpt(w, len, sub, ns, m, c->cap, c->exact ? c->mbs : 0, bin, order,
+				      load, err);
 		if (nb < 0 || emit_pipe(b, sub, ns, bin, order, load, (size_t)nb, &st->pipes[q],
 					ctx->shard, err) < 0)
 			goto out;
@@ -777,6 +841,14 @@ out:
 	return rc;
 }
 
+/* sb_refresh (Sec. IV-C "periodically calibrate"): after step s, SAB's view of the Spar
+ * state is refreshed when s + 1 is a multiple of the period. */
+static void sb_publish(struct sb *c, size_t s)
+{
+	if ((s + 1) % (size_t)c->refresh == 0)
+		memcpy(c->pub, c->ema, c->t->nx * sizeof(*c->pub));
+}
+
 static int sb_run(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		  struct bp_plan *out, const char *batching_def, struct bp_error *err)
 {
@@ -801,7 +873,7 @@ static int sb_run(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		rec->ema_k = bp_calloc(c.t->nx, sizeof(double), err);
 		if (!rec->ema_k)
 			goto out;
-		memcpy(rec->ema_k, c.ema, c.t->nx * sizeof(double));
+		memcpy(rec->ema_k, c.pub, c.t->nx * sizeof(double));
 		rec->nbins = c.t->nx;
 		if (c.batching != BATCH_OTHER && s < in->n) {
 			int r = c.batching == BATCH_DEFAULT ? pack_default(&c, ctx, &in->b[s], st, err)
@@ -813,6 +885,7 @@ static int sb_run(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		}
 		if (dst_step(&c, st, rec, err) < 0)
 			goto out;
+		sb_publish(&c, s);
 	}
 	rc = 0;
 out:
@@ -873,10 +946,10 @@ int bp_sb_recheck(const struct bp_plan *p, const struct bp_costmodel *cm, struct
 			goto out;
 		}
 		for (size_t i = 0; !measured && i < c.t->nx; i++)
-			if (fabs(want->ema_k[i] - c.ema[i]) > 1.5e-3) {
+			if (fabs(want->ema_k[i] - c.pub[i]) > 1.5e-3) {
 				bp_errorf(err, "step %zu: ema_k[%zu] is %.3f, the moving average of the "
 					  "earlier steps' budgets gives %.3f", s, i, want->ema_k[i],
-					  c.ema[i]);
+					  c.pub[i]);
 				goto out;
 			}
 		sc.npipes = st->npipes;
@@ -919,6 +992,7 @@ int bp_sb_recheck(const struct bp_plan *p, const struct bp_costmodel *cm, struct
 						goto out;
 					}
 			}
+		sb_publish(&c, s);
 		rec_release(&rec);
 		memset(&rec, 0, sizeof(rec));
 		bp_step_release(&sc);
