@@ -246,7 +246,11 @@ static void print_table(const struct result *r, size_t n, int timing)
 		wmin = fmin(wmin, r[i].s.model_tflop);
 		wmax = fmax(wmax, r[i].s.model_tflop);
 	}
-	printf("%-10s %-5s %11s %11s %8s %8s %11s %6s %9s %9s %9s %7s %9s", "method", "docs",
+	int mw = 10; /* the method column: as wide as the longest name ("sparsebalance") */
+	for (size_t i = 0; i < n; i++)
+		if ((int)strlen(r[i].method) > mw)
+			mw = (int)strlen(r[i].method);
+	printf("%-*s %-5s %11s %11s %8s %8s %11s %6s %9s %9s %9s %7s %9s", mw, "method", "docs",
 	       "step mean", "step p95", "ktok/s", "speedup", "TFLOP/s/GPU", "MFU", "imb(WLB)",
 	       "imb(SB)", "gap(Hyd)", "bubble", "peak mem");
 	if (timing)
@@ -257,8 +261,8 @@ static void print_table(const struct result *r, size_t n, int timing)
 		char sp[16] = "-";
 		if (base > 0)
 			snprintf(sp, sizeof(sp), "%.3fx", s->model_tflops_per_gpu / base);
-		printf("%-10s %-5s %8.2f ms %8.2f ms %8.1f %8s %11.1f %5.1f%% %9.3f %9.3f %9.3f "
-		       "%6.1f%% %5.1f GiB", r[i].method, r[i].trained, s->step_mean_us / 1e3,
+		printf("%-*s %-5s %8.2f ms %8.2f ms %8.1f %8s %11.1f %5.1f%% %9.3f %9.3f %9.3f "
+		       "%6.1f%% %5.1f GiB", mw, r[i].method, r[i].trained, s->step_mean_us / 1e3,
 		       s->step_p95_us / 1e3, s->tokens_per_s / 1e3, sp, s->model_tflops_per_gpu,
 		       100.0 * s->mfu, s->imb_wlb_mean, s->imb_sb_mean, s->gap_hyd_mean,
 		       100.0 * s->bubble_mean, s->peak_mem / 1073741824.0);
