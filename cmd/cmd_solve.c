@@ -15,6 +15,7 @@
 #include "jsonutil.h"
 #include "method.h"
 #include "solve.h"
+#include "sparse_dst.h"
 
 static void solve_usage(FILE *f)
 {
@@ -246,7 +247,11 @@ static void print_table(const struct result *r, size_t n, int timing)
 		wmin = fmin(wmin, r[i].s.model_tflop);
 		wmax = fmax(wmax, r[i].s.model_tflop);
 	}
-	printf("%-10s %-5s %11s %11s %8s %8s %11s %6s %9s %9s %9s %7s %9s", "method", "docs",
+	int mw = 10; /* the method column: as wide as the longest name ("sparsebalance") */
+	for (size_t i = 0; i < n; i++)
+		if ((int)strlen(r[i].method) > mw)
+			mw = (int)strlen(r[i].method);
+	printf("%-*s %-5s %11s %11s %8s %8s %11s %6s %9s %9s %9s %7s %9s", mw, "method", "docs",
 	       "step mean", "step p95", "ktok/s", "speedup", "TFLOP/s/GPU", "MFU", "imb(WLB)",
 	       "imb(SB)", "gap(Hyd)", "bubble", "peak mem");
 	if (timing)
@@ -257,8 +262,8 @@ static void print_table(const struct result *r, size_t n, int timing)
 		char sp[16] = "-";
 		if (base > 0)
 			snprintf(sp, sizeof(sp), "%.3fx", s->model_tflops_per_gpu / base);
-		printf("%-10s %-5s %8.2f ms %8.2f ms %8.1f %8s %11.1f %5.1f%% %9.3f %9.3f %9.3f "
-		       "%6.1f%% %5.1f GiB", r[i].method, r[i].trained, s->step_mean_us / 1e3,
+		printf("%-*s %-5s %8.2f ms %8.2f ms %8.1f %8s %11.1f %5.1f%% %9.3f %9.3f %9.3f "
+		       "%6.1f%% %5.1f GiB", mw, r[i].method, r[i].trained, s->step_mean_us / 1e3,
 		       s->step_p95_us / 1e3, s->tokens_per_s / 1e3, sp, s->model_tflops_per_gpu,
 		       100.0 * s->mfu, s->imb_wlb_mean, s->imb_sb_mean, s->gap_hyd_mean,
 		       100.0 * s->bubble_mean, s->peak_mem / 1073741824.0);
@@ -459,7 +464,7 @@ int cmd_solve(int argc, char **argv)
 		return cmd_usage("solve", "--out takes one method; use --out-dir for %zu", nm);
 	int hyd = 0; /* hydraulis among the methods: its candidates and profile */
 	for (size_t i = 0; i < nm; i++)
-		hyd |= !bp_method_in_all(list[i]);
+		hyd |= list[i]->solve == bp_method_hydraulis;
 	if (strategies && !hyd)
 		return cmd_usage("solve", "--strategies is for method hydraulis (-m hydraulis)");
 	if (strategies) {
@@ -513,6 +518,9 @@ int cmd_solve(int argc, char **argv)
 	bp_profile_init(&prof);
 	bp_profile_init(&hprof);
 	bp_hyd_set_init(&hset);
+	struct bp_sb_coverage sbcov; /* sparsebalance's sb_coverage=measured:FILE */
+	bp_sb_coverage_init(&sbcov);
+	int have_sbcov = 0;
 	struct bp_scheme sc = {(int)tp, (int)cp, (int)pp};
 	if (cmd_load_dataset(dataset, jsonl_field, &ds, ds_sha, &err) < 0) {
 		rc = cmd_error("%s", err.text);
@@ -575,6 +583,15 @@ int cmd_solve(int argc, char **argv)
 		rc = cmd_error("%s", err.text);
 		goto out;
 	}
+	for (size_t i = 0; i < nparams; i++)
+		if (!strcmp(params[i].key, "sb_coverage") &&
+		    !strncmp(params[i].value, "measured:", 9)) {
+			if (cmd_load_coverage(params[i].value + 9, &sbcov, &err) < 0) {
+				rc = cmd_error("%s", err.text);
+				goto out;
+			}
+			have_sbcov = 1;
+		}
 	if (hyd) {
 		struct cmd_hyd_req hr = {strategies, &ds, ds_sha, profile, gpu, model, (int)gpus,
 					 sc, max_tokens, tps, dps, overlen};
@@ -604,10 +621,12 @@ int cmd_solve(int argc, char **argv)
 			.profile_sha = prof_sha,
 		};
 		const struct bp_profile *use = &prof;
-		if (!bp_method_in_all(list[i])) {
+		if (list[i]->solve == bp_method_hydraulis) {
 			use = &hprof;
 			o.profile_sha = hprof_sha;
 			o.method_input = &hset;
+		} else if (have_sbcov) {
+			o.method_input = &sbcov;
 		}
 		struct bp_param mine[32];
 		size_t nmine = 0;
@@ -680,5 +699,6 @@ out:
 	bp_profile_release(&prof);
 	bp_profile_release(&hprof);
 	bp_hyd_set_release(&hset);
+	bp_sb_coverage_release(&sbcov);
 	return rc;
 }

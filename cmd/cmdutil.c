@@ -10,6 +10,7 @@
 
 #include "analytic.h"
 #include "jsonutil.h"
+#include "sparse_dst.h"
 
 int cmd_error(const char *fmt, ...)
 {
@@ -230,6 +231,25 @@ int cmd_load_dataset(const char *spec, const char *jsonl_field, struct bp_datase
 static int profile_cb(void *out, json_t *root, struct bp_error *err)
 {
 	return bp_profile_from_json(out, root, err);
+}
+
+static int coverage_cb(void *out, json_t *root, struct bp_error *err)
+{
+	return bp_sb_coverage_from_json(out, root, err);
+}
+
+int cmd_load_coverage(const char *path, struct bp_sb_coverage *c, struct bp_error *err)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	if (cmd_read_file(path, &buf, &len, err) < 0)
+		return bp_error_prefix(err, "cannot read coverage file '%s'", path);
+	bp_sha256_hex(buf, len, c->sha);
+	int rc = bp_json_parse_text(buf, len, coverage_cb, c, err);
+	free(buf);
+	if (rc < 0)
+		return bp_error_prefix(err, "cannot read coverage file '%s'", path);
+	return 0;
 }
 
 int cmd_load_profile(const char *path, struct bp_profile *p, char sha[65],

@@ -55,6 +55,11 @@ int cmd_write_file(const char *path, const char *data, size_t len, struct bp_err
 int cmd_load_dataset(const char *spec, const char *jsonl_field, struct bp_dataset *ds,
 		     char sha[65], struct bp_error *err);
 
+/* Loads a balplan.coverage/v1 file (SparseBalance's measured coverage) into an initialised
+ * c; c->sha gets the sha256 of its bytes. */
+struct bp_sb_coverage;
+int cmd_load_coverage(const char *path, struct bp_sb_coverage *c, struct bp_error *err);
+
 /* Loads a profile file; sha gets the sha256 of its bytes. */
 int cmd_load_profile(const char *path, struct bp_profile *p, char sha[65],
 		     struct bp_error *err);

@@ -20,6 +20,11 @@ static const char *const wlb_ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp
 					     "ilp_work_limit", "ilp_max_vars", "queues",
 					     "thresholds", "max_len_factor", "max_delay",
 					     "release", NULL};
+static const char *const sb_params[] = {"sb_block", "sb_k_base", "sb_k_set", "sb_anchor",
+					"sb_p", "sb_coverage", "sb_k90", "sb_cov_layer_slope",
+					"sb_ema", "sb_batching", "sb_dst", "sb_mbs",
+					"sb_cardinality", "sb_time", "sb_refresh", "sb_packer",
+					NULL};
 
 static const struct bp_method methods[] = {
 	{"plain", bp_method_plain,
@@ -52,11 +57,21 @@ static const struct bp_method methods[] = {
 	{"hydraulis", bp_method_hydraulis,
 	 "per-step heterogeneous strategy: dispatch (Alg. 1), packing (Eq. 1), selection",
 	 "Hydraulis Sec. 5-7, Eq. 1-4, Alg. 1", hyd_params, &bp_record_hydraulis, NULL},
+	{"sparsebalance", bp_method_sparsebalance,
+	 "MoBA sparse attention: sparsity-aware batching and per-layer dynamic sparsity tuning",
+	 "SparseBalance Sec. IV, Eq. 3-10, Alg. 1-2", sb_params, &bp_record_sparsebalance,
+	 bp_sb_warn},
+	{"sb-lbb", bp_method_sb_lbb,
+	 "MoBA sparse attention: length-balanced batching with dynamic sparsity tuning",
+	 "SparseBalance Sec. V-B3 (LBB) with Sec. IV-A, Alg. 1", sb_params,
+	 &bp_record_sparsebalance, bp_sb_warn},
 };
 
 int bp_method_in_all(const struct bp_method *m)
 {
-	return m->solve != bp_method_hydraulis;
+	/* sparsebalance and sb-lbb need cp 1 and a profile's sparse table */
+	return m->solve != bp_method_hydraulis && m->solve != bp_method_sparsebalance &&
+	       m->solve != bp_method_sb_lbb;
 }
 
 size_t bp_method_count(void)

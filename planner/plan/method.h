@@ -86,6 +86,19 @@ int bp_method_kk(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 int bp_method_hydraulis(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 			struct bp_plan *out, struct bp_error *err);
 extern const struct bp_record_ops bp_record_hydraulis; /* methods/hydraulis.c */
+int bp_method_sparsebalance(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+			    struct bp_plan *out, struct bp_error *err);
+int bp_method_sb_lbb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		     struct bp_plan *out, struct bp_error *err);
+extern const struct bp_record_ops bp_record_sparsebalance; /* methods/sparsebalance.c */
+void bp_sb_warn(const struct bp_plan *p, char *buf, size_t n);
+/* `balplan check` for sparsebalance / sb-lbb plans (specs/sparsebalance.md sec. 14): re-runs
+ * Alg. 1 on the plan's packing with its recorded parameters on cm (layout 0's pipeline 0)
+ * and compares every step's Spar state, T_anchor, k_anchor and per-layer budget. With
+ * measured coverage the file is not at hand, so a bottleneck micro-batch's budgets and the
+ * Spar state (which follows them) are left to the record's validate hook. Returns 0 or -1 with err naming the first difference. */
+int bp_sb_recheck(const struct bp_plan *p, const struct bp_costmodel *cm,
+		  struct bp_error *err);
 
 /* Reads an integer / real method parameter from the plan, or records the default there.
  * Fails naming the parameter when the value is not a number in [lo, hi]. */

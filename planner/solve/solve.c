@@ -393,6 +393,11 @@ int bp_plan_check(const struct bp_plan *p, const struct bp_profile *prof,
 		goto out;
 	if (bp_plan_validate(p, &costs, err) < 0)
 		goto out;
+	if (m->record == &bp_record_sparsebalance && p->nlayouts) { /* every budget re-derived */
+		const struct bp_costmodel *cm = bp_costs_pipe(&costs, &p->layouts[0], 0, err);
+		if (!cm || bp_sb_recheck(p, cm, err) < 0)
+			goto out;
+	}
 	if (copy_decisions(p, &q, err) < 0)
 		goto out;
 	bp_costs_release(&costs);

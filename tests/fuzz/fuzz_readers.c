@@ -5,6 +5,7 @@
  *   4 balexec's Slurm hostlist and port list   5 dataset (plain text)       6 dataset (JSONL)
  *   7 balplan argument vectors: arguments separated by newlines, run in-process through the
  *     subcommand functions of cmd/ (commands.h), which return their status and never exit
+ *   8 SparseBalance coverage file (balplan.coverage/v1), read and sampled
  * Built without FUZZ_TARGET, the first byte picks the target (the old single harness).
  * A reader must return 0 or -1 with a message, a command 0-3, never crash, leak or read out
  * of bounds (ASan+UBSan). */
@@ -20,6 +21,7 @@
 #include "plan.h"
 #include "profile.h"
 #include "rendezvous.h"
+#include "sparse_dst.h"
 #include "trace.h"
 #include "validate.h"
 #ifdef FUZZ_CLI
@@ -27,6 +29,11 @@
 
 #include "commands.h"
 #endif
+
+static int coverage_cb(void *out, json_t *root, struct bp_error *err)
+{
+	return bp_sb_coverage_from_json(out, root, err);
+}
 
 static int profile_cb(void *out, json_t *root, struct bp_error *err)
 {
@@ -157,6 +164,26 @@ static void run(int target, const char *text, size_t len)
 		run_cli(text, len);
 		break;
 #endif
+	case 8: {
+		struct bp_sb_coverage c;
+		bp_sb_coverage_init(&c);
+		if (bp_json_parse_text(text, len, coverage_cb, &c, &err) < 0) {
+			if (!err.text[0])
+				abort();
+		} else {
+			/* every read file can be sampled at every bin edge, layer and p */
+			for (size_t b = 0; b < c.nbins; b++)
+				for (int l = 0; l < c.layers; l++)
+					for (size_t ip = 0; ip < c.np; ip++) {
+						int k = bp_sb_coverage_kcov(&c, c.bins[b].lo, l, ip, 1,
+									    (int64_t)b, &err);
+						if (k < 1 || k > c.k_base)
+							abort();
+					}
+		}
+		bp_sb_coverage_release(&c);
+		break;
+	}
 	}
 }
 
@@ -169,7 +196,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #else
 	if (size < 1)
 		return 0;
-	run(data[0] % 8, (const char *)data + 1, size - 1);
+	run(data[0] % 9, (const char *)data + 1, size - 1);
 #endif
 	return 0;
 }
