@@ -15,7 +15,9 @@
  *   trimmed at each tile's causal limit);
  * - where every document is dense under its budget, the dense kernel gives the same O and
  *   gradients (< 1e-2).
- * Also: bad shapes are refused with -1 and a message. With --time, a timing table of the
+ * With every block's keys equal (all scores tie) the lists must be exactly the reference's
+ * (the lowest k - 1 indices). Also, before looking for a device (so without one too): bad
+ * shapes are refused with -1 and a message, and the workspace size is as counted by hand. With --time, a timing table of the
  * forward (selection included) and the backward over (x, k), medians of 10 runs after 3
  * warm-ups, next to the dense kernel (correctness first, timing apart). --quick runs the
  * first five layouts only (for compute-sanitizer).
@@ -54,6 +56,7 @@ struct layout {
 	int heads, kv_heads, d, block, k;
 	std::vector<int> lens;
 	std::vector<int> kseg; /* empty: k for every document */
+	bool ties = false;     /* every block's keys a copy of block 0's: all scores tie */
 };
 
 static uint64_t splitmix(uint64_t *s)
@@ -186,6 +189,16 @@ static int run_layout(const layout &L, uint64_t seed)
 	fill(hk, k, nk, &rng);
 	fill(hv, v, nk, &rng);
 	fill(hdo, dout, nq, &rng);
+	if (L.ties) { /* equal block means, so equal scores in fp32 and float64 alike */
+		const size_t row = (size_t)L.kv_heads * L.d;
+		for (int i = 0; i < nseg; i++)
+			for (int r = L.block; r < L.lens[i]; r++) {
+				const size_t to = ((size_t)cu[i] + r) * row;
+				const size_t from = ((size_t)cu[i] + r % L.block) * row;
+				memcpy(&hk[to], &hk[from], row * sizeof(hk[0]));
+				memcpy(&k[to], &k[from], row * sizeof(k[0]));
+			}
+	}
 
 	struct bp_sparse_shape s;
 	memset(&s, 0, sizeof s);
@@ -333,6 +346,11 @@ static int run_layout(const layout &L, uint64_t seed)
 	       "wrong %s\n", L.name.c_str(), (long long)same, (long long)ties, (long long)wrong,
 	       wrong ? "FAIL" : "ok");
 	bad += wrong != 0;
+	if (L.ties && ties) { /* exact ties must break to the lower index, as the reference */
+		printf("test_sparse_attention: %-16s FAIL: exact ties broken differently\n",
+		       L.name.c_str());
+		bad++;
+	}
 	const bool vis_ok = wrong || visits == want_visits;
 	printf("test_sparse_attention: %-16s tile visits %llu, lists name %llu %s\n",
 	       L.name.c_str(), visits, want_visits, vis_ok ? "ok" : "FAIL");
@@ -417,6 +435,37 @@ static int expect_reject(const char *label, int head_dim, int block, int k, cons
 	bool ok = rc == -1 && strstr(err.text, needle) != nullptr && bp_sparse_workspace(&s) == 0;
 	printf("test_sparse_attention: %s rejected: rc %d, \"%s\" %s\n", label, rc, err.text,
 	       ok ? "ok" : "FAIL");
+	return ok ? 0 : 1;
+}
+
+/* The workspace of a known shape, counted by hand from attn_sparse.h: two documents of 1000
+ * and 300 tokens, heads 8, kv_heads 2, head_dim 128, B 256, k 3. */
+static int check_workspace(void)
+{
+	struct bp_sparse_shape s;
+	memset(&s, 0, sizeof s);
+	s.nseg = 2;
+	s.heads = 8;
+	s.kv_heads = 2;
+	s.head_dim = 128;
+	s.total = 1300;
+	s.max_len = 1000;
+	s.block = 256;
+	s.k = 3;
+	s.scale = 0.125f;
+	auto up = [](size_t x) { return (x + 255) / 256 * 256; };
+	const size_t nb = 1300 / 256 + 2, nt = 1300 / 64 + 2, cap = 3; /* min(k, 4 blocks) */
+	size_t want = up(nb * 2 * 128 * 4);      /* block means */
+	want = up(want + nt * 8 * 4);             /* list lengths */
+	want = up(want + nt * 8 * cap * 4);       /* lists */
+	want = up(want + 1300 * 8 * 128 * 4);     /* dQ accumulator */
+	want = up(want + 1300 * 8 * 4);           /* row sums */
+	const size_t got = bp_sparse_workspace(&s);
+	s.max_len = 1301; /* longer than the total: refused */
+	const size_t bad_shape = bp_sparse_workspace(&s);
+	const bool ok = got == want && bad_shape == 0;
+	printf("test_sparse_attention: workspace %zu bytes, counted %zu; max_len > total: %zu %s\n",
+	       got, want, bad_shape, ok ? "ok" : "FAIL");
 	return ok ? 0 : 1;
 }
 
@@ -554,6 +603,16 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	/* The host-side checks need no device: they run (and can fail) everywhere. */
+	int bad = 0;
+	bad += expect_reject("head_dim 96", 96, 256, 4, "head_dim 96");
+	bad += expect_reject("block 100", 128, 100, 4, "block 100 is not a positive multiple of 64");
+	bad += expect_reject("k 0", 128, 256, 0, "budget k 0 is below 1");
+	bad += check_workspace();
+	if (bad) {
+		printf("test_sparse_attention: FAILED\n");
+		return 1;
+	}
 	int ndev = 0;
 	cudaError_t e = cudaGetDeviceCount(&ndev);
 	if (e != cudaSuccess || ndev == 0) {
@@ -577,13 +636,10 @@ int main(int argc, char **argv)
 		layouts.push_back(L);
 	}
 	layouts.push_back({"long-3000-k4", 8, 2, 128, 256, 4, {3000}, {}});
-	int bad = 0;
+	layouts.push_back({"ties-b128-k3", 4, 2, 64, 128, 3, {1000, 700}, {}, true});
 	uint64_t seed = 20261123;
 	for (size_t i = 0; i < layouts.size() && (!quick || i < 5); i++)
 		bad += run_layout(layouts[i], seed++);
-	bad += expect_reject("head_dim 96", 96, 256, 4, "head_dim 96");
-	bad += expect_reject("block 100", 128, 100, 4, "block 100 is not a positive multiple of 64");
-	bad += expect_reject("k 0", 128, 256, 0, "budget k 0 is below 1");
 	if (time_it && !bad)
 		bad += timing();
 	printf("test_sparse_attention: %s\n", bad ? "FAILED" : "all passed");
