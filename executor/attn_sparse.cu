@@ -843,6 +843,12 @@ int check_inputs(const struct bp_sparse_shape *s, const int32_t *cu, const int32
 
 } /* namespace */
 
+extern "C" int bp_sparse_check(const struct bp_sparse_shape *s, struct bp_error *err)
+{
+	ws_layout w;
+	return check_and_layout(s, "sparse attention", &w, err);
+}
+
 extern "C" size_t bp_sparse_workspace(const struct bp_sparse_shape *s)
 {
 	ws_layout w;

@@ -52,6 +52,10 @@ struct bp_sparse_shape {
 				     * tiles it visited over all (query tile, head); NULL: none */
 };
 
+/* Checks the shape (file comment) without touching the device: 0, or -1 with err naming the
+ * problem as the functions below would. */
+int bp_sparse_check(const struct bp_sparse_shape *s, struct bp_error *err);
+
 /* Bytes of device workspace the functions below need for this shape: the block means, the
  * lists, and the backward's fp32 dQ accumulator and dO.O row sums. 0 for a bad shape. */
 size_t bp_sparse_workspace(const struct bp_sparse_shape *s);

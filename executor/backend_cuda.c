@@ -1243,13 +1243,10 @@ static int cuda_attn_sparse(void *stp, const struct bp_attn *a, struct bp_error 
 	ss.k = a->k;
 	ss.max_k = a->k;
 	ss.scale = 1.0f / sqrtf((float)d.hd);
-	const size_t wsb = bp_sparse_workspace(&ss);
-	if (!wsb) {
-		struct bp_sparse_lists li; /* names what the shape breaks */
-		bp_sparse_lists(&ss, NULL, &li, err);
+	if (bp_sparse_check(&ss, err) < 0)
 		return bp_error_prefix(err, "step %lld micro-batch %lld", (long long)a->wait->step,
 				       (long long)a->wait->mb);
-	}
+	const size_t wsb = bp_sparse_workspace(&ss);
 	if ((rc = throttle(st, a->wait, err)) != 0)
 		return rc;
 	if (attn_buffers(st, &d, total, total, err) < 0 ||

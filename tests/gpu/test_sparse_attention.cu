@@ -432,7 +432,10 @@ static int expect_reject(const char *label, int head_dim, int block, int k, cons
 	err.text[0] = '\0';
 	int rc = bp_sparse_fwd(&s, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
 			       nullptr, nullptr, &err);
-	bool ok = rc == -1 && strstr(err.text, needle) != nullptr && bp_sparse_workspace(&s) == 0;
+	struct bp_error err2;
+	err2.text[0] = '\0';
+	bool ok = rc == -1 && strstr(err.text, needle) != nullptr && bp_sparse_workspace(&s) == 0 &&
+		  bp_sparse_check(&s, &err2) == -1 && strstr(err2.text, needle) != nullptr;
 	printf("test_sparse_attention: %s rejected: rc %d, \"%s\" %s\n", label, rc, err.text,
 	       ok ? "ok" : "FAIL");
 	return ok ? 0 : 1;
