@@ -310,7 +310,8 @@ __global__ void __launch_bounds__(NTHREAD) sp_fwd_kernel(fwd_args a)
 
 	const int h = blockIdx.y;
 	const int kvh = h / (a.heads / a.kv_heads);
-	const int64_t gt = (int64_t)gridDim.x - 1 - blockIdx.x; /* long documents' last tiles first */
+	/* Reverse order: long documents' last (longest-running) tiles first. */
+	const int64_t gt = (int64_t)gridDim.x - 1 - blockIdx.x;
 	int seg;
 	const int tile = find_item(a.cu, a.nseg, BM, gt, &seg);
 	const int64_t start = a.cu[seg];
@@ -357,7 +358,8 @@ __global__ void __launch_bounds__(NTHREAD) sp_fwd_kernel(fwd_args a)
 #pragma unroll
 				for (int kk = 0; kk < D / 16; kk++) {
 					frag_bt kf;
-					wmma::load_matrix_sync(kf, ks + jj * 16 * LDH + kk * 16, LDH);
+					wmma::load_matrix_sync(kf, ks + jj * 16 * LDH + kk * 16,
+							       LDH);
 					wmma::mma_sync(s, qf[kk], kf, s);
 				}
 				wmma::store_matrix_sync(scr + jj * 16, s, LDF, wmma::mem_row_major);
@@ -401,7 +403,8 @@ __global__ void __launch_bounds__(NTHREAD) sp_fwd_kernel(fwd_args a)
 #pragma unroll
 				for (int kk = 0; kk < BN / 16; kk++) {
 					frag_b vf;
-					wmma::load_matrix_sync(vf, vs + kk * 16 * LDH + jj * 16, LDH);
+					wmma::load_matrix_sync(vf, vs + kk * 16 * LDH + jj * 16,
+							       LDH);
 					wmma::mma_sync(o, pf[kk], vf, o);
 				}
 				wmma::store_matrix_sync(scr + jj * 16, o, LDF, wmma::mem_row_major);
@@ -429,8 +432,8 @@ __global__ void __launch_bounds__(NTHREAD) sp_fwd_kernel(fwd_args a)
 		const int r = i / (D / 8), c = i % (D / 8);
 		const int orow = q0 + warp * 16 + r;
 		if (orow < len)
-			*reinterpret_cast<uint4 *>(a.o + ((start + orow) * a.heads + h) * D + c * 8) =
-				to_bf16x8(scr + r * LDF + c * 8);
+			*reinterpret_cast<uint4 *>(a.o + ((start + orow) * a.heads + h) * D +
+						   c * 8) = to_bf16x8(scr + r * LDF + c * 8);
 	}
 }
 
@@ -567,15 +570,19 @@ __global__ void __launch_bounds__(NTHREAD) sp_bwd_kernel(bwd_args a)
 				for (int kk = 0; kk < D / 16; kk++) {
 					frag_a x;
 					frag_bt y;
-					wmma::load_matrix_sync(x, ks + warp * 16 * LDH + kk * 16, LDH);
+					wmma::load_matrix_sync(x, ks + warp * 16 * LDH + kk * 16,
+							       LDH);
 					wmma::load_matrix_sync(y, qs + j * 16 * LDH + kk * 16, LDH);
 					wmma::mma_sync(s, x, y, s);
-					wmma::load_matrix_sync(x, vs + warp * 16 * LDH + kk * 16, LDH);
-					wmma::load_matrix_sync(y, dos + j * 16 * LDH + kk * 16, LDH);
+					wmma::load_matrix_sync(x, vs + warp * 16 * LDH + kk * 16,
+							       LDH);
+					wmma::load_matrix_sync(y, dos + j * 16 * LDH + kk * 16,
+							       LDH);
 					wmma::mma_sync(dp, x, y, dp);
 				}
 				wmma::store_matrix_sync(scr + j * 16, s, LDS, wmma::mem_row_major);
-				wmma::store_matrix_sync(scr2 + j * 16, dp, LDS, wmma::mem_row_major);
+				wmma::store_matrix_sync(scr2 + j * 16, dp, LDS,
+							wmma::mem_row_major);
 			}
 			__syncwarp();
 			/* P = exp(scale S - L), masked entries 0 (causal, document end). */
@@ -584,7 +591,8 @@ __global__ void __launch_bounds__(NTHREAD) sp_bwd_kernel(bwd_args a)
 				const int c = half + 2 * j;
 				const int r = q0 + c;
 				const bool ok = r < len && key < len && key <= r;
-				const float p = ok ? exp2f(scr[rr * LDS + c] * a.scale_log2 - lse2[c]) : 0.f;
+				const float x = scr[rr * LDS + c] * a.scale_log2 - lse2[c];
+				const float p = ok ? exp2f(x) : 0.f;
 				scr[rr * LDS + c] = p;
 				pds[(warp * 16 + rr) * LDP + c] = __float2bfloat16_rn(p);
 			}
@@ -597,7 +605,8 @@ __global__ void __launch_bounds__(NTHREAD) sp_bwd_kernel(bwd_args a)
 #pragma unroll
 				for (int j = 0; j < D / 16; j++) {
 					frag_b y;
-					wmma::load_matrix_sync(y, dos + kk * 16 * LDH + j * 16, LDH);
+					wmma::load_matrix_sync(y, dos + kk * 16 * LDH + j * 16,
+							       LDH);
 					wmma::mma_sync(dv[j], x, y, dv[j]);
 				}
 			}
@@ -632,7 +641,8 @@ __global__ void __launch_bounds__(NTHREAD) sp_bwd_kernel(bwd_args a)
 				for (int kk = 0; kk < BN / 16; kk++) {
 					frag_at x;
 					frag_b y;
-					wmma::load_matrix_sync(x, pds + kk * 16 * LDP + warp * 16, LDP);
+					wmma::load_matrix_sync(x, pds + kk * 16 * LDP + warp * 16,
+							       LDP);
 					wmma::load_matrix_sync(y, ks + kk * 16 * LDH + j * 16, LDH);
 					wmma::mma_sync(dq, x, y, dq);
 				}
@@ -641,10 +651,12 @@ __global__ void __launch_bounds__(NTHREAD) sp_bwd_kernel(bwd_args a)
 				if (qrow0 < len) {
 					for (int e = lane; e < 256; e += 32) {
 						const int i = e >> 4, c = e & 15;
-						if (qrow0 + i < len)
-							atomicAdd(a.dq_ws + ((start + qrow0 + i) * a.heads + h) * D +
-									  j * 16 + c,
+						if (qrow0 + i < len) {
+							const int64_t qr = start + qrow0 + i;
+							const int64_t at = (qr * a.heads + h) * D;
+							atomicAdd(a.dq_ws + at + j * 16 + c,
 								  scr[i * LDS + c] * a.scale);
+						}
 					}
 				}
 				__syncwarp();
@@ -669,7 +681,8 @@ __global__ void __launch_bounds__(NTHREAD) sp_bwd_kernel(bwd_args a)
 				for (int e = 0; e < 8; e++)
 					x[e] = scr[r * LDO + c * 8 + e] * mul;
 				*reinterpret_cast<uint4 *>(
-					out + ((start + krow) * a.kv_heads + kvh) * D + c * 8) = to_bf16x8(x);
+					out + ((start + krow) * a.kv_heads + kvh) * D + c * 8) =
+					to_bf16x8(x);
 			}
 		}
 		__syncwarp();
@@ -682,7 +695,8 @@ __global__ void sp_dq_convert_kernel(const float4 *__restrict__ ws, uint2 *dq, i
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4;
 	     i += (int64_t)gridDim.x * blockDim.x) {
 		const float4 x = ws[i];
-		__nv_bfloat162 h[2] = {__floats2bfloat162_rn(x.x, x.y), __floats2bfloat162_rn(x.z, x.w)};
+		__nv_bfloat162 h[2] = {__floats2bfloat162_rn(x.x, x.y),
+				       __floats2bfloat162_rn(x.z, x.w)};
 		uint2 u;
 		memcpy(&u, h, sizeof u);
 		dq[i] = u;
@@ -797,10 +811,11 @@ int launch_select(const struct bp_sparse_shape *s, const ws_layout &w, const sel
 		return -1;
 	const size_t bytes = (size_t)w.nsort * 8 + (size_t)D * 4;
 	if (cuda_check(cudaFuncSetAttribute(sp_select_kernel<D>,
-					    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
-		       what, err))
+					    cudaFuncAttributeMaxDynamicSharedMemorySize,
+					    (int)bytes), what, err))
 		return -1;
-	sp_select_kernel<D><<<dim3((unsigned)w.nt_pad, (unsigned)s->heads), NTHREAD, bytes, st>>>(a);
+	const dim3 grid((unsigned)w.nt_pad, (unsigned)s->heads);
+	sp_select_kernel<D><<<grid, NTHREAD, bytes, st>>>(a);
 	return cuda_check(cudaGetLastError(), what, err);
 }
 
@@ -836,7 +851,8 @@ int check_inputs(const struct bp_sparse_shape *s, const int32_t *cu, const int32
 		 struct bp_error *err)
 {
 	const int has = s->total > 0 ? 16 : 0;
-	return check_ptr(cu, 4, what, "cu", err) || (k_seg && check_ptr(k_seg, 4, what, "k_seg", err)) ||
+	return check_ptr(cu, 4, what, "cu", err) ||
+	       (k_seg && check_ptr(k_seg, 4, what, "k_seg", err)) ||
 	       check_ptr(q, has, what, "q", err) || check_ptr(k, has, what, "k", err) ||
 	       check_ptr(ws, has, what, "ws", err);
 }
@@ -958,11 +974,12 @@ int launch_bwd(const struct bp_sparse_shape *s, const ws_layout &w, const bwd_ar
 		return -1;
 	const size_t bytes = bwd_smem<D>::bytes;
 	if (cuda_check(cudaFuncSetAttribute(sp_bwd_kernel<D>,
-					    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
-		       what, err))
+					    cudaFuncAttributeMaxDynamicSharedMemorySize,
+					    (int)bytes), what, err))
 		return -1;
 	/* Key tiles are numbered like query tiles (BN == BM). */
-	sp_bwd_kernel<D><<<dim3((unsigned)w.nt_pad, (unsigned)s->kv_heads), NTHREAD, bytes, st>>>(a);
+	const dim3 grid((unsigned)w.nt_pad, (unsigned)s->kv_heads);
+	sp_bwd_kernel<D><<<grid, NTHREAD, bytes, st>>>(a);
 	if (cuda_check(cudaGetLastError(), what, err))
 		return -1;
 	const int64_t n4 = rows * D / 4;

@@ -419,9 +419,9 @@ static int run(const struct bp_sparse_ref_shape *s, const struct keysrc *src, in
 					const int64_t la = (int64_t)h * total + base + r;
 					const int n = row_keys(s, src, i, t, h, r, keys);
 					if (n == 0) {
-						rc = bp_errorf(err, "sparse attention reference: row "
-							       "%d of segment %d, head %d sees no key "
-							       "(the own block is missing)", r, i, h);
+						rc = bp_errorf(err, "sparse attention reference: "
+							       "row %d of segment %d, head %d sees "
+							       "no key (no own block)", r, i, h);
 						goto out;
 					}
 					if (!bwd)
