@@ -7,8 +7,8 @@
  * accumulation): QKV, O, FFN (up, gated 2 x ffn / tp wide, and down) or the LM head (vocab /
  * tp wide, in chunks of LM_CHUNK rows); backward the two GEMMs of each (dX and dW).
  * attn_dense runs executor/attn.h's varlen causal attention over the segments it is given
- * (a CP shard's, or the CA-tasks a DistCA server runs); attn_sparse is not supported yet
- * (no block-sparse kernel: `unsupported` says so before the backend starts). Weights (one
+ * (a CP shard's, or the CA-tasks a DistCA server runs); attn_sparse runs
+ * executor/attn_sparse.h's block-sparse (MoBA top-k) kernels at the layer's budget. Weights (one
  * layer's, shared by all layers: only the time matters) and activations are allocated on
  * first use, sized for the largest call seen, grown on demand in stream order, and filled
  * once with small seeded values; inputs are never overwritten by outputs, so no value grows
@@ -75,6 +75,7 @@
 #include <unistd.h>
 
 #include "attn.h"
+#include "attn_sparse.h"
 #include "engine.h"
 
 #define CARRY_MAX 65536            /* p2p messages up to this many bytes carry their bytes */
@@ -1107,6 +1108,29 @@ static int upload_cu(struct cuda *st, const int64_t (*seg)[2], size_t nseg,
 	return 0;
 }
 
+/* The attention buffers for tq query and tkv key rows (ensure only grows, in stream order). */
+static int attn_buffers(struct cuda *st, const struct dims *d, int64_t tq, int64_t tkv,
+			struct bp_error *err)
+{
+	size_t b2 = 2, q = (size_t)tq, k = (size_t)tkv, nq = (size_t)d->nq, nkv = (size_t)d->nkv;
+	struct {
+		struct dbuf *b;
+		size_t bytes;
+		int fill;
+	} need[] = {
+		{&st->q, q * nq * b2, FILL_BF16},      {&st->o, q * nq * b2, FILL_BF16},
+		{&st->dob, q * nq * b2, FILL_BF16},    {&st->dq, q * nq * b2, FILL_NONE},
+		{&st->lse, q * (size_t)d->hl * 4, FILL_LSE}, {&st->k, k * nkv * b2, FILL_BF16},
+		{&st->v, k * nkv * b2, FILL_BF16},     {&st->dk, k * nkv * b2, FILL_NONE},
+		{&st->dv, k * nkv * b2, FILL_NONE},
+	};
+	for (size_t i = 0; i < BP_ARRAY_LEN(need); i++)
+		if (ensure(st, need[i].b, need[i].bytes, need[i].fill, "attention buffers",
+			   st->stream, err) < 0)
+			return -1;
+	return 0;
+}
+
 /* Dense varlen causal attention (attn.h) over the segments: one call per layer, forward or
  * backward (FlashAttention-2 Algorithms 1 and 2). A CP shard's segments (kv >= q, K and V
  * all-gathered before) or the CA-tasks a server runs (DistCA: q = the task's queries, kv
@@ -1145,22 +1169,8 @@ static int cuda_attn_dense(void *stp, const struct bp_attn *a, struct bp_error *
 	as.scale = 1.0f / sqrtf((float)d.hd);
 	if ((rc = throttle(st, a->wait, err)) != 0)
 		return rc;
-	size_t b2 = 2, q = (size_t)tq, k = (size_t)tkv, nq = (size_t)d.nq, nkv = (size_t)d.nkv;
-	struct {
-		struct dbuf *b;
-		size_t bytes;
-		int fill;
-	} need[] = {
-		{&st->q, q * nq * b2, FILL_BF16},      {&st->o, q * nq * b2, FILL_BF16},
-		{&st->dob, q * nq * b2, FILL_BF16},    {&st->dq, q * nq * b2, FILL_NONE},
-		{&st->lse, q * (size_t)d.hl * 4, FILL_LSE}, {&st->k, k * nkv * b2, FILL_BF16},
-		{&st->v, k * nkv * b2, FILL_BF16},     {&st->dk, k * nkv * b2, FILL_NONE},
-		{&st->dv, k * nkv * b2, FILL_NONE},
-	};
-	for (size_t i = 0; i < BP_ARRAY_LEN(need); i++)
-		if (ensure(st, need[i].b, need[i].bytes, need[i].fill, "attention buffers",
-			   st->stream, err) < 0)
-			return -1;
+	if (attn_buffers(st, &d, tq, tkv, err) < 0)
+		return -1;
 	if (a->bwd && ensure(st, &st->ws, bp_attn_bwd_workspace(&as), FILL_NONE,
 			     "the attention workspace", st->stream, err) < 0)
 		return -1;
@@ -1179,20 +1189,85 @@ static int cuda_attn_dense(void *stp, const struct bp_attn *a, struct bp_error *
 	return queued(st, err);
 }
 
-#define SPARSE_WHY "the block-sparse (MoBA top-k) attention kernel is not written yet"
-
+/* Block-sparse (MoBA top-k) attention (attn_sparse.h; SparseBalance Sec. II-B Eq. 2,
+ * specs/sparsebalance.md sec. 11.2-11.3): every document of the micro-batch with the layer's
+ * budget k (the plan's sparse_k[layer]; one k per (micro-batch, layer), so every segment
+ * gets it), block B = the plan's sparse_block. Forward: selection, then Alg. 1 over the
+ * selected blocks. Backward: the selection again, then Alg. 2 over them: the lists of this
+ * layer's forward were overwritten by the forwards of the micro-batches in between (a
+ * training framework keeps them per layer, nt x heads x k int32), so the measured backward
+ * carries one more selection (its cost is the gate, about 2 / B of the dense Q K^T, plus a
+ * sort per tile). Selection runs on the synthetic activations: only the number of selected
+ * blocks matters for the time (sec. 11.2). Segments must be whole documents (q == kv: sparse
+ * plans have cp 1) and B a multiple of 64 (the kernel's key tile): anything else is refused
+ * with the reason. */
 static int cuda_attn_sparse(void *stp, const struct bp_attn *a, struct bp_error *err)
 {
-	(void)stp;
-	return bp_errorf(err, "sparse attention (block %d, k %d; step %lld, micro-batch %lld) is "
-			 "not supported by the cuda backend yet: %s", a->block, a->k,
-			 (long long)a->wait->step, (long long)a->wait->mb, SPARSE_WHY);
-}
-
-static const char *cuda_unsupported(enum bp_attn_kind kind)
-{
-	return kind == BP_ATTN_SPARSE ? "not supported by the cuda backend yet (" SPARSE_WHY ")"
-				      : NULL;
+	struct cuda *st = stp;
+	struct dims d;
+	struct bp_sparse_shape ss;
+	int64_t total = 0;
+	int rc;
+	if (check_alive(st, err) < 0)
+		return -1;
+	if (!a->nseg)
+		return 0;
+	if (a->block < 64 || a->block % 64 != 0 || a->k < 1)
+		return bp_errorf(err, "sparse attention (block %d, k %d; step %lld, micro-batch %lld) "
+				 "is not supported by the cuda backend: the block-sparse kernel needs "
+				 "a block that is a positive multiple of 64 tokens and k >= 1",
+				 a->block, a->k, (long long)a->wait->step, (long long)a->wait->mb);
+	model_dims(a->model, a->tp, &d);
+	memset(&ss, 0, sizeof(ss));
+	for (size_t i = 0; i < a->nseg; i++) {
+		if (a->seg[i][0] != a->seg[i][1])
+			return bp_errorf(err, "sparse attention over a segment of %lld queries and "
+					 "%lld keys (step %lld, micro-batch %lld) is not supported by "
+					 "the cuda backend: the block-sparse kernel runs whole documents "
+					 "(cp 1)", (long long)a->seg[i][0], (long long)a->seg[i][1],
+					 (long long)a->wait->step, (long long)a->wait->mb);
+		total += a->seg[i][0];
+		if (a->seg[i][0] > ss.max_len)
+			ss.max_len = (int)a->seg[i][0];
+	}
+	if (total > INT32_MAX || a->nseg > INT32_MAX / 2)
+		return bp_errorf(err, "sparse attention of %lld tokens (step %lld, micro-batch "
+				 "%lld) is too large for the kernels", (long long)total,
+				 (long long)a->wait->step, (long long)a->wait->mb);
+	ss.nseg = (int)a->nseg;
+	ss.heads = (int)d.hl;
+	ss.kv_heads = (int)d.kvl;
+	ss.head_dim = (int)d.hd;
+	ss.total = total;
+	ss.block = a->block;
+	ss.k = a->k;
+	ss.max_k = a->k;
+	ss.scale = 1.0f / sqrtf((float)d.hd);
+	if (bp_sparse_check(&ss, err) < 0)
+		return bp_error_prefix(err, "step %lld micro-batch %lld", (long long)a->wait->step,
+				       (long long)a->wait->mb);
+	const size_t wsb = bp_sparse_workspace(&ss);
+	if ((rc = throttle(st, a->wait, err)) != 0)
+		return rc;
+	if (attn_buffers(st, &d, total, total, err) < 0 ||
+	    ensure(st, &st->ws, wsb, FILL_NONE, "the sparse attention workspace", st->stream,
+		   err) < 0)
+		return -1;
+	if ((rc = upload_cu(st, a->seg, a->nseg, a->wait, err)) != 0)
+		return rc;
+	const int32_t *dcu = st->cu.p; /* the query offsets; q == kv */
+	if (!a->bwd) {
+		if (bp_sparse_fwd(&ss, dcu, NULL, st->q.p, st->k.p, st->v.p, st->o.p, st->lse.p,
+				  st->ws.p, st->stream, err) < 0)
+			return bp_error_prefix(err, "sparse attention forward");
+	} else if (bp_sparse_select(&ss, dcu, NULL, st->q.p, st->k.p, st->ws.p, st->stream,
+				    err) < 0 ||
+		   bp_sparse_bwd(&ss, dcu, st->q.p, st->k.p, st->v.p, st->o.p, st->dob.p,
+				 st->lse.p, st->dq.p, st->dk.p, st->dv.p, st->ws.p, st->stream,
+				 err) < 0) {
+		return bp_error_prefix(err, "sparse attention backward");
+	}
+	return queued(st, err);
 }
 
 /* ---- groups ---- */
@@ -1558,7 +1633,7 @@ const struct bp_backend bp_backend_cuda = {
 	.set_timeout = cuda_set_timeout,
 	.now_us = cuda_now_us,
 	.idle_until = NULL,
-	.unsupported = cuda_unsupported,
+	.unsupported = NULL, /* dense, sparse (attn_sparse.cu) and disaggregated all run */
 	.gemm = cuda_gemm,
 	.attn_dense = cuda_attn_dense,
 	.attn_sparse = cuda_attn_sparse,

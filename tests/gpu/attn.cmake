@@ -13,3 +13,12 @@ set_tests_properties(gpu/attention PROPERTIES ENVIRONMENT "${BP_TEST_ENV}" LABEL
 add_executable(bench_attn ${CMAKE_SOURCE_DIR}/tools/bench/bench_attn.cu)
 target_link_libraries(bench_attn PRIVATE balplan_attn balplan_core)
 set_target_properties(bench_attn PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+
+# The block-sparse (MoBA top-k) kernels (executor/attn_sparse.cu) against the float64 CPU
+# reference (executor/attn_sparse_ref.c) and the dense kernel; `--time` adds the (x, k)
+# timing table (tools/gpu-checks runs it).
+add_executable(test_sparse_attention ${CMAKE_SOURCE_DIR}/tests/gpu/test_sparse_attention.cu)
+target_link_libraries(test_sparse_attention PRIVATE balplan_attn balplan_attn_ref balplan_core)
+add_test(NAME gpu/sparse-attention COMMAND test_sparse_attention)
+set_tests_properties(gpu/sparse-attention PROPERTIES ENVIRONMENT "${BP_TEST_ENV}" LABELS gpu
+  SKIP_RETURN_CODE 77 TIMEOUT 300 RESOURCE_LOCK balplan-gpu)
