@@ -156,8 +156,29 @@ static int push_task(struct bp_task **v, size_t *n, size_t *cap, const struct bp
 	return 0;
 }
 
-int bp_prof_tasks(const struct bp_profile *p, struct bp_task **out, size_t *n,
-		  struct bp_error *err)
+int bp_prof_group(const struct bp_prof_world *w, int inter, int r, int *nodes, int *per)
+{
+	int nn = w && w->per_node > 0 ? w->ranks / w->per_node : 1;
+	*nodes = *per = 0;
+	if (!w || r < 2 || r > w->ranks)
+		return 0;
+	if (!inter) {
+		if (r > w->per_node)
+			return 0;
+		*nodes = 1;
+		*per = r;
+		return 1;
+	}
+	int g = r < nn ? r : nn;
+	if (g < 2 || r % g || r / g > w->per_node)
+		return 0;
+	*nodes = g;
+	*per = r / g;
+	return 1;
+}
+
+int bp_prof_tasks(const struct bp_profile *p, const struct bp_prof_world *w,
+		  struct bp_task **out, size_t *n, struct bp_error *err)
 {
 	struct bp_task *v = NULL, t;
 	size_t cnt = 0, cap = 0;
@@ -168,6 +189,29 @@ int bp_prof_tasks(const struct bp_profile *p, struct bp_task **out, size_t *n,
 	snprintf(t.key, sizeof(t.key), "memory reserved");
 	if (push_task(&v, &cnt, &cap, &t, err) < 0)
 		goto fail;
+	for (size_t a = 0; a < p->ncoll; a++) {
+		const struct bp_coll_table *ct = &p->coll[a];
+		int gn, gp;
+		if (!bp_prof_group(w, ct->inter, ct->ranks, &gn, &gp))
+			continue;
+		for (size_t i = 0; i < ct->n; i++) {
+			memset(&t, 0, sizeof(t));
+			t.kind = BP_TASK_COLL;
+			t.table = a;
+			t.i = i;
+			t.q = (int64_t)llround(ct->bytes[i]);
+			t.op = (int)ct->op;
+			t.inter = ct->inter;
+			t.ranks = ct->ranks;
+			t.gnodes = gn;
+			t.gper = gp;
+			snprintf(t.key, sizeof(t.key), "coll %s %s r=%d b=%lld",
+				 bp_coll_op_name(ct->op), ct->inter ? "inter" : "intra", ct->ranks,
+				 (long long)t.q);
+			if (push_task(&v, &cnt, &cap, &t, err) < 0)
+				goto fail;
+		}
+	}
 	for (size_t a = 0; a < p->nlinear; a++) {
 		const struct bp_linear_table *lt = &p->linear[a];
 		for (size_t i = 0; i < lt->n; i++)
@@ -232,7 +276,8 @@ void bp_state_release(struct bp_state *s)
 	bp_state_init(s);
 }
 
-void bp_prof_signature(const struct bp_prof_opts *o, const char *device, char *out, size_t n)
+void bp_prof_signature(const struct bp_prof_opts *o, const struct bp_prof_world *w,
+		       const char *device, char *out, size_t n)
 {
 	size_t k = (size_t)snprintf(out, n, "gpu=%s,model=%s,max_len=%lld,reps=%d,warmup=%d,tp=",
 				    o->gpu, o->model, (long long)o->max_len, o->reps, o->warmup);
@@ -248,7 +293,8 @@ void bp_prof_signature(const struct bp_prof_opts *o, const char *device, char *o
 		k += (size_t)snprintf(out + k, n - k, "%s%d", ns > 1 ? "/" : "", o->schemes[i].tp);
 	}
 	if (k < n)
-		k += (size_t)snprintf(out + k, n - k, ",device=");
+		k += (size_t)snprintf(out + k, n - k, ",ranks=%d/%d,device=", w ? w->ranks : 1,
+				      w ? w->per_node : 1);
 	for (const char *d = device ? device : "?"; *d && k + 1 < n; d++)
 		out[k++] = (*d == ' ' || *d == '\t' || *d == '\n') ? '_' : *d;
 	if (k < n)
@@ -388,13 +434,13 @@ static void monotone2(double *v, size_t nr, size_t nc)
 		}
 }
 
-int bp_prof_merge(struct bp_profile *p, const struct bp_state *s, size_t *measured,
-		  size_t *total, struct bp_error *err)
+int bp_prof_merge(struct bp_profile *p, const struct bp_prof_world *w,
+		  const struct bp_state *s, size_t *measured, size_t *total, struct bp_error *err)
 {
 	struct bp_task *t = NULL;
 	size_t nt = 0;
 	*measured = *total = 0;
-	if (bp_prof_tasks(p, &t, &nt, err) < 0)
+	if (bp_prof_tasks(p, w, &t, &nt, err) < 0)
 		return -1;
 	for (size_t k = 0; k < nt; k++) {
 		const struct bp_meas *m = bp_state_find(s, t[k].key);
@@ -415,6 +461,8 @@ int bp_prof_merge(struct bp_profile *p, const struct bp_state *s, size_t *measur
 						 (long long)p->hw.hbm_bytes);
 			}
 			p->mem.reserved_bytes = (int64_t)llround(m->median);
+		} else if (t[k].kind == BP_TASK_COLL) {
+			p->coll[t[k].table].us[t[k].i] = m->median;
 		} else if (t[k].kind == BP_TASK_LINEAR) {
 			struct bp_linear_table *lt = &p->linear[t[k].table];
 			(t[k].bwd ? lt->bwd : lt->fwd)[t[k].i] = m->median;
@@ -448,6 +496,8 @@ int bp_prof_merge(struct bp_profile *p, const struct bp_state *s, size_t *measur
 		monotone2(lt->fwd, 1, lt->n);
 		monotone2(lt->bwd, 1, lt->n);
 	}
+	for (size_t a = 0; a < p->ncoll; a++)
+		monotone2(p->coll[a].us, 1, p->coll[a].n);
 	return 0;
 }
 

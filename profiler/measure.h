@@ -37,25 +37,41 @@ struct bp_prof_opts {
  * --balprof with --analytic. Returns 0, or -1 with err (a usage error: exit 2). */
 int bp_prof_parse(int argc, char **argv, struct bp_prof_opts *o, struct bp_error *err);
 
+/* The processes measuring: ranks in all, per_node on each node, placed in blocks (rank r on
+ * node r / per_node, srun's default). One process: {1, 1}. */
+struct bp_prof_world {
+	int ranks, per_node;
+};
+
+/* Which ranks time the collective table (inter, r) in world w: `nodes` nodes (node 0 first),
+ * `per` consecutive ranks on each: ranks i * w->per_node + j, i < nodes, j < per. Within a
+ * node (inter 0): one node, r ranks, when r <= per_node. Across nodes: min(r, nodes of w)
+ * nodes with r / that many ranks each, when it divides and fits. Returns 1 (measurable, the
+ * group always holds rank 0) or 0 (the table stays analytic). */
+int bp_prof_group(const struct bp_prof_world *w, int inter, int r, int *nodes, int *per);
+
 /* One measurement: a cell of a table, forward or backward. */
-enum bp_task_kind { BP_TASK_ATTN, BP_TASK_LINEAR, BP_TASK_MEMORY };
+enum bp_task_kind { BP_TASK_MEMORY, BP_TASK_COLL, BP_TASK_LINEAR, BP_TASK_ATTN };
 struct bp_task {
 	enum bp_task_kind kind;
 	int tp;
-	size_t table;       /* index into p->attn or p->linear */
-	size_t i, j;        /* attention: q index, kv index; linear: token index */
+	size_t table;       /* index into p->attn, p->linear or p->coll */
+	size_t i, j;        /* attention: q index, kv index; linear: token index; coll: size */
 	int bwd;
-	int64_t q, kv;      /* attention: tokens; linear: tokens in q */
+	int64_t q, kv;      /* attention: tokens; linear: tokens in q; coll: bytes in q */
+	int op, inter, ranks, gnodes, gper; /* coll: enum bp_coll_op, placement, group */
 	char key[BP_PROF_KEY]; /* "attn tp=8 q=128 kv=256 fwd", "linear tp=8 t=4096 bwd",
-				  "memory reserved" */
+				  "coll all_reduce intra r=8 b=1024", "memory reserved" */
 };
 
-/* The cells of skeleton p to measure, in run order: memory first, then per TP degree the
- * linear table (forward, backward per token count), then the attention grid (forward and
- * backward per cell with kv >= q; cells kv < q are copies of kv = q and not measured), rows
- * by q ascending. *out is the caller's to free(). Returns 0 or -1 with err. */
-int bp_prof_tasks(const struct bp_profile *p, struct bp_task **out, size_t *n,
-		  struct bp_error *err);
+/* The cells of skeleton p that world w (NULL: one process) measures, in run order: memory
+ * first; then the collective tables w can form (bp_prof_group; none for one process), per
+ * table every size ascending; then per TP degree the linear table (forward, backward per
+ * token count), then the attention grid (forward and backward per cell with kv >= q; cells
+ * kv < q are copies of kv = q and not measured), rows by q ascending. *out is the caller's
+ * to free(). Returns 0 or -1 with err. */
+int bp_prof_tasks(const struct bp_profile *p, const struct bp_prof_world *w,
+		  struct bp_task **out, size_t *n, struct bp_error *err);
 
 /* A finished measurement as the state file holds it: median, min and max of n timed runs
  * (us, or bytes for the memory reserve). */
@@ -78,9 +94,10 @@ void bp_state_init(struct bp_state *s);
 void bp_state_release(struct bp_state *s);
 
 /* The signature of a run: what decides the grid and the meaning of the cells (gpu, model,
- * schemes, max-len, reps, warm-ups, device). A state file made under another signature is
- * refused. Writes at most n bytes to out; no spaces. */
-void bp_prof_signature(const struct bp_prof_opts *o, const char *device, char *out, size_t n);
+ * schemes, max-len, reps, warm-ups, the world's ranks and ranks per node, device). A state
+ * file made under another signature is refused. Writes at most n bytes to out; no spaces. */
+void bp_prof_signature(const struct bp_prof_opts *o, const struct bp_prof_world *w,
+		       const char *device, char *out, size_t n);
 
 /* Reads the state text (len bytes; text NULL or len 0: an empty state). The header must
  * name sig; a final line without its newline (an interrupted write) is ignored and
@@ -99,14 +116,15 @@ int bp_state_write(FILE *f, const struct bp_meas *m);
 /* Median, min and max of v[0..n-1] (sorted in place), n >= 1. */
 void bp_prof_stats(double *v, size_t n, double *median, double *min, double *max);
 
-/* Replaces every cell of skeleton p that s has with its median: attention (cells kv < q
- * copy kv = q), linear, memory.reserved_bytes. Then makes each measured table non-decreasing
+/* Replaces every cell of skeleton p that s has with its median (the cells of
+ * bp_prof_tasks(p, w)): attention (cells kv < q copy kv = q), linear, collectives,
+ * memory.reserved_bytes. Then makes each table non-decreasing
  * along every axis by a running maximum (timing noise between neighbouring cells would
  * otherwise fail the reader's monotonicity check; the state file keeps the raw medians).
  * *measured and *total count the cells replaced and the cells that could be. Fits are not
  * touched (bp_prof_finish). Returns 0 or -1 with err. */
-int bp_prof_merge(struct bp_profile *p, const struct bp_state *s, size_t *measured,
-		  size_t *total, struct bp_error *err);
+int bp_prof_merge(struct bp_profile *p, const struct bp_prof_world *w,
+		  const struct bp_state *s, size_t *measured, size_t *total, struct bp_error *err);
 
 /* The end of a run: kind "measured", name "measured-<gpu>-<model>", the provenance pv,
  * the tables rounded as the file holds them (a JSON round trip through the reader, which

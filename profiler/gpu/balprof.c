@@ -45,6 +45,7 @@
 #include "cmdutil.h"
 #include "jsonutil.h"
 #include "measure.h"
+#include "rendezvous.h"
 
 #define FILL_CHUNK (256 * 1024)      /* bytes of seeded values uploaded, then replicated */
 #define BLAS_WORKSPACE (32u << 20)   /* cuBLAS workspace, as backend_cuda.c */
@@ -69,8 +70,10 @@ struct gpu {
 	struct dbuf q, k, v, o, dout, dq, dk, dv, lse, ws, cu;
 	/* linear */
 	struct dbuf w_qkv, w_o, w_up, w_down, dw, x, qkv, ao, y, dy, dx, dob, u;
+	/* collectives */
+	struct dbuf cin, cout, times;
 	uint16_t *fill;
-	int sms;
+	int sms, dev;
 };
 
 struct dims { /* one TP rank's share of the model, as backend_cuda.c model_dims */
@@ -470,10 +473,245 @@ static int measure_linear(const struct bp_model *m, const struct bp_task *t, int
 	return time_runs(lin_run, &c, warmup, reps, 1.0, out, err);
 }
 
+/* ---- collectives (N processes under srun) ---- */
+
+#define NC(call)                                                                       \
+	do {                                                                           \
+		ncclResult_t r_ = (call);                                              \
+		if (r_ != ncclSuccess)                                                 \
+			return bp_errorf(err, "%s failed (balprof.c:%d): %s", #call, __LINE__, \
+					 ncclGetErrorString(r_));                      \
+	} while (0)
+
+struct coll_ctx {
+	ncclComm_t comm;
+	int me, n;          /* rank in the group, group size */
+	enum bp_coll_op op;
+	size_t bytes;       /* as the table counts them (profiler/README.md "collectives") */
+	void *in, *out;
+};
+
+/* One call, nccl-tests' byte convention: the all-reduce buffer, the all-gather output, the
+ * reduce-scatter input, the all-to-all send buffer (bytes / n to each peer, as grouped
+ * ncclSend/ncclRecv: NCCL's documented all-to-all), the message sent (member 0 to 1). */
+static int coll_run(void *p, struct bp_error *err)
+{
+	struct coll_ctx *c = p;
+	size_t per = c->bytes / (size_t)c->n, half = c->bytes / 2, halfper = per / 2;
+	if (per < 1)
+		per = 1;
+	if (halfper < 1)
+		halfper = 1;
+	switch (c->op) {
+	case BP_COLL_ALLREDUCE:
+		NC(ncclAllReduce(c->out, c->out, half, ncclBfloat16, ncclSum, c->comm, G.stream));
+		break;
+	case BP_COLL_ALLGATHER:
+		NC(ncclAllGather(c->in, c->out, per, ncclInt8, c->comm, G.stream));
+		break;
+	case BP_COLL_REDUCESCATTER:
+		NC(ncclReduceScatter(c->in, c->out, halfper, ncclBfloat16, ncclSum, c->comm,
+				     G.stream));
+		break;
+	case BP_COLL_ALLTOALL:
+		NC(ncclGroupStart());
+		for (int q = 0; q < c->n; q++) {
+			NC(ncclSend((char *)c->in + (size_t)q * per, per, ncclInt8, q, c->comm,
+				    G.stream));
+			NC(ncclRecv((char *)c->out + (size_t)q * per, per, ncclInt8, q, c->comm,
+				    G.stream));
+		}
+		NC(ncclGroupEnd());
+		break;
+	default:
+		if (c->me == 0)
+			NC(ncclSend(c->in, c->bytes, ncclInt8, 1, c->comm, G.stream));
+		else if (c->me == 1)
+			NC(ncclRecv(c->out, c->bytes, ncclInt8, 0, c->comm, G.stream));
+		break;
+	}
+	return 0;
+}
+
+/* Times one cell on every member of the group: warm-ups, then reps runs between events
+ * (a fixed count: every member must make the same calls), each run's time the slowest
+ * member's (an ncclMax all-reduce of the per-run times), the median kept. */
+static int time_coll(struct coll_ctx *c, int warmup, int reps, struct bp_meas *m,
+		     struct bp_error *err)
+{
+	float *h = NULL, ms = 0;
+	double *v = NULL;
+	int rc = -1;
+	for (int i = 0; i < warmup; i++)
+		if (coll_run(c, err) < 0)
+			return -1;
+	h = bp_calloc((size_t)reps, sizeof(*h), err);
+	v = bp_calloc((size_t)reps, sizeof(*v), err);
+	if (!h || !v)
+		goto out;
+	for (int i = 0; i < reps; i++) {
+		cudaError_t e = cudaEventRecord(G.ev0, G.stream);
+		if (e == cudaSuccess && coll_run(c, err) < 0)
+			goto out;
+		if (e == cudaSuccess)
+			e = cudaEventRecord(G.ev1, G.stream);
+		if (e == cudaSuccess)
+			e = cudaEventSynchronize(G.ev1);
+		if (e == cudaSuccess)
+			e = cudaEventElapsedTime(&ms, G.ev0, G.ev1);
+		if (e != cudaSuccess) {
+			cu_fail(err, e, "timing a collective", __LINE__);
+			goto out;
+		}
+		h[i] = ms;
+	}
+	cudaError_t e = cudaMemcpy(G.times.p, h, (size_t)reps * sizeof(float),
+				   cudaMemcpyHostToDevice);
+	ncclResult_t r = e == cudaSuccess ? ncclAllReduce(G.times.p, G.times.p, (size_t)reps,
+							  ncclFloat32, ncclMax, c->comm,
+							  G.stream) : ncclSuccess;
+	if (e == cudaSuccess && r == ncclSuccess)
+		e = cudaStreamSynchronize(G.stream);
+	if (e == cudaSuccess && r == ncclSuccess)
+		e = cudaMemcpy(h, G.times.p, (size_t)reps * sizeof(float), cudaMemcpyDeviceToHost);
+	if (r != ncclSuccess) {
+		bp_errorf(err, "ncclAllReduce of the run times failed: %s", ncclGetErrorString(r));
+		goto out;
+	}
+	if (e != cudaSuccess) {
+		cu_fail(err, e, "gathering the run times", __LINE__);
+		goto out;
+	}
+	for (int i = 0; i < reps; i++)
+		v[i] = (double)h[i] * 1000.0;
+	bp_prof_stats(v, (size_t)reps, &m->median, &m->min, &m->max);
+	m->n = reps;
+	if (!(m->min > 0)) {
+		bp_errorf(err, "a timed collective read %g us", m->min);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(h);
+	free(v);
+	return rc;
+}
+
+typedef int (*record_fn)(void *ctx, const struct bp_meas *m, struct bp_error *err);
+
+/* Every collective task, on every rank of the world in the same order: per table one
+ * ncclCommSplit of the world (collective over it: members colour 0, the others
+ * NCCL_SPLIT_NOCOLOR), the members time each size, rank 0 (a member of every group,
+ * bp_prof_group) records each cell through rec. */
+static int measure_colls(const struct bp_task *t, size_t nt, const struct bp_prof_world *w,
+			 int rank, int warmup, int reps, record_fn rec, void *rctx,
+			 struct bp_error *err)
+{
+	size_t maxb = 0;
+	for (size_t i = 0; i < nt; i++)
+		if (t[i].kind == BP_TASK_COLL && (size_t)t[i].q > maxb)
+			maxb = (size_t)t[i].q;
+	if (!maxb)
+		return 0;
+	if (ensure(&G.cin, maxb, FILL_NONE, err) < 0 || ensure(&G.cout, maxb, FILL_NONE, err) < 0 ||
+	    ensure(&G.times, (size_t)reps * sizeof(float), FILL_NONE, err) < 0)
+		return -1;
+	CU(cudaMemset(G.cin.p, 0, maxb));
+	CU(cudaMemset(G.cout.p, 0, maxb));
+	for (size_t i = 0; i < nt;) {
+		if (t[i].kind != BP_TASK_COLL) {
+			i++;
+			continue;
+		}
+		size_t end = i;
+		while (end < nt && t[end].kind == BP_TASK_COLL && t[end].table == t[i].table)
+			end++;
+		int node = rank / w->per_node, j = rank % w->per_node;
+		int member = node < t[i].gnodes && j < t[i].gper;
+		ncclComm_t gc = NULL;
+		NC(ncclCommSplit(G.comm, member ? 0 : NCCL_SPLIT_NOCOLOR, rank, &gc, NULL));
+		if (member) {
+			struct coll_ctx c;
+			int n = 0, me = 0;
+			memset(&c, 0, sizeof(c));
+			if (!gc || ncclCommCount(gc, &n) != ncclSuccess ||
+			    ncclCommUserRank(gc, &me) != ncclSuccess || n != t[i].ranks) {
+				if (gc)
+					ncclCommDestroy(gc);
+				return bp_errorf(err, "ncclCommSplit made a group of %d ranks for '%s'",
+						 n, t[i].key);
+			}
+			c.comm = gc;
+			c.me = me;
+			c.n = n;
+			c.op = (enum bp_coll_op)t[i].op;
+			c.in = G.cin.p;
+			c.out = G.cout.p;
+			for (size_t k = i; k < end; k++) {
+				struct bp_meas m;
+				memset(&m, 0, sizeof(m));
+				snprintf(m.key, sizeof(m.key), "%s", t[k].key);
+				c.bytes = (size_t)t[k].q;
+				if (time_coll(&c, warmup, reps, &m, err) < 0 ||
+				    (rank == 0 && rec(rctx, &m, err) < 0)) {
+					bp_error_prefix(err, "%s", t[k].key);
+					ncclCommDestroy(gc);
+					return -1;
+				}
+			}
+			CU(cudaStreamSynchronize(G.stream));
+			ncclCommDestroy(gc);
+		}
+		i = end;
+	}
+	dfree(&G.cin);
+	dfree(&G.cout);
+	dfree(&G.times);
+	return 0;
+}
+
+/* Checks the block placement bp_prof_group assumes (rank r on node r / per_node) by
+ * gathering every rank's host name over the world. */
+static int check_placement(const struct bp_prof_world *w, int rank, struct bp_error *err)
+{
+	char me[64] = {0};
+	if (gethostname(me, sizeof(me) - 1) < 0)
+		snprintf(me, sizeof(me), "?");
+	size_t all_n = (size_t)w->ranks * sizeof(me);
+	if (ensure(&G.cin, sizeof(me), FILL_NONE, err) < 0 || ensure(&G.cout, all_n, FILL_NONE, err) < 0)
+		return -1;
+	char *all = bp_calloc((size_t)w->ranks, sizeof(me), err);
+	if (!all)
+		return -1;
+	cudaError_t e = cudaMemcpy(G.cin.p, me, sizeof(me), cudaMemcpyHostToDevice);
+	ncclResult_t r = e == cudaSuccess ? ncclAllGather(G.cin.p, G.cout.p, sizeof(me), ncclChar,
+							  G.comm, G.stream) : ncclSuccess;
+	if (e == cudaSuccess && r == ncclSuccess)
+		e = cudaStreamSynchronize(G.stream);
+	if (e == cudaSuccess && r == ncclSuccess)
+		e = cudaMemcpy(all, G.cout.p, all_n, cudaMemcpyDeviceToHost);
+	int rc = 0;
+	if (r != ncclSuccess)
+		rc = bp_errorf(err, "gathering host names failed: %s", ncclGetErrorString(r));
+	else if (e != cudaSuccess)
+		rc = cu_fail(err, e, "gathering host names", __LINE__);
+	for (int k = 0; rc == 0 && k < w->ranks; k++) {
+		const char *hk = all + (size_t)k * sizeof(me);
+		const char *h0 = all + (size_t)(k / w->per_node * w->per_node) * sizeof(me);
+		if (strncmp(hk, h0, sizeof(me)))
+			rc = bp_errorf(err, "rank %d runs on '%.63s' but rank %d on '%.63s': balprof "
+				       "needs ranks placed in blocks of %d per node (srun -m block)",
+				       k, hk, k / w->per_node * w->per_node, h0, w->per_node);
+	}
+	(void)rank;
+	free(all);
+	return rc;
+}
+
 /* ---- start ---- */
 
-static int start_gpu(struct bp_provenance *pv, int64_t *total, int64_t *reserved,
-		     struct bp_error *err)
+/* The device, its stream, cuBLAS with its workspace, and the versions. */
+static int start_device(struct bp_provenance *pv, struct bp_error *err)
 {
 	int n = 0, dev = 0, v = 0;
 	cudaError_t e = cudaGetDeviceCount(&n);
@@ -489,6 +727,7 @@ static int start_gpu(struct bp_provenance *pv, int64_t *total, int64_t *reserved
 	CU(cudaGetDeviceProperties(&prop, dev));
 	snprintf(pv->device, sizeof(pv->device), "%.127s", prop.name);
 	G.sms = prop.multiProcessorCount;
+	G.dev = dev;
 	CU(cudaStreamCreateWithFlags(&G.stream, cudaStreamNonBlocking));
 	CU(cudaEventCreate(&G.ev0));
 	CU(cudaEventCreate(&G.ev1));
@@ -497,20 +736,6 @@ static int start_gpu(struct bp_provenance *pv, int64_t *total, int64_t *reserved
 	CU(cudaMalloc(&G.blas_ws.p, BLAS_WORKSPACE));
 	G.blas_ws.cap = BLAS_WORKSPACE;
 	BL(cublasSetWorkspace(G.blas, G.blas_ws.p, BLAS_WORKSPACE));
-	/* A one-rank NCCL communicator: its buffers are part of what a training process
-	 * holds (the memory reserve), and its version goes into the provenance. */
-	int devs[1] = {dev};
-	ncclResult_t r = ncclCommInitAll(&G.comm, 1, devs);
-	if (r != ncclSuccess) { /* the tables need no NCCL: measure on, and say so */
-		G.comm = NULL;
-		fprintf(stderr, "balprof: warning: ncclCommInitAll failed: %s; the memory reserve "
-			"leaves NCCL's buffers out\n", ncclGetErrorString(r));
-	}
-	CU(cudaDeviceSynchronize());
-	size_t fr = 0, tot = 0;
-	CU(cudaMemGetInfo(&fr, &tot));
-	*total = (int64_t)tot;
-	*reserved = (int64_t)(tot - fr);
 	CU(cudaDriverGetVersion(&v));
 	cuda_version_text(v, pv->cuda_driver, sizeof(pv->cuda_driver));
 	CU(cudaRuntimeGetVersion(&v));
@@ -533,10 +758,47 @@ static int start_gpu(struct bp_provenance *pv, int64_t *total, int64_t *reserved
 	return 0;
 }
 
+/* The NCCL world (blocking communicators: a profiler has nothing else to do while it
+ * waits; srun --kill-on-bad-exit ends a world whose rank failed), then the memory reserve:
+ * total - free once the context, cuBLAS and NCCL hold theirs. One process: a one-rank
+ * communicator, whose failure only leaves NCCL's buffers out of the reserve. */
+static int start_comm(int world, int rank, const ncclUniqueId *uid, int64_t *total,
+		      int64_t *reserved, struct bp_error *err)
+{
+	ncclResult_t r;
+	if (world > 1) {
+		r = ncclCommInitRank(&G.comm, world, *uid, rank);
+		if (r != ncclSuccess) {
+			G.comm = NULL;
+			return bp_errorf(err, "ncclCommInitRank (rank %d of %d) failed: %s%s%s",
+					 rank, world, ncclGetErrorString(r),
+					 ncclGetLastError(NULL)[0] ? ": " : "",
+					 ncclGetLastError(NULL));
+		}
+	} else {
+		int devs[1] = {G.dev};
+		r = ncclCommInitAll(&G.comm, 1, devs);
+		if (r != ncclSuccess) {
+			G.comm = NULL;
+			fprintf(stderr, "balprof: warning: ncclCommInitAll failed: %s; the memory "
+				"reserve leaves NCCL's buffers out\n", ncclGetErrorString(r));
+		}
+	}
+	CU(cudaDeviceSynchronize());
+	size_t fr = 0, tot = 0;
+	CU(cudaMemGetInfo(&fr, &tot));
+	*total = (int64_t)tot;
+	*reserved = (int64_t)(tot - fr);
+	return 0;
+}
+
 static void stop_gpu(void)
 {
 	free_attn_bufs();
 	free_linear_bufs();
+	dfree(&G.cin);
+	dfree(&G.cout);
+	dfree(&G.times);
 	dfree(&G.blas_ws);
 	if (G.comm)
 		ncclCommDestroy(G.comm);
@@ -642,6 +904,110 @@ static FILE *open_state(const char *path, const char *sig, struct bp_state *s,
 	return f;
 }
 
+struct rec_ctx {
+	FILE *f;
+	struct bp_state *st;
+	const char *path;
+	size_t *done;
+};
+
+/* Appends a finished cell to the state file (flushed at once) and to the state. */
+static int record(void *p, const struct bp_meas *m, struct bp_error *err)
+{
+	struct rec_ctx *r = p;
+	if (bp_state_write(r->f, m) < 0 || fflush(r->f) != 0)
+		return bp_errorf(err, "cannot append to state file '%s': %s", cmd_cut(r->path),
+				 strerror(errno));
+	if (bp_state_add(r->st, m, err) < 0)
+		return -1;
+	(*r->done)++;
+	return 0;
+}
+
+/* The processes measuring: one, or srun's tasks (SLURM_NTASKS > 1: rank SLURM_PROCID, the
+ * nodes SLURM_STEP_NUM_NODES, else SLURM_NNODES, with the same number of ranks on each). */
+static int find_world(struct bp_prof_world *w, int *rank, struct bp_error *err)
+{
+	const char *nt = getenv("SLURM_NTASKS"), *pid = getenv("SLURM_PROCID");
+	const char *nn = getenv("SLURM_STEP_NUM_NODES");
+	int64_t ranks = 1, r = 0, nodes = 1;
+	w->ranks = w->per_node = 1;
+	*rank = 0;
+	if (!nt || !*nt)
+		return 0;
+	if (!nn || !*nn)
+		nn = getenv("SLURM_NNODES");
+	if (bp_parse_int64(nt, &ranks, "SLURM_NTASKS", err) < 0 || ranks < 1 || ranks > 65536)
+		return bp_errorf(err, "SLURM_NTASKS '%s' is not a task count", nt);
+	if (ranks == 1)
+		return 0;
+	if (!pid || bp_parse_int64(pid, &r, "SLURM_PROCID", err) < 0 || r < 0 || r >= ranks)
+		return bp_errorf(err, "SLURM_PROCID '%s' is not a rank of %lld", pid ? pid : "",
+				 (long long)ranks);
+	if (nn && *nn && (bp_parse_int64(nn, &nodes, "SLURM_NNODES", err) < 0 || nodes < 1))
+		return bp_errorf(err, "SLURM_STEP_NUM_NODES / SLURM_NNODES '%s' is not a node count",
+				 nn);
+	if (ranks % nodes)
+		return bp_errorf(err, "%lld tasks on %lld nodes: balprof needs the same number of "
+				 "tasks on every node", (long long)ranks, (long long)nodes);
+	w->ranks = (int)ranks;
+	w->per_node = (int)(ranks / nodes);
+	*rank = (int)r;
+	return 0;
+}
+
+/* Every rank meets rank 0 (executor/rendezvous.h, as balexec does: the first node of the
+ * step and the port of srun --resv-ports=1, or BALPLAN_RENDEZVOUS=HOST:PORT) and gets its
+ * blob: the NCCL unique id and whether the collectives are in rank 0's state file. */
+static int meet(const struct bp_prof_world *w, int rank, const char *check, ncclUniqueId *uid,
+		int *coll_done, struct bp_error *err)
+{
+	char host[256], self[64] = "?", blob[sizeof(ncclUniqueId) + 1];
+	int port = 0;
+	size_t len = sizeof(blob);
+	const char *spec = getenv("BALPLAN_RENDEZVOUS");
+	if (spec && *spec) {
+		const char *colon = strrchr(spec, ':');
+		int64_t v;
+		if (!colon || colon == spec || (size_t)(colon - spec) >= sizeof(host) ||
+		    bp_parse_int64(colon + 1, &v, "port", err) < 0 || v < 1 || v > 65535)
+			return bp_errorf(err, "BALPLAN_RENDEZVOUS '%s' is not HOST:PORT", spec);
+		memcpy(host, spec, (size_t)(colon - spec));
+		host[colon - spec] = 0;
+		port = (int)v;
+	} else {
+		const char *ports = getenv("SLURM_STEP_RESV_PORTS");
+		const char *nodes = getenv("SLURM_STEP_NODELIST");
+		if (!nodes || !*nodes)
+			nodes = getenv("SLURM_JOB_NODELIST");
+		if (!ports || !*ports || !nodes || !*nodes)
+			return bp_errorf(err, "%d processes need a rendezvous: run under 'srun "
+					 "--resv-ports=1' or set BALPLAN_RENDEZVOUS=HOST:PORT (rank "
+					 "0's node)", w->ranks);
+		if (bp_slurm_first_port(ports, &port, err) < 0 ||
+		    bp_slurm_first_host(nodes, host, sizeof(host), err) < 0)
+			return -1;
+	}
+	gethostname(self, sizeof(self) - 1);
+	if (rank == 0) {
+		ncclResult_t r = ncclGetUniqueId(uid);
+		if (r != ncclSuccess)
+			return bp_errorf(err, "ncclGetUniqueId failed: %s", ncclGetErrorString(r));
+		memcpy(blob, uid, sizeof(*uid));
+		blob[sizeof(*uid)] = (char)(*coll_done ? 1 : 0);
+		len = sizeof(blob);
+	}
+	struct bp_rdv_opts ro = {host, port, rank, w->ranks, 300.0, check, self};
+	if (bp_rendezvous(&ro, blob, &len, sizeof(blob), err) != 0)
+		return -1;
+	if (len != sizeof(blob))
+		return bp_errorf(err, "the rendezvous gave %zu bytes, expected %zu", len,
+				 sizeof(blob));
+	memcpy(uid, blob, sizeof(*uid));
+	*coll_done = blob[sizeof(*uid)] != 0;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct bp_prof_opts o;
@@ -649,17 +1015,20 @@ int main(int argc, char **argv)
 	struct bp_profile p;
 	struct bp_state st;
 	struct bp_provenance pv;
+	struct bp_prof_world w;
 	struct bp_task *tasks = NULL;
-	size_t ntasks = 0;
+	size_t ntasks = 0, ncoll = 0, done = 0;
 	FILE *sf = NULL;
-	char *text = NULL, statebuf[4096], sig[1024];
-	int rc = EXIT_DATA;
+	char *text = NULL, statebuf[4096], sig[1024], check[BP_RDV_MAX_CHECK + 1];
+	int rc = EXIT_DATA, rank = 0, coll_done = 0;
 	double t0 = now_s();
 	int64_t total_mem = 0, reserved = 0;
+	ncclUniqueId uid;
 
 	bp_profile_init(&p);
 	bp_state_init(&st);
 	memset(&pv, 0, sizeof(pv));
+	memset(&uid, 0, sizeof(uid));
 	if (bp_prof_parse(argc, argv, &o, &err) < 0)
 		return fail(EXIT_USAGE, "%s", err.text);
 	if (o.help) {
@@ -677,28 +1046,22 @@ int main(int argc, char **argv)
 	if (!m)
 		return fail(EXIT_USAGE, "unknown model '%s' (see 'balplan presets')",
 			    cmd_cut(o.model));
-	const char *nt = getenv("SLURM_NTASKS");
-	if (nt && atoi(nt) > 1)
-		return fail(EXIT_DATA, "balprof runs as one process on one GPU (SLURM_NTASKS is "
-			    "%s): timing NCCL collectives across ranks is not built yet "
-			    "(profiler/README.md \"Measuring\"); run it with srun -n 1", nt);
+	if (find_world(&w, &rank, &err) < 0)
+		return fail(EXIT_DATA, "%s", err.text);
 	if (bp_profile_analytic(&p, g, m, o.schemes, o.nschemes, o.max_len, &err) < 0) {
 		fail(EXIT_DATA, "cannot make the analytic skeleton: %s", err.text);
 		goto out;
 	}
-	if (bp_prof_tasks(&p, &tasks, &ntasks, &err) < 0) {
+	if (bp_prof_tasks(&p, &w, &tasks, &ntasks, &err) < 0) {
 		fail(EXIT_DATA, "%s", err.text);
 		goto out;
 	}
-	if (start_gpu(&pv, &total_mem, &reserved, &err) < 0) {
-		fail(EXIT_DATA, "cannot start the GPU: %s", err.text);
+	for (size_t i = 0; i < ntasks; i++)
+		ncoll += tasks[i].kind == BP_TASK_COLL;
+	if (start_device(&pv, &err) < 0) {
+		fail(EXIT_DATA, "rank %d: cannot start the GPU: %s", rank, err.text);
 		goto out;
 	}
-	if (!contains_nocase(pv.device, g->name))
-		fprintf(stderr, "balprof: warning: measuring on '%s' for the GPU preset '%s': the "
-			"hardware object's bandwidths and peak stay the preset's\n", pv.device,
-			g->name);
-	p.hw.hbm_bytes = total_mem;
 
 	const char *spath = o.state;
 	if (!spath) {
@@ -709,26 +1072,77 @@ int main(int argc, char **argv)
 			spath = statebuf;
 		}
 	}
-	bp_prof_signature(&o, pv.device, sig, sizeof(sig));
-	sf = open_state(spath, sig, &st, &err);
-	if (!sf) {
-		fail(EXIT_DATA, "cannot use state file '%s': %s", cmd_cut(spath), err.text);
+	if (rank == 0) {
+		if (!contains_nocase(pv.device, g->name))
+			fprintf(stderr, "balprof: warning: measuring on '%s' for the GPU preset "
+				"'%s': the hardware object's bandwidths and peak stay the "
+				"preset's\n", pv.device, g->name);
+		bp_prof_signature(&o, &w, pv.device, sig, sizeof(sig));
+		sf = open_state(spath, sig, &st, &err);
+		if (!sf) {
+			fail(EXIT_DATA, "cannot use state file '%s': %s", cmd_cut(spath),
+			     err.text);
+			goto out;
+		}
+		coll_done = 1;
+		for (size_t i = 0; i < ntasks; i++)
+			if (tasks[i].kind == BP_TASK_COLL && !bp_state_find(&st, tasks[i].key))
+				coll_done = 0;
+	}
+	if (w.ranks > 1) {
+		char s2[1024], sha[65];
+		bp_prof_signature(&o, &w, "-", s2, sizeof(s2));
+		bp_sha256_hex(s2, strlen(s2), sha);
+		snprintf(check, sizeof(check), "balprof %s", sha);
+		if (meet(&w, rank, check, &uid, &coll_done, &err) < 0) {
+			fail(EXIT_DATA, "rank %d: %s", rank, err.text);
+			goto out;
+		}
+	}
+	if (start_comm(w.ranks, rank, &uid, &total_mem, &reserved, &err) < 0) {
+		fail(EXIT_DATA, "rank %d: cannot start NCCL: %s", rank, err.text);
+		goto out;
+	}
+	p.hw.hbm_bytes = total_mem;
+	if (w.ranks > 1 && check_placement(&w, rank, &err) < 0) {
+		fail(EXIT_DATA, "rank %d: %s", rank, err.text);
 		goto out;
 	}
 
-	int tty = isatty(2);
-	size_t done = 0, todo = 0;
+	int tty = rank == 0 && isatty(2);
+	size_t todo = 0;
 	for (size_t i = 0; i < ntasks; i++)
-		todo += !bp_state_find(&st, tasks[i].key);
-	fprintf(stderr, "balprof: %s, %s on '%s': %zu cells, %zu to measure (%zu in '%s'); %d "
-		"reps, %d warm-up\n", g->name, m->name, pv.device, ntasks, todo, ntasks - todo,
-		cmd_cut(spath), o.reps, o.warmup);
+		todo += rank == 0 && !bp_state_find(&st, tasks[i].key);
+	if (rank == 0)
+		fprintf(stderr, "balprof: %s, %s on '%s', %d process%s: %zu cells, %zu to measure "
+			"(%zu in '%s'); %d reps, %d warm-up\n", g->name, m->name, pv.device,
+			w.ranks, w.ranks > 1 ? "es" : "", ntasks, todo, ntasks - todo,
+			cmd_cut(spath), o.reps, o.warmup);
+	struct rec_ctx rctx = {sf, &st, spath, &done};
+	if (ncoll && !coll_done) {
+		double c0 = now_s();
+		if (measure_colls(tasks, ntasks, &w, rank, o.warmup, o.reps, record, &rctx,
+				  &err) < 0) {
+			fail(EXIT_DATA, "rank %d: measuring the collectives failed: %s", rank,
+			     err.text);
+			goto out;
+		}
+		if (rank == 0)
+			fprintf(stderr, "balprof: collectives: %zu cells in %.1f s\n", ncoll,
+				now_s() - c0);
+	}
+	if (rank != 0) { /* the compute tables are rank 0's */
+		rc = EXIT_OK;
+		goto out;
+	}
 	char cur[64] = "", nxt[64];
 	double tab0 = now_s();
 	size_t tabn = 0;
 	for (size_t i = 0; i < ntasks; i++) {
 		const struct bp_task *t = &tasks[i];
 		struct bp_meas me;
+		if (t->kind == BP_TASK_COLL)
+			continue;
 		task_table(t, nxt, sizeof(nxt));
 		if (strcmp(cur, nxt)) {
 			if (!tty && cur[0])
@@ -761,12 +1175,10 @@ int main(int argc, char **argv)
 			     "'%s'; a rerun resumes)", t->key, err.text, done, cmd_cut(spath));
 			goto out;
 		}
-		if (bp_state_write(sf, &me) < 0 || fflush(sf) != 0 ||
-		    bp_state_add(&st, &me, &err) < 0) {
-			fail(EXIT_DATA, "cannot append to state file '%s'", cmd_cut(spath));
+		if (record(&rctx, &me, &err) < 0) {
+			fail(EXIT_DATA, "%s", err.text);
 			goto out;
 		}
-		done++;
 		tabn++;
 	}
 	if (!tty && cur[0])
@@ -776,7 +1188,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "\n");
 
 	size_t nmeas = 0, ncells = 0;
-	if (bp_prof_merge(&p, &st, &nmeas, &ncells, &err) < 0) {
+	if (bp_prof_merge(&p, &w, &st, &nmeas, &ncells, &err) < 0) {
 		fail(EXIT_DATA, "cannot merge the measurements: %s", err.text);
 		goto out;
 	}
@@ -789,11 +1201,22 @@ int main(int argc, char **argv)
 	struct tm tmv;
 	gmtime_r(&now, &tmv);
 	strftime(pv.date, sizeof(pv.date), "%Y-%m-%dT%H:%M:%SZ", &tmv);
-	snprintf(pv.measured, sizeof(pv.measured), "attention linear memory.reserved_bytes "
-		 "hardware.hbm_bytes");
-	snprintf(pv.analytic, sizeof(pv.analytic), "collectives (one process: a 1-rank world), "
-		 "sparse_attention (no block-sparse kernel yet), other hardware and memory");
-	pv.ranks = 1;
+	size_t ctab = 0;
+	for (size_t i = 0; i < ntasks; i++)
+		ctab += tasks[i].kind == BP_TASK_COLL && (i == 0 || tasks[i - 1].table !=
+							   tasks[i].table ||
+							   tasks[i - 1].kind != BP_TASK_COLL);
+	snprintf(pv.measured, sizeof(pv.measured), "attention linear%s memory.reserved_bytes "
+		 "hardware.hbm_bytes", ncoll ? " collectives" : "");
+	if (ncoll)
+		snprintf(pv.analytic, sizeof(pv.analytic), "collectives other than the %zu of "
+			 "%zu tables %d ranks (%d per node) can form, sparse_attention, other "
+			 "hardware and memory", ctab, p.ncoll, w.ranks, w.per_node);
+	else
+		snprintf(pv.analytic, sizeof(pv.analytic), "collectives (one process: a 1-rank "
+			 "world), sparse_attention (no block-sparse kernel yet), other hardware and "
+			 "memory");
+	pv.ranks = w.ranks;
 	pv.reps = o.reps;
 	pv.warmup = o.warmup;
 	if (bp_prof_finish(&p, &pv, o.max_len, &err) < 0) {
@@ -825,8 +1248,9 @@ int main(int argc, char **argv)
 		}
 	}
 	fprintf(stderr, "balprof: wrote %s to '%s': %zu cells measured (attention, linear, "
-		"memory reserve %.2f GiB), collectives and sparse attention analytic; %.1f s\n",
-		p.name, cmd_cut(o.out), nmeas, (double)reserved / (1 << 30), now_s() - t0);
+		"%zu collective tables, memory reserve %.2f GiB); analytic: %s; %.1f s\n", p.name,
+		cmd_cut(o.out), nmeas, ctab, (double)p.mem.reserved_bytes / (1 << 30), pv.analytic,
+		now_s() - t0);
 	rc = EXIT_OK;
 out:
 	if (sf)

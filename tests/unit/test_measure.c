@@ -71,7 +71,7 @@ static void test_tasks(void)
 	size_t n = 0;
 	if (skeleton(&p, 1024) < 0)
 		return;
-	CHECK(bp_prof_tasks(&p, &t, &n, &err) == 0);
+	CHECK(bp_prof_tasks(&p, NULL, &t, &n, &err) == 0);
 	size_t want = 1;
 	for (size_t a = 0; a < p.nlinear; a++)
 		want += 2 * p.linear[a].n;
@@ -157,9 +157,71 @@ static void test_state(void)
 	char sigb[256];
 	struct bp_prof_opts o;
 	CHECK(parse(&o, &err, "--scheme", "8x2x4", "--scheme", "8x1x8") == 0);
-	bp_prof_signature(&o, "NVIDIA H100 80GB HBM3", sigb, sizeof(sigb));
+	bp_prof_signature(&o, NULL, "NVIDIA H100 80GB HBM3", sigb, sizeof(sigb));
 	CHECK(!strcmp(sigb, "gpu=H100,model=llama3-8b,max_len=131072,reps=10,warmup=2,tp=8,"
-			    "device=NVIDIA_H100_80GB_HBM3"));
+			    "ranks=1/1,device=NVIDIA_H100_80GB_HBM3"));
+	struct bp_prof_world w16 = {16, 8};
+	bp_prof_signature(&o, &w16, "X", sigb, sizeof(sigb));
+	CHECK(strstr(sigb, ",ranks=16/8,device=X") != NULL);
+}
+
+/* Which collective groups a world can time, and their cells. */
+static void test_world(void)
+{
+	struct bp_prof_world one = {1, 1}, w = {16, 8}, w4 = {32, 8};
+	int gn, gp;
+	CHECK(!bp_prof_group(NULL, 0, 2, &gn, &gp) && !bp_prof_group(&one, 0, 2, &gn, &gp));
+	CHECK(bp_prof_group(&w, 0, 8, &gn, &gp) && gn == 1 && gp == 8);
+	CHECK(bp_prof_group(&w, 0, 2, &gn, &gp) && gn == 1 && gp == 2);
+	CHECK(!bp_prof_group(&w, 0, 16, &gn, &gp)); /* not inside one node */
+	CHECK(bp_prof_group(&w, 1, 2, &gn, &gp) && gn == 2 && gp == 1);
+	CHECK(bp_prof_group(&w, 1, 16, &gn, &gp) && gn == 2 && gp == 8);
+	CHECK(!bp_prof_group(&w, 1, 32, &gn, &gp)); /* more than the world */
+	CHECK(bp_prof_group(&w4, 1, 4, &gn, &gp) && gn == 4 && gp == 1);
+	CHECK(bp_prof_group(&w4, 1, 8, &gn, &gp) && gn == 4 && gp == 2);
+	CHECK(!bp_prof_group(&w4, 1, 2 * 3, &gn, &gp) || gn * gp == 6);
+
+	struct bp_profile p;
+	struct bp_error err = {{0}};
+	struct bp_task *t = NULL;
+	size_t n = 0, n1 = 0, meas = 0, total = 0;
+	if (skeleton(&p, 1024) < 0)
+		return;
+	CHECK(bp_prof_tasks(&p, NULL, &t, &n1, &err) == 0);
+	free(t);
+	CHECK(bp_prof_tasks(&p, &w, &t, &n, &err) == 0);
+	/* intra 2, 4, 8 and inter 2, 4, 8, 16 (two nodes) of every op, over every size */
+	size_t ncoll = 0, nsize = 0;
+	for (size_t a = 0; a < p.ncoll; a++) {
+		int ok = bp_prof_group(&w, p.coll[a].inter, p.coll[a].ranks, &gn, &gp);
+		ncoll += ok ? p.coll[a].n : 0;
+		nsize = p.coll[a].n;
+	}
+	CHECK(ncoll == 5 * 7 * nsize);
+	CHECK(n == n1 + ncoll);
+	CHECK(t[1].kind == BP_TASK_COLL && !strcmp(t[1].key, "coll all_reduce intra r=2 b=1024"));
+	struct bp_state s;
+	bp_state_init(&s);
+	for (size_t i = 0; i < n; i++) {
+		struct bp_meas m;
+		memset(&m, 0, sizeof(m));
+		snprintf(m.key, sizeof(m.key), "%s", t[i].key);
+		/* collectives: a flat 7 us with one dip, which the merge raises */
+		m.median = m.min = m.max = t[i].kind == BP_TASK_COLL ? (t[i].i == 5 ? 6.0 : 7.0)
+				    : t[i].kind == BP_TASK_MEMORY ? 1e9 : 100.0 + (double)i;
+		m.n = 1;
+		CHECK(bp_state_add(&s, &m, &err) == 0);
+	}
+	CHECK(bp_prof_merge(&p, &w, &s, &meas, &total, &err) == 0 && meas == n && total == n);
+	const struct bp_coll_table *c = &p.coll[0];
+	CHECK(c->op == BP_COLL_ALLREDUCE && !c->inter && c->ranks == 2);
+	CHECK(c->us[0] == 7.0 && c->us[5] == 7.0 && c->us[c->n - 1] == 7.0);
+	for (size_t a = 0; a < p.ncoll; a++) /* tables w cannot form stay analytic */
+		if (p.coll[a].inter && p.coll[a].ranks == 1024)
+			CHECK(p.coll[a].us[0] != 7.0);
+	bp_state_release(&s);
+	free(t);
+	bp_profile_release(&p);
 }
 
 static void test_stats(void)
@@ -183,7 +245,7 @@ static void test_merge(void)
 	if (skeleton(&p, 1024) < 0 || skeleton(&a, 1024) < 0)
 		return;
 	bp_state_init(&s);
-	CHECK(bp_prof_tasks(&p, &t, &n, &err) == 0);
+	CHECK(bp_prof_tasks(&p, NULL, &t, &n, &err) == 0);
 	/* Half the cells first: a partial merge leaves the rest analytic. */
 	for (size_t i = 0; i < n; i += 2) {
 		struct bp_meas m;
@@ -195,7 +257,7 @@ static void test_merge(void)
 			m.median = m.min = m.max = 3e9;
 		CHECK(bp_state_add(&s, &m, &err) == 0);
 	}
-	CHECK(bp_prof_merge(&p, &s, &meas, &total, &err) == 0);
+	CHECK(bp_prof_merge(&p, NULL, &s, &meas, &total, &err) == 0);
 	CHECK(total == n && meas == (n + 1) / 2);
 	CHECK(p.mem.reserved_bytes == 3000000000LL);
 	bp_state_release(&s);
@@ -224,7 +286,7 @@ static void test_merge(void)
 		m.n = 3;
 		CHECK(bp_state_add(&s, &m, &err) == 0);
 	}
-	CHECK(bp_prof_merge(&p, &s, &meas, &total, &err) == 0);
+	CHECK(bp_prof_merge(&p, NULL, &s, &meas, &total, &err) == 0);
 	CHECK(meas == n && total == n);
 	const struct bp_attn_table *pa = &p.attn[0], *aa = &a.attn[0];
 	CHECK_NEAR(pa->fwd[1 * pa->nkv + 3], 1.5 * aa->fwd[1 * aa->nkv + 3], 1e-9);
@@ -289,5 +351,6 @@ int main(void)
 	test_state();
 	test_stats();
 	test_merge();
+	test_world();
 	return CHECK_DONE();
 }
