@@ -25,7 +25,7 @@
 static int parse_int(const char *opt, const char *arg, int64_t lo, int64_t hi, int64_t *out,
 		     struct bp_error *err)
 {
-	int64_t v;
+	int64_t v = 0;
 	if (bp_parse_int64(arg, &v, opt, err) < 0)
 		return -1;
 	if (v < lo || v > hi)
@@ -52,7 +52,7 @@ int bp_prof_parse(int argc, char **argv, struct bp_prof_opts *o, struct bp_error
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	int64_t v;
+	int64_t v = 0;
 	int c;
 	memset(o, 0, sizeof(*o));
 	o->gpu = "H100";
