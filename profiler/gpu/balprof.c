@@ -1164,7 +1164,7 @@ int main(int argc, char **argv)
 		} else if (t->kind == BP_TASK_LINEAR) {
 			r = measure_linear(m, t, o.warmup, o.reps, &me, &err);
 		} else {
-			if (i > 0 && tasks[i - 1].kind == BP_TASK_LINEAR)
+			if (G.x.p)
 				free_linear_bufs(); /* the attention copies want the room */
 			r = measure_attn(m, t, o.warmup, o.reps, &me, &err);
 		}
