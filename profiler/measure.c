@@ -126,6 +126,9 @@ int bp_prof_parse(int argc, char **argv, struct bp_prof_opts *o, struct bp_error
 			return bp_errorf(err, "%s is for measuring and cannot go with --analytic",
 					 bad);
 	}
+	if (o->state && (!strcmp(o->state, o->out) || !strcmp(o->state, "-")))
+		return bp_errorf(err, "--state '%.40s' cannot be %s", o->state,
+				 strcmp(o->state, "-") ? "the output file" : "standard output");
 	if (o->quick) {
 		if (!o->set_max_len)
 			o->max_len = 2048;

@@ -50,6 +50,9 @@ static void test_options(void)
 	CHECK(parse(&o, &err, "extra", NULL, NULL, NULL) < 0);
 	CHECK(!strcmp(err.text, "unexpected argument 'extra'"));
 	CHECK(parse(&o, &err, "--help", NULL, NULL, NULL) == 0 && o.help);
+	CHECK(parse(&o, &err, "--state", "p.json", "-o", "p.json") < 0);
+	CHECK(!strcmp(err.text, "--state 'p.json' cannot be the output file"));
+	CHECK(parse(&o, &err, "--state", "-", NULL, NULL) < 0);
 }
 
 static int skeleton(struct bp_profile *p, int64_t max_len)
