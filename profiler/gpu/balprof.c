@@ -1079,6 +1079,11 @@ int main(int argc, char **argv)
 		if (!sf) {
 			fail(EXIT_DATA, "cannot use state file '%s': %s", cmd_cut(spath),
 			     err.text);
+			if (w.ranks > 1) { /* tell the others now rather than at their timeout */
+				struct bp_error e2;
+				meet(&w, rank, "rank 0 could not start: see its error", &uid,
+				     &coll_done, &e2);
+			}
 			goto out;
 		}
 		coll_done = 1;
