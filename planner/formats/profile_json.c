@@ -205,6 +205,35 @@ static const struct bp_field memory_fields[] = {
 	BP_FIELD_I64F(struct bp_memory, reserved_bytes, "reserved_bytes", 0, 0, BP_FF_NONNEG),
 };
 
+/* The optional provenance of a measured profile (profiler/README.md "provenance"). */
+static const struct bp_field prov_fields[] = {
+	BP_FIELD_STR(struct bp_provenance, tool, "tool"),
+	BP_FIELD_STR(struct bp_provenance, date, "date"),
+	BP_FIELD_STR(struct bp_provenance, device, "device"),
+	BP_FIELD_STR(struct bp_provenance, driver, "driver"),
+	BP_FIELD_STR(struct bp_provenance, cuda_driver, "cuda_driver"),
+	BP_FIELD_STR(struct bp_provenance, cuda_runtime, "cuda_runtime"),
+	BP_FIELD_STR(struct bp_provenance, cublas, "cublas"),
+	BP_FIELD_STR(struct bp_provenance, nccl, "nccl"),
+	BP_FIELD_STR(struct bp_provenance, measured, "measured"),
+	BP_FIELD_STR(struct bp_provenance, analytic, "analytic"),
+	BP_FIELD_INT(struct bp_provenance, ranks, "ranks", 1, 1 << 20),
+	BP_FIELD_INT(struct bp_provenance, reps, "reps", 1, 1000000),
+	BP_FIELD_INT(struct bp_provenance, warmup, "warmup", 0, 1000000),
+};
+
+static int read_provenance(struct bp_provenance *pv, json_t *root, struct bp_error *err)
+{
+	if (!json_object_get(root, "provenance"))
+		return 0;
+	json_t *o = bp_json_get_object(root, "provenance", "profile", err);
+	if (!o || bp_json_read_fields(o, prov_fields, BP_ARRAY_LEN(prov_fields), pv, NULL, 1,
+				      "profile.provenance", err) < 0)
+		return -1;
+	pv->present = 1;
+	return 0;
+}
+
 static int read_hardware(struct bp_hardware *hw, json_t *root, struct bp_error *err)
 {
 	json_t *o = bp_json_get_object(root, "hardware", "profile", err);
@@ -515,7 +544,7 @@ static int read_profile(struct bp_profile *p, json_t *root, struct bp_error *err
 	static const char *const keys_v2[] = {"format",  "kind",	"name",	 "hardware",
 					      "model",   "schemes",	"attention", "linear",
 					      "sparse_attention", "collectives", "fits", "memory",
-					      NULL};
+					      "provenance", NULL};
 	const char *const *keys = keys_v2;
 	char fmt[64];
 	if (!json_is_object(root))
@@ -545,7 +574,8 @@ static int read_profile(struct bp_profile *p, json_t *root, struct bp_error *err
 	    read_schemes(p, root, err) < 0 || read_attention(p, root, err) < 0 ||
 	    read_linear(p, root, err) < 0 || (!v1 && read_sparse(p, root, err) < 0) ||
 	    read_collectives(p, root, err) < 0 || read_fits(p, root, err) < 0 ||
-	    read_memory(&p->mem, &p->hw, root, err) < 0 || check_schemes(p, err) < 0)
+	    read_memory(&p->mem, &p->hw, root, err) < 0 || check_schemes(p, err) < 0 ||
+	    (!v1 && read_provenance(&p->prov, root, err) < 0))
 		return -1;
 	return 0;
 }
@@ -752,6 +782,9 @@ json_t *bp_profile_to_json(const struct bp_profile *p)
 	bp_json_set(o, "model", bp_model_to_json(&p->model), &ok);
 	bp_json_set(o, "memory",
 		    fields_to_json(memory_fields, BP_ARRAY_LEN(memory_fields), &p->mem), &ok);
+	if (p->prov.present)
+		bp_json_set(o, "provenance",
+			    fields_to_json(prov_fields, BP_ARRAY_LEN(prov_fields), &p->prov), &ok);
 	free(ss);
 	free(sa);
 	free(sl);

@@ -96,6 +96,20 @@ struct bp_memory {
 	int64_t reserved_bytes;           /* runtime, workspace, fragmentation margin */
 };
 
+/* Where a measured profile came from (profiler/README.md "provenance"): optional in the
+ * file, absent from analytic ones. Strings, so nothing here needs freeing. */
+struct bp_provenance {
+	int present;         /* 0: the file has no "provenance" object */
+	char tool[32];       /* "balprof 0.1.0" */
+	char date[32];       /* UTC, ISO 8601, when the measurement ended */
+	char device[128];    /* the device's own name (cudaGetDeviceProperties) */
+	char driver[32];     /* NVIDIA driver version (NVML), "unknown" without NVML */
+	char cuda_driver[16], cuda_runtime[16], cublas[16], nccl[16]; /* "13.0", "2.27.3" */
+	char measured[128];  /* the tables measured, e.g. "attention linear memory" */
+	char analytic[128];  /* the tables kept from the analytic profile, and why */
+	int ranks, reps, warmup; /* processes measuring; timed runs and warm-ups per cell */
+};
+
 struct bp_profile {
 	char kind[16];       /* "measured" or "analytic" */
 	char name[64];
@@ -114,6 +128,7 @@ struct bp_profile {
 	struct bp_fit *fits; /* sorted by (tp, cp, pp); owned */
 	size_t nfits;
 	struct bp_memory mem;
+	struct bp_provenance prov; /* optional (prov.present) */
 };
 
 void bp_profile_init(struct bp_profile *p);
