@@ -458,7 +458,7 @@ int cmd_solve(int argc, char **argv)
 		return cmd_usage("solve", "--out takes one method; use --out-dir for %zu", nm);
 	int hyd = 0; /* hydraulis among the methods: its candidates and profile */
 	for (size_t i = 0; i < nm; i++)
-		hyd |= !bp_method_in_all(list[i]);
+		hyd |= list[i]->solve == bp_method_hydraulis;
 	if (strategies && !hyd)
 		return cmd_usage("solve", "--strategies is for method hydraulis (-m hydraulis)");
 	if (strategies) {
@@ -603,7 +603,7 @@ int cmd_solve(int argc, char **argv)
 			.profile_sha = prof_sha,
 		};
 		const struct bp_profile *use = &prof;
-		if (!bp_method_in_all(list[i])) {
+		if (list[i]->solve == bp_method_hydraulis) {
 			use = &hprof;
 			o.profile_sha = hprof_sha;
 			o.method_input = &hset;

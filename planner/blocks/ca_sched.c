@@ -490,3 +490,22 @@ double bp_ca_max_shards(double t_per_token, double bw, double h_q, double h_kv)
 {
 	return 2 * (t_per_token * bw - h_q) / h_kv - 1;
 }
+
+void bp_ca_token_bytes(const struct bp_model *md, int tp, double *q_bytes, double *kv_bytes)
+{
+	const int64_t e = 2, hd = md->hidden / md->heads;
+	int64_t q = e * (md->heads / tp) * hd;
+	*q_bytes = (double)((q + 15) / 16 * 16);
+	*kv_bytes = (double)(2 * e * (md->kv_heads / tp) * hd);
+}
+
+void bp_ca_record_release(struct bp_ca_record *r)
+{
+	double **a[] = {&r->ping_spans, &r->tick, &r->nano, &r->eps, &r->mean, &r->max_before,
+			&r->max_after, &r->moved, &r->bytes};
+	for (size_t i = 0; i < sizeof(a) / sizeof(a[0]); i++) {
+		free(*a[i]);
+		*a[i] = NULL;
+	}
+	r->nmbs = r->ncalls = 0;
+}

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "bp.h"
+#include "presets.h"
 
 /* One Item = one CA-task group (distca.md sec. 2): queries [h0, h1) and [t0, t1) of a causal
  * unit of len tokens (document doc from token base on: base 0 for a whole document), with
@@ -141,5 +142,25 @@ double bp_ca_appb_headtail(double alpha, double lq, double lkv, double ldoc, dou
  * token-wise compute, s <= 2 (t B - h_q) / h_kv - 1 (t seconds per token, B bytes per
  * second, h_q and h_kv bytes per token, h_kv counting K and V). */
 double bp_ca_max_shards(double t_per_token, double bw, double h_q, double h_kv);
+
+/* Bytes one TP slice moves per query token (Q, padded to 16 bytes) and per KV token (K and
+ * V) into a server, bf16 (distca.md sec. 9; sim/ticks.c's forward-in rule). */
+void bp_ca_token_bytes(const struct bp_model *md, int tp, double *q_bytes, double *kv_bytes);
+
+/* The distca method's per-step record (plan steps[i].record, kind "distca"; codec in
+ * methods/distca.c), read by the tick simulator for the nano-batches:
+ *   ping_spans  per micro-batch (pipeline-major, in execution order) how many of its first
+ *               spans form the ping nano-batch (the rest are pong), NULL without ping-pong
+ *               (distca.md sec. 8);
+ *   calls       one entry per scheduler call (forward tick, nano-batch): the tolerance used
+ *               (after escalation), mean and largest server load before and after (pairs),
+ *               pairs moved and the largest per-rank bytes of one layer's all-to-all in. */
+struct bp_ca_record {
+	double *ping_spans; /* [nmbs] or NULL; owned */
+	size_t nmbs;
+	double *tick, *nano, *eps, *mean, *max_before, *max_after, *moved, *bytes; /* [ncalls] */
+	size_t ncalls;
+};
+void bp_ca_record_release(struct bp_ca_record *r);
 
 #endif

@@ -21,6 +21,9 @@ static const char *const wlb_ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp
 					     "thresholds", "max_len_factor", "max_delay",
 					     "release", NULL};
 
+static const char *const distca_params[] = {"tolerance", "ca_block", "ca_comm", "pingpong",
+					    "escalate", "ca_buffer_bytes", NULL};
+
 static const struct bp_method methods[] = {
 	{"plain", bp_method_plain,
 	 "documents in loader order cut into fixed context windows, dealt round-robin",
@@ -52,11 +55,15 @@ static const struct bp_method methods[] = {
 	{"hydraulis", bp_method_hydraulis,
 	 "per-step heterogeneous strategy: dispatch (Alg. 1), packing (Eq. 1), selection",
 	 "Hydraulis Sec. 5-7, Eq. 1-4, Alg. 1", hyd_params, &bp_record_hydraulis, NULL},
+	{"distca", bp_method_distca,
+	 "core attention disaggregated onto in-place servers, greedy comm-aware CA-task moves",
+	 "DistCA Sec. 3-4, 6.1, App. A, B, E", distca_params, &bp_record_distca, NULL},
 };
 
 int bp_method_in_all(const struct bp_method *m)
 {
-	return m->solve != bp_method_hydraulis;
+	/* distca brings its own schedule (distca-ticks) and needs cp 1 */
+	return m->solve != bp_method_hydraulis && m->solve != bp_method_distca;
 }
 
 size_t bp_method_count(void)

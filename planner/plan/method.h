@@ -54,7 +54,8 @@ struct bp_method {
 };
 
 /* Whether `solve -m all` runs the method: every method but hydraulis, which brings its own
- * layouts and candidate strategies and runs only when named. */
+ * layouts and candidate strategies, and distca, which brings its own schedule; they run
+ * only when named. */
 int bp_method_in_all(const struct bp_method *m);
 
 /* The record codec of a kind ("ilp"), searched in the method table; NULL when unknown. */
@@ -86,6 +87,9 @@ int bp_method_kk(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 int bp_method_hydraulis(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 			struct bp_plan *out, struct bp_error *err);
 extern const struct bp_record_ops bp_record_hydraulis; /* methods/hydraulis.c */
+int bp_method_distca(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		     struct bp_plan *out, struct bp_error *err);
+extern const struct bp_record_ops bp_record_distca; /* methods/distca.c */
 
 /* Reads an integer / real method parameter from the plan, or records the default there.
  * Fails naming the parameter when the value is not a number in [lo, hi]. */

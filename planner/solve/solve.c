@@ -336,6 +336,16 @@ static int copy_decisions(const struct bp_plan *p, struct bp_plan *q, struct bp_
 		if (a->nca)
 			memcpy(b->ca, a->ca, a->nca * sizeof(*a->ca));
 		b->nca = a->nca;
+		/* a record may hold decisions the prediction reads (distca's ping/pong split):
+		 * copied through its codec */
+		if (a->record && a->record_ops) {
+			json_t *j = a->record_ops->to_json(a->record);
+			void *r = j ? bp_step_set_record(b, a->record_ops, err) : NULL;
+			int ok = r && a->record_ops->from_json(r, j, "record", err) == 0;
+			json_decref(j);
+			if (!ok)
+				return j ? -1 : bp_errorf(err, "step %zu: cannot copy its record", i);
+		}
 		b->npipes = a->npipes;
 		for (size_t k = 0; k < a->npipes; k++) {
 			const struct bp_pipe *pa = &a->pipes[k];
