@@ -5,8 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analytic.h"
 #include "ca_sched.h"
 #include "check.h"
+#include "jsonutil.h"
+#include "solve.h"
+#include "ticks.h"
+#include "validate.h"
 
 /* Llama-3-8B in the code's element counts: Q hidden 4096, K and V 2 x 8 x 128. */
 static const struct bp_ca_opts code_opts = {0.0, 1, BP_CA_COMM_CODE, 4096, 2048};
@@ -310,8 +315,115 @@ static void test_modes(void)
 		}
 }
 
+/* Invariant 9: pp = 4, M = 6. Every stage has M + pp - 1 forward and backward slots, M real;
+ * forward tick t's micro-batches are backward tick t's with the stages reversed; F at
+ * (t, r) pairs with B at tick t + pp - 1 - 2r; the tick count is 1F1B's 2 (M + pp - 1). */
+static void test_ticks_identities(void)
+{
+	const int pp = 4;
+	const size_t m = 6, n = bp_ticks_count(pp, m);
+	CHECK(n == 2 * (m + pp - 1));
+	int fslots[4] = {0}, bslots[4] = {0}, freal[4] = {0}, breal[4] = {0};
+	int64_t fmb[16][4], bmb[16][4];
+	for (size_t k = 0; k < n; k++)
+		for (int r = 0; r < pp; r++) {
+			int bwd;
+			size_t t;
+			int64_t j = bp_tick_op(pp, m, k, r, &bwd, &t);
+			CHECK(t < 16);
+			if (bwd) {
+				bslots[r]++;
+				breal[r] += j >= 0;
+				bmb[t][r] = j;
+			} else {
+				fslots[r]++;
+				freal[r] += j >= 0;
+				fmb[t][r] = j;
+			}
+		}
+	for (int r = 0; r < pp; r++)
+		CHECK(fslots[r] == (int)m + pp - 1 && bslots[r] == (int)m + pp - 1 &&
+		      freal[r] == (int)m && breal[r] == (int)m);
+	for (size_t t = 0; t < m + pp - 1; t++)
+		for (int r = 0; r < pp; r++) {
+			CHECK(fmb[t][r] == bmb[t][pp - 1 - r]);
+			/* the backward of F(t, r)'s micro-batch runs at backward tick
+			 * t + pp - 1 - 2r */
+			if (fmb[t][r] >= 0) {
+				size_t j = t + (size_t)(pp - 1) - 2 * (size_t)r;
+				CHECK(bmb[j][r] == fmb[t][r]);
+			}
+		}
+}
+
+/* The distca method through bp_solve: plans validate (every query token once with its whole
+ * causal prefix, across pipelines), repeat byte for byte, conserve pairs per step (each
+ * micro-batch's tasks once per stage), record ping/pong only with ping-pong, and never raise
+ * the largest server load over the placement's. */
+static void test_method(void)
+{
+	struct bp_scheme sc = {4, 1, 2};
+	struct bp_profile prof;
+	struct bp_error err;
+	bp_profile_init(&prof);
+	CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"), bp_model_preset("llama3-8b"), &sc,
+				  1, 16384, &err) == 0);
+	struct bp_dataset ds;
+	bp_dataset_init(&ds);
+	CHECK(bp_dataset_preset(&ds, "synthetic-longtail", &err) == 0);
+	for (int pingpong = 0; pingpong < 2; pingpong++) {
+		struct bp_param par[] = {{"pingpong", "0"}, {"tolerance", "0.05"}};
+		if (pingpong)
+			snprintf(par[0].value, sizeof(par[0].value), "1");
+		struct bp_solve_opts o = {
+			.method = "distca",
+			.cluster = {.gpus = 16, .tp = 4, .cp = 1, .pp = 2, .dp = 2},
+			.steps = 3, .max_tokens = 16384, .tokens_per_step = 4 * 16384,
+			.overlen = BP_OVERLEN_TRUNCATE, .seed = 5, .shard = BP_SHARD_SEQUENCE,
+			.dataset_name = "synthetic-longtail",
+			.dataset_sha = "0000000000000000000000000000000000000000000000000000000000000000",
+			.profile_sha = "1111111111111111111111111111111111111111111111111111111111111111",
+			.params = par, .nparams = 2,
+		};
+		struct bp_plan a, b;
+		bp_plan_init(&a);
+		bp_plan_init(&b);
+		CHECK(bp_solve(&ds, &prof, &o, &a, &err) == 0);
+		CHECK(bp_solve(&ds, &prof, &o, &b, &err) == 0);
+		CHECK(bp_plan_validate(&a, NULL, &err) == 0);
+		json_t *ja = bp_plan_to_json(&a), *jb = bp_plan_to_json(&b);
+		char *x = bp_json_dump_canonical(ja), *y = bp_json_dump_canonical(jb);
+		CHECK(x && y && !strcmp(x, y));
+		free(x);
+		free(y);
+		json_decref(ja);
+		json_decref(jb);
+		for (size_t i = 0; i < a.nsteps; i++) {
+			const struct bp_step *st = &a.steps[i];
+			int64_t want = 0, got = 0;
+			for (size_t d = 0; d < st->ndocs; d++)
+				want += 2 * bp_ca_pairs(0, st->docs[d].len);
+			for (size_t t = 0; t < st->nca; t++)
+				got += bp_ca_pairs(st->ca[t].q0 - st->ca[t].kv0,
+						   st->ca[t].q1 - st->ca[t].kv0);
+			CHECK(got == want);
+			const struct bp_ca_record *r = st->record;
+			CHECK(r != NULL && r->ncalls > 0);
+			CHECK((r->ping_spans != NULL) == pingpong);
+			for (size_t c = 0; r && c < r->ncalls; c++)
+				CHECK(r->max_after[c] <= r->max_before[c] && r->eps[c] == 0.05);
+		}
+		bp_plan_release(&a);
+		bp_plan_release(&b);
+	}
+	bp_dataset_release(&ds);
+	bp_profile_release(&prof);
+}
+
 int main(void)
 {
+	test_ticks_identities();
+	test_method();
 	test_known_answers();
 	test_one_sided();
 	test_placement();
