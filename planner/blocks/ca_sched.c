@@ -151,6 +151,8 @@ static double move_cost(const struct bp_ca_item *it, double want, int64_t g, int
 					   (double)item_kv_end(it), o->q_bytes, o->kv_bytes);
 	}
 	default: {
+		if (!whole && !m) /* no whole granule moves: never the best candidate */
+			return INFINITY;
 		int64_t q = whole ? (it->h1 - it->h0) + (it->t1 - it->t0) : 2 * m;
 		int64_t end = whole ? item_kv_end(it) : it->t0 + m;
 		int64_t kv = end > have ? end - have : 0;

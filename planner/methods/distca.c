@@ -3,8 +3,9 @@
  * in-place attention server per TP group (Sec. 4.1: every (pipeline, stage) TP group is
  * both a linear rank and a server). Per step:
  *   1. micro-batches: the drawn documents in order, next-fit into micro-batches of
- *      dp x max_microbatch_tokens tokens (a document never crosses micro-batches, so its
- *      CA-tasks' prefixes run at one tick);
+ *      dp x rank_tokens tokens (rank_tokens: a linear rank's budget, max_tokens by default;
+ *      documents up to max_tokens may be longer and spread over ranks; a document never
+ *      crosses micro-batches, so its CA-tasks' prefixes run at one tick);
  *   2. nano-batches (Sec. 4.1, Fig. 7; `pingpong` 1): each micro-batch's documents split at
  *      the document boundary nearest half its tokens into ping and pong, planned apart;
  *   3. linear placement (Sec. 6.1, blocks/ca_sched.c bp_ca_place): each nano-batch over the
@@ -40,6 +41,7 @@ struct dc_opts {
 	struct bp_ca_opts ca;
 	int pingpong, escalate;
 	double buffer;
+	int64_t rank_tokens; /* a linear rank's token budget per micro-batch */
 };
 
 /* One nano-batch of one micro-batch, placed over the dp pipelines. */
@@ -347,7 +349,7 @@ out:
 
 static int read_opts(struct bp_plan *out, int tp, struct dc_opts *o, struct bp_error *err)
 {
-	int64_t block, pingpong, escalate, buffer;
+	int64_t block, pingpong, escalate, buffer, rank_tokens;
 	double eps;
 	memset(o, 0, sizeof(*o));
 	if (bp_method_param_real(out, "tolerance", 0.1, -INFINITY, INFINITY, &eps, err) < 0)
@@ -359,8 +361,11 @@ static int read_opts(struct bp_plan *out, int tp, struct dc_opts *o, struct bp_e
 	    bp_method_param_int(out, "pingpong", 1, 0, 1, &pingpong, err) < 0 ||
 	    bp_method_param_int(out, "escalate", 0, 0, 1, &escalate, err) < 0 ||
 	    bp_method_param_int(out, "ca_buffer_bytes", (int64_t)2 << 30, 1, (int64_t)1 << 50,
-				&buffer, err) < 0)
+				&buffer, err) < 0 ||
+	    bp_method_param_int(out, "rank_tokens", out->max_tokens, 1, out->max_tokens,
+				&rank_tokens, err) < 0)
 		return -1;
+	o->rank_tokens = rank_tokens;
 	const char *comm = bp_plan_param(out, "ca_comm");
 	if (!comm) {
 		comm = "exact";
@@ -436,7 +441,7 @@ int bp_method_distca(const struct bp_method_ctx *ctx, const struct bp_batches *i
 		if (!rec)
 			goto out;
 		struct dc_calls calls = {rec, 0};
-		int r = place_step(&in->b[s], dp, l->pipes[0].mb_max_tokens, &o, ctx->shard, st,
+		int r = place_step(&in->b[s], dp, o.rank_tokens, &o, ctx->shard, st,
 				   rec, &nanos, &m, err);
 		if (r == 0)
 			r = schedule_step(nanos, m, pp, dp, srv, nservers, &o, st, &calls, err);

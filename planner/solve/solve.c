@@ -134,7 +134,19 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 	const struct bp_costmodel *cm = bp_costs_pipe(&costs, &out->layouts[0], 0, err);
 	if (!cm)
 		goto out;
-	rc = check_memory(cm, o->max_tokens, err);
+	/* A method that spreads a micro-batch's documents over its pipelines (distca) holds
+	 * its rank_tokens parameter per rank, not a whole max_tokens document; the plan's
+	 * validation checks the memory it predicts either way. */
+	int64_t mem_tokens = o->max_tokens;
+	const char *rt = bp_plan_param(out, "rank_tokens");
+	if (rt) {
+		int64_t v;
+		if (bp_parse_int64(rt, &v, "rank_tokens", err) < 0)
+			goto out;
+		if (v >= 1 && v < mem_tokens)
+			mem_tokens = v;
+	}
+	rc = check_memory(cm, mem_tokens, err);
 	if (rc < 0)
 		goto out;
 	rc = -1;
