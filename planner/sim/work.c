@@ -28,8 +28,8 @@ void bp_plan_predict_work(struct bp_plan *p, const struct bp_profile *prof)
 			}
 		/* each (micro-batch, stage) has its own CA-tasks; the pairs are the model's
 		 * once per micro-batch, so a stage's share is layers / pp of them */
-		const struct bp_layout *l = bp_plan_layout(p, st);
-		double pp = l->npipes ? l->pipes[0].sc.pp : 1;
+		const struct bp_layout *l = st->nca && p->nlayouts ? bp_plan_layout(p, st) : NULL;
+		double pp = l && l->npipes ? l->pipes[0].sc.pp : 1;
 		for (size_t t = 0; t < st->nca; t++) {
 			const struct bp_ca_task *c = &st->ca[t];
 			f += 3.0 * p->model.layers * 4.0 * p->model.hidden *
