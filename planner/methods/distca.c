@@ -99,7 +99,8 @@ static int cmp_task(const void *a, const void *b)
  * the call's buffer bytes, or -1. */
 static double one_call(const struct dc_nano *nanos, size_t m, int pp, int dp, size_t t, int n,
 		       const int *srv, int nservers, const struct dc_opts *o, double eps,
-		       struct bp_ca_placement *pl, struct bp_ca_result *res, struct bp_error *err)
+		       struct bp_ca_placement *pl, struct bp_ca_result *res,
+		       struct bp_ca_chunk **ch, size_t *nch, struct bp_error *err)
 {
 	memset(pl, 0, sizeof(*pl));
 	size_t units = 0;
@@ -138,15 +139,14 @@ static double one_call(const struct dc_nano *nanos, size_t m, int pp, int dp, si
 	co.eps = eps;
 	if (bp_ca_schedule(pl, nservers, &co, res, NULL, err) < 0)
 		return -1;
-	struct bp_ca_chunk *ch = NULL;
-	size_t nch = 0;
 	double *sr = bp_calloc(2 * (size_t)nservers, sizeof(double), err);
 	double bytes = -1;
-	if (sr && bp_ca_chunks(pl, &ch, &nch, err) == 0)
-		bytes = bp_ca_bytes(pl, ch, nch, nservers, o->ca.q_bytes, o->ca.kv_bytes, sr,
+	free(*ch);
+	*ch = NULL;
+	if (sr && bp_ca_chunks(pl, ch, nch, err) == 0)
+		bytes = bp_ca_bytes(pl, *ch, *nch, nservers, o->ca.q_bytes, o->ca.kv_bytes, sr,
 				    sr + nservers, err);
 	free(sr);
-	free(ch);
 	return bytes;
 }
 
@@ -160,7 +160,9 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 	struct bp_ca_placement pl;
 	struct bp_ca_chunk *ch = NULL;
 	memset(&pl, 0, sizeof(pl));
-	for (size_t t = 0; t + 1 < m + (size_t)pp; t++)
+	size_t nch = 0;
+	for (size_t t = 0; t + 1 < m + (size_t)pp; t++) {
+		size_t tick_start = st->nca;
 		for (int n = 0; n < 2; n++) {
 			int any = 0;
 			for (int r = 0; r < pp; r++)
@@ -176,7 +178,7 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 			for (;;) {
 				bp_ca_placement_release(&pl);
 				bytes = one_call(nanos, m, pp, dp, t, n, srv, nservers, o, eps, &pl,
-						 &res, err);
+						 &res, &ch, &nch, err);
 				if (bytes < 0)
 					goto out;
 				if (bytes <= o->buffer)
@@ -198,9 +200,6 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 			}
 			if (calls_push(calls, (double)t, n, eps, &res, bytes, err) < 0)
 				goto out;
-			size_t nch;
-			if (bp_ca_chunks(&pl, &ch, &nch, err) < 0)
-				goto out;
 			if (st->nca + nch > cap) {
 				size_t nc = 2 * (st->nca + nch) + 16;
 				struct bp_ca_task *na = bp_realloc_array(st->ca, nc, sizeof(*na), err);
@@ -213,10 +212,10 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 				st->ca[st->nca++] = (struct bp_ca_task){
 					(int64_t)t, ch[i].server, ch[i].doc, ch[i].q0, ch[i].q1,
 					ch[i].kv0, ch[i].q1};
-			free(ch);
-			ch = NULL;
 		}
-	qsort(st->ca, st->nca, sizeof(*st->ca), cmp_task);
+		/* ticks come in order: sorting each tick's tasks sorts the step's */
+		qsort(st->ca + tick_start, st->nca - tick_start, sizeof(*st->ca), cmp_task);
+	}
 	rc = 0;
 out:
 	free(ch);

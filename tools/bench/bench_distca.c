@@ -3,7 +3,8 @@
  * placement, one greedy scheduler call per tick and nano-batch, chunks and bytes, the step's
  * record) on one global batch at a time, as `solve -m distca` runs it before prediction.
  * TP 8 (a server is a TP group), cp 1, PP as given; tokens per step = BS x MaxDocLen (the
- * paper's batch sizes, Table 4/5); medians over ITERS steps after one warm-up, one thread.
+ * paper's batch sizes, Table 4/5); tolerance escalation on (the code's rule where the 2 GiB
+ * buffer overflows); medians over ITERS steps after one warm-up, one thread.
  * usage: bench_distca GPUS MAXDOCLEN BS [ITERS [DATASET [MODEL [PP [TOLERANCE]]]]]
  *        (defaults 20 pretrain-upsampled-long llama3-8b 1 0.1) */
 #include <stdio.h>
@@ -77,6 +78,7 @@ int main(int argc, char **argv)
 		p.max_tokens = L;
 		struct bp_scheme sc = {tp, 1, pp};
 		if (bp_plan_set_param(&p, "tolerance", eps, &err) < 0 ||
+		    bp_plan_set_param(&p, "escalate", "1", &err) < 0 ||
 		    bp_layout_megatron(&lay, sc, dp, m->layers, L, &err) < 0 ||
 		    bp_plan_add_layout(&p, &lay, &err) < 0)
 			return fail(&err);
