@@ -130,6 +130,12 @@ static int64_t split_pairs(const struct bp_ca_item *it, double want, int64_t g, 
 	return m > 0 ? m : 0;
 }
 
+/* Whether a move of `want` units would move anything (the whole Item or a granule). */
+static int whole_or_granule(const struct bp_ca_item *it, double want, int64_t g, int *whole)
+{
+	return split_pairs(it, want, g, whole) > 0 || *whole;
+}
+
 /* V of moving `want` units of an Item to a server already holding the unit's prefix
  * [0, have) (distca.md sec. 5). */
 static double move_cost(const struct bp_ca_item *it, double want, int64_t g, int64_t have,
@@ -302,6 +308,64 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 			res->moved_pairs += moved;
 			res->moves++;
 		}
+	}
+	/* The paper's two-sided rule (Sec. 4.2: stop when every server is within eps * mean),
+	 * as an option: while the most loaded server is above the band, it gives to the
+	 * least loaded one at most half their difference (so neither ends above the donor's
+	 * old load), its cheapest candidate first among those that move at least a whole
+	 * granule. Each move x < max - min lowers the sum of squared loads by
+	 * 2x (max - min - x) > 0, so the loop ends; the bound on rounds keeps it linear in the
+	 * Items. */
+	for (size_t round = 0; o->two_sided && round < 4 * pl->nitems + 8 * (size_t)nservers;
+	     round++) {
+		int d = 0, r = 0;
+		for (int s = 1; s < nservers; s++) {
+			if (sd[s] > sd[d])
+				d = s;
+			if (sd[s] < sd[r])
+				r = s;
+		}
+		if (sd[d] <= thr || sd[r] >= 0)
+			break;
+		double want = (sd[d] - sd[r]) / 2; /* both end at most at the donor's old load */
+		if (have) {
+			memset(have, 0, (nunits + 1) * sizeof(int64_t));
+			for (size_t i = 0; i < pl->nitems; i++)
+				if (pl->items[i].server == r) {
+					int64_t e = item_kv_end(&pl->items[i]);
+					if (e > have[pl->items[i].unit])
+						have[pl->items[i].unit] = e;
+				}
+		}
+		size_t best = pl->nitems;
+		double best_prio = 0, best_want = 0;
+		for (size_t i = 0; i < pl->nitems; i++) {
+			const struct bp_ca_item *it = &pl->items[i];
+			int64_t units = bp_ca_item_units(it);
+			if (it->server != d || units <= 0)
+				continue;
+			double w = (double)units < want ? (double)units : want;
+			int whole;
+			if (!whole_or_granule(it, w, g, &whole)) /* moves nothing: skip it */
+				continue;
+			double prio = move_cost(it, w, g, have ? have[it->unit] : 0, o) / w;
+			if (best == pl->nitems || prio < best_prio) {
+				best = i;
+				best_prio = prio;
+				best_want = w;
+			}
+		}
+		if (best == pl->nitems)
+			break;
+		int64_t moved = split_move(pl, best, best_want, r, g, err);
+		if (moved < 0)
+			goto out;
+		if (!moved)
+			break;
+		sd[d] -= (double)moved;
+		sd[r] += (double)moved;
+		res->moved_pairs += moved;
+		res->moves++;
 	}
 	for (int s = 0; s < nservers; s++) {
 		double l = sd[s] + mean;

@@ -89,6 +89,9 @@ struct bp_ca_opts {
 	enum bp_ca_comm comm;
 	double q_bytes;  /* per query token (Q) */
 	double kv_bytes; /* per KV token, K and V together */
+	int two_sided;   /* 0: the code's one-sided tolerance; 1: then also the paper's
+			  * two-sided band (every server within eps * mean where whole
+			  * granules allow) */
 };
 
 /* The outcome of one scheduler call. */
@@ -103,7 +106,9 @@ struct bp_ca_result {
  * over pl->items on nservers servers (each Item's server must be in range): deficit servers
  * in order of their deficit take from surplus servers, each move the candidate with the
  * lowest V/dF (the paper's highest E = dF/V), split at the innermost pairs when only part
- * is wanted; split-off Items are appended. Tolerance is one-sided (distca.md sec. 14 #4).
+ * is wanted; split-off Items are appended. Tolerance is one-sided (distca.md sec. 14 #4)
+ * unless o->two_sided, which then moves from the most to the least loaded server while the
+ * most loaded is above (1 + eps) mean (the paper's stop rule).
  * load (nservers entries, may be NULL) gets the loads after. Returns 0 or -1. */
 int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_opts *o,
 		   struct bp_ca_result *res, double *load, struct bp_error *err);

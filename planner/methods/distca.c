@@ -348,7 +348,7 @@ out:
 
 static int read_opts(struct bp_plan *out, int tp, struct dc_opts *o, struct bp_error *err)
 {
-	int64_t block, pingpong, escalate, buffer, rank_tokens;
+	int64_t block, pingpong, escalate, buffer, rank_tokens, two_sided;
 	double eps;
 	memset(o, 0, sizeof(*o));
 	if (bp_method_param_real(out, "tolerance", 0.1, -INFINITY, INFINITY, &eps, err) < 0)
@@ -362,9 +362,11 @@ static int read_opts(struct bp_plan *out, int tp, struct dc_opts *o, struct bp_e
 	    bp_method_param_int(out, "ca_buffer_bytes", (int64_t)2 << 30, 1, (int64_t)1 << 50,
 				&buffer, err) < 0 ||
 	    bp_method_param_int(out, "rank_tokens", out->max_tokens, 1, out->max_tokens,
-				&rank_tokens, err) < 0)
+				&rank_tokens, err) < 0 ||
+	    bp_method_param_int(out, "two_sided", 0, 0, 1, &two_sided, err) < 0)
 		return -1;
 	o->rank_tokens = rank_tokens;
+	o->ca.two_sided = (int)two_sided;
 	const char *comm = bp_plan_param(out, "ca_comm");
 	if (!comm) {
 		comm = "exact";

@@ -22,7 +22,8 @@ static const char *const wlb_ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp
 					     "release", NULL};
 
 static const char *const distca_params[] = {"tolerance", "ca_block", "ca_comm", "pingpong",
-					    "escalate", "ca_buffer_bytes", "rank_tokens", NULL};
+					    "escalate", "ca_buffer_bytes", "rank_tokens", "two_sided",
+					    NULL};
 
 static const struct bp_method methods[] = {
 	{"plain", bp_method_plain,

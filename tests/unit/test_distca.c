@@ -14,7 +14,7 @@
 #include "validate.h"
 
 /* Llama-3-8B in the code's element counts: Q hidden 4096, K and V 2 x 8 x 128. */
-static const struct bp_ca_opts code_opts = {0.0, 1, BP_CA_COMM_CODE, 4096, 2048};
+static const struct bp_ca_opts code_opts = {0.0, 1, BP_CA_COMM_CODE, 4096, 2048, 0};
 
 /* lists of document lengths, one list per rank ("world = number of lists"), ids 0, 1, ...
  * in order */
@@ -294,7 +294,7 @@ static void test_modes(void)
 			struct bp_ca_placement a, b;
 			struct bp_ca_result ra, rb;
 			struct bp_error err;
-			struct bp_ca_opts o = {0.05, block, (enum bp_ca_comm)c, 2048, 1024};
+			struct bp_ca_opts o = {0.05, block, (enum bp_ca_comm)c, 2048, 1024, 0};
 			int64_t budget = (total + 7) / 8;
 			CHECK(place(lens, 24, 8, budget, &a) == 0);
 			CHECK(place(lens, 24, 8, budget, &b) == 0);
@@ -310,6 +310,22 @@ static void test_modes(void)
 					CHECK((a.items[i].h1 - a.items[i].h0) % 64 == 0 &&
 					      (a.items[i].t1 - a.items[i].t0) % 64 == 0);
 			CHECK(a.nitems > placed || c != BP_CA_COMM_CODE);
+			/* the paper's two-sided band: no higher a maximum, and within
+			 * eps * mean + one granule of the largest unit where granules allow */
+			struct bp_ca_placement t;
+			struct bp_ca_result rt;
+			struct bp_ca_opts o2 = o;
+			o2.two_sided = 1;
+			CHECK(place(lens, 24, 8, budget, &t) == 0);
+			CHECK(bp_ca_schedule(&t, 8, &o2, &rt, NULL, &err) == 0);
+			CHECK(rt.max_after <= ra.max_after);
+			int64_t lmax = 0;
+			for (int i = 0; i < 24; i++)
+				lmax = lens[i] > lmax ? lens[i] : lmax;
+			double gran = (double)(lmax + 1) * (block / 2 > 1 ? block / 2 : 1);
+			CHECK(rt.max_after <= rt.mean * (1 + o.eps) + gran);
+			check_tiling(&t, lens, 24);
+			bp_ca_placement_release(&t);
 			bp_ca_placement_release(&a);
 			bp_ca_placement_release(&b);
 		}
