@@ -3,6 +3,7 @@
 #include "ca_sched.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,10 +131,30 @@ static int64_t split_pairs(const struct bp_ca_item *it, double want, int64_t g, 
 	return m > 0 ? m : 0;
 }
 
+/* Chunks an Item emits (bp_ca_chunks). */
+static int item_chunks(const struct bp_ca_item *it)
+{
+	return it->complete ? 1 : (it->h1 > it->h0) + (it->t1 > it->t0);
+}
+
 /* Whether a move of `want` units would move anything (the whole Item or a granule). */
 static int whole_or_granule(const struct bp_ca_item *it, double want, int64_t g, int *whole)
 {
 	return split_pairs(it, want, g, whole) > 0 || *whole;
+}
+
+/* Whether moving `want` units keeps the Item's unit within its App. A cap (a whole move
+ * adds no chunk). */
+static int split_fits(const struct bp_ca_item *it, double want, int64_t g, const int *shards,
+		      const int *cap)
+{
+	int whole;
+	int64_t m = split_pairs(it, want, g, &whole);
+	if (whole || !m)
+		return 1;
+	/* the split-off Item's head and tail, the remainder's non-empty halves */
+	int after = 2 + (it->h1 - m > it->h0) + (it->t0 + m < it->t1);
+	return shards[it->unit] - item_chunks(it) + after <= cap[it->unit];
 }
 
 /* V of moving `want` units of an Item to a server already holding the unit's prefix
@@ -227,9 +248,18 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 			nunits = pl->items[i].unit + 1;
 	int64_t *have = o->comm == BP_CA_COMM_EXACT ? bp_calloc(nunits + 1, sizeof(int64_t), err)
 						    : NULL;
+	/* App. A: chunks per unit now, and the most a split may leave (the bound, or what the
+	 * placement already made) */
+	int *shards = bp_calloc(2 * nunits + 2, sizeof(int), err);
 	int ret = -1;
-	if (!sd || !rc || (o->comm == BP_CA_COMM_EXACT && !have))
+	if (!sd || !rc || !shards || (o->comm == BP_CA_COMM_EXACT && !have))
 		goto out;
+	int *shard_cap = shards + nunits + 1;
+	for (size_t i = 0; i < pl->nitems; i++)
+		shards[pl->items[i].unit] += item_chunks(&pl->items[i]);
+	for (size_t u = 0; u < nunits; u++)
+		shard_cap[u] = o->max_shards <= 0 ? INT32_MAX
+			       : shards[u] > o->max_shards ? shards[u] : o->max_shards;
 	double total = 0;
 	for (size_t i = 0; i < pl->nitems; i++) {
 		const struct bp_ca_item *it = &pl->items[i];
@@ -280,6 +310,8 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 					want = (double)units;
 				if (src_sd < want)
 					want = src_sd;
+				if (!split_fits(it, want, g, shards, shard_cap))
+					continue;
 				double prio = move_cost(it, want, g, have ? have[it->unit] : 0, o) / want;
 				if (best == pl->nitems || prio < best_prio) {
 					best = i;
@@ -290,7 +322,12 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 			if (best == pl->nitems) /* no donor left */
 				break;
 			int donor = pl->items[best].server;
+			size_t before = pl->nitems;
+			int c0 = item_chunks(&pl->items[best]);
 			int64_t moved = split_move(pl, best, best_want, r, g, err);
+			if (moved > 0 && pl->nitems > before)
+				shards[pl->items[best].unit] += item_chunks(&pl->items[best]) +
+					item_chunks(&pl->items[pl->nitems - 1]) - c0;
 			if (moved < 0)
 				goto out;
 			if (!moved) /* the best candidate moves no whole pair: stop this recipient */
@@ -346,7 +383,8 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 				continue;
 			double w = (double)units < want ? (double)units : want;
 			int whole;
-			if (!whole_or_granule(it, w, g, &whole)) /* moves nothing: skip it */
+			if (!whole_or_granule(it, w, g, &whole) || /* moves nothing: skip it */
+			    !split_fits(it, w, g, shards, shard_cap))
 				continue;
 			double prio = move_cost(it, w, g, have ? have[it->unit] : 0, o) / w;
 			if (best == pl->nitems || prio < best_prio) {
@@ -357,11 +395,16 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 		}
 		if (best == pl->nitems)
 			break;
+		size_t before = pl->nitems;
+		int c0 = item_chunks(&pl->items[best]);
 		int64_t moved = split_move(pl, best, best_want, r, g, err);
 		if (moved < 0)
 			goto out;
 		if (!moved)
 			break;
+		if (pl->nitems > before)
+			shards[pl->items[best].unit] += item_chunks(&pl->items[best]) +
+				item_chunks(&pl->items[pl->nitems - 1]) - c0;
 		sd[d] -= (double)moved;
 		sd[r] += (double)moved;
 		res->moved_pairs += moved;
@@ -382,6 +425,7 @@ out:
 	free(sd);
 	free(rc);
 	free(have);
+	free(shards);
 	return ret;
 }
 

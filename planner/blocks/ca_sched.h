@@ -92,6 +92,8 @@ struct bp_ca_opts {
 	int two_sided;   /* 0: the code's one-sided tolerance; 1: then also the paper's
 			  * two-sided band (every server within eps * mean where whole
 			  * granules allow) */
+	int max_shards;  /* App. A: no split makes a unit more chunks than this (or than the
+			  * placement gave it); 0: no bound */
 };
 
 /* The outcome of one scheduler call. */
@@ -157,10 +159,13 @@ void bp_ca_token_bytes(const struct bp_model *md, int tp, double *q_bytes, doubl
  *   ping_spans  per micro-batch (pipeline-major, in execution order) how many of its first
  *               spans form the ping nano-batch (the rest are pong), NULL without ping-pong
  *               (distca.md sec. 8);
+ *   max_shards  App. A's bound on chunks per document and tick the calls kept (a document the
+ *               placement cut into more pieces keeps their count);
  *   calls       one entry per scheduler call (forward tick, nano-batch): the tolerance used
  *               (after escalation), mean and largest server load before and after (pairs),
  *               pairs moved and the largest per-rank bytes of one layer's all-to-all in. */
 struct bp_ca_record {
+	int max_shards;     /* App. A's bound the calls kept (0: none) */
 	double *ping_spans; /* [nmbs] or NULL; owned */
 	size_t nmbs;
 	double *tick, *nano, *eps, *mean, *max_before, *max_after, *moved, *bytes; /* [ncalls] */

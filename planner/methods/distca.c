@@ -18,7 +18,10 @@
  *      and, in resend mode, the same Items, so its two calls would return the same plan: the
  *      plan stores one placement per (micro-batch, stage) and the backward reuses it
  *      (plan.h struct bp_ca_task);
- *   5. the buffer (distca.md sec. 4, 11): one layer's all-to-all in of a call must fit
+ *   5. App. A (distca.md sec. 6): a split never cuts a document into more chunks per call
+ *      than `max_shards` (default: App. A's bound for the model and GPU, 31 for Llama-34B
+ *      on H200-class GPUs at 50 GiB/s), or than its placement pieces;
+ *   6. the buffer (distca.md sec. 4, 11): one layer's all-to-all in of a call must fit
  *      `ca_buffer_bytes` per rank; `escalate` 1 raises the tolerance along the code's list
  *      until it fits (the code's hidden rule, made explicit), else the plan is infeasible.
  * The step's record ("distca") keeps the ping/pong split and every call's loads and bytes. */
@@ -346,9 +349,27 @@ out:
 	return rc;
 }
 
-static int read_opts(struct bp_plan *out, int tp, struct dc_opts *o, struct bp_error *err)
+/* App. A's bound for this model and GPU (distca.md sec. 6): t = the token-wise FLOPs of a
+ * token in one layer, 2h (2h + h_kv + f_m i) (Table 3; f_m 3 gated, 2 not), at 50% of the
+ * GPU's peak; B its network bandwidth; h_q = 2h bytes, h_kv = K and V, 4 h_kv bytes. The
+ * same for every TP degree (TP divides both sides). 0 without a profile. */
+static int app_a_shards(const struct bp_model *md, const struct bp_method_ctx *ctx)
 {
-	int64_t block, pingpong, escalate, buffer, rank_tokens, two_sided;
+	if (!ctx->cm || !ctx->cm->prof)
+		return 0;
+	double peak = ctx->cm->prof->hw.bf16_tflops * 1e12, bw = ctx->cm->prof->hw.net_gbps * 1e9;
+	double h = md->hidden, hkv = (double)md->kv_heads * (md->hidden / md->heads);
+	double flops = 2 * h * (2 * h + hkv + (md->gated ? 3.0 : 2.0) * md->ffn);
+	if (!(peak > 0) || !(bw > 0))
+		return 0;
+	double s = bp_ca_max_shards(flops / (0.5 * peak), bw, 2 * h, 4 * hkv);
+	return s >= 1 ? (int)floor(s) : 1;
+}
+
+static int read_opts(struct bp_plan *out, int tp, int shards_default, struct dc_opts *o,
+		     struct bp_error *err)
+{
+	int64_t block, pingpong, escalate, buffer, rank_tokens, two_sided, max_shards;
 	double eps;
 	memset(o, 0, sizeof(*o));
 	if (bp_method_param_real(out, "tolerance", 0.1, -INFINITY, INFINITY, &eps, err) < 0)
@@ -363,10 +384,13 @@ static int read_opts(struct bp_plan *out, int tp, struct dc_opts *o, struct bp_e
 				&buffer, err) < 0 ||
 	    bp_method_param_int(out, "rank_tokens", out->max_tokens, 1, out->max_tokens,
 				&rank_tokens, err) < 0 ||
-	    bp_method_param_int(out, "two_sided", 0, 0, 1, &two_sided, err) < 0)
+	    bp_method_param_int(out, "two_sided", 0, 0, 1, &two_sided, err) < 0 ||
+	    bp_method_param_int(out, "max_shards", shards_default, 0, 1 << 20, &max_shards,
+				err) < 0)
 		return -1;
 	o->rank_tokens = rank_tokens;
 	o->ca.two_sided = (int)two_sided;
+	o->ca.max_shards = (int)max_shards;
 	const char *comm = bp_plan_param(out, "ca_comm");
 	if (!comm) {
 		comm = "exact";
@@ -399,7 +423,7 @@ int bp_method_distca(const struct bp_method_ctx *ctx, const struct bp_batches *i
 	if (out->model.layers % pp)
 		return bp_errorf(err, "distca needs equal layers per stage: %d layers on pp %d",
 				 out->model.layers, pp);
-	if (read_opts(out, tp, &o, err) < 0)
+	if (read_opts(out, tp, app_a_shards(&out->model, ctx), &o, err) < 0)
 		return -1;
 	/* in-place servers: the first rank of every (pipeline, stage) TP group, ascending */
 	int nservers = dp * pp;
@@ -441,6 +465,7 @@ int bp_method_distca(const struct bp_method_ctx *ctx, const struct bp_batches *i
 		size_t m = 0;
 		if (!rec)
 			goto out;
+		rec->max_shards = o.ca.max_shards;
 		struct dc_calls calls = {rec, 0};
 		int r = place_step(&in->b[s], dp, o.rank_tokens, &o, ctx->shard, st,
 				   rec, &nanos, &m, err);
@@ -462,7 +487,7 @@ out:
 
 /* ---- the per-step record ---- */
 
-static const char *const rec_keys[] = {"ping_spans", "tick", "nano", "tolerance", "mean_pairs",
+static const char *const rec_keys[] = {"max_shards", "ping_spans", "tick", "nano", "tolerance", "mean_pairs",
 				       "max_before_pairs", "max_after_pairs", "moved_pairs",
 				       "a2a_bytes_max", NULL};
 
@@ -481,8 +506,9 @@ static json_t *rec_to_json(const void *p)
 	if (r->ping_spans)
 		bp_json_set(o, "ping_spans", bp_json_real_array(r->ping_spans, r->nmbs), &ok);
 	for (size_t i = 0; i < 8; i++)
-		bp_json_set(o, rec_keys[i + 1], bp_json_real_array(*rec_arrays(r, i), r->ncalls),
+		bp_json_set(o, rec_keys[i + 2], bp_json_real_array(*rec_arrays(r, i), r->ncalls),
 			    &ok);
+	bp_json_set(o, "max_shards", json_integer(r->max_shards), &ok);
 	if (!ok) {
 		json_decref(o);
 		return NULL;
@@ -493,7 +519,8 @@ static json_t *rec_to_json(const void *p)
 static int rec_from_json(void *p, json_t *o, const char *where, struct bp_error *err)
 {
 	struct bp_ca_record *r = p;
-	if (bp_json_check_keys(o, rec_keys, where, err) < 0)
+	if (bp_json_check_keys(o, rec_keys, where, err) < 0 ||
+	    bp_json_get_int32(o, "max_shards", 1, 0, 1 << 20, &r->max_shards, where, err) < 0)
 		return -1;
 	size_t n;
 	if (json_object_get(o, "ping_spans")) {
@@ -502,15 +529,75 @@ static int rec_from_json(void *p, json_t *o, const char *where, struct bp_error 
 			return -1;
 	}
 	for (size_t i = 0; i < 8; i++) {
-		if (bp_json_get_real_array(o, rec_keys[i + 1], 0, rec_arrays(r, i), &n, where,
+		if (bp_json_get_real_array(o, rec_keys[i + 2], 0, rec_arrays(r, i), &n, where,
 					   err) < 0)
 			return -1;
 		if (i && n != r->ncalls)
 			return bp_errorf(err, "%s.%s has %zu entries, tick %zu", where,
-					 rec_keys[i + 1], n, r->ncalls);
+					 rec_keys[i + 2], n, r->ncalls);
 		r->ncalls = n;
 	}
 	return 0;
+}
+
+struct doc_tick {
+	int64_t doc, tick, n;
+};
+
+static int cmp_doc_tick(const void *a, const void *b)
+{
+	const struct doc_tick *x = a, *y = b;
+	if (x->doc != y->doc)
+		return (x->doc > y->doc) - (x->doc < y->doc);
+	return (x->tick > y->tick) - (x->tick < y->tick);
+}
+
+/* App. A (distca.md sec. 6, 15 invariant 8): per document and tick, no more CA-tasks than
+ * max_shards, or than the document has spans (the placement's pieces are shards already). */
+static int check_shards(const struct bp_ca_record *r, const struct bp_step *st,
+			struct bp_error *err)
+{
+	size_t nsp = 0;
+	for (size_t k = 0; k < st->npipes; k++)
+		for (size_t j = 0; j < st->pipes[k].nmbs; j++)
+			nsp += st->pipes[k].mbs[j].nspans;
+	struct doc_tick *t = bp_calloc(st->nca + 1, sizeof(*t), err);
+	struct doc_tick *sp = bp_calloc(nsp + 1, sizeof(*sp), err);
+	int rc = -1;
+	if (!t || !sp)
+		goto out;
+	for (size_t i = 0; i < st->nca; i++)
+		t[i] = (struct doc_tick){st->ca[i].doc, st->ca[i].tick, 1};
+	nsp = 0;
+	for (size_t k = 0; k < st->npipes; k++)
+		for (size_t j = 0; j < st->pipes[k].nmbs; j++)
+			for (size_t q = 0; q < st->pipes[k].mbs[j].nspans; q++)
+				sp[nsp++] = (struct doc_tick){st->pipes[k].mbs[j].spans[q].doc, 0, 1};
+	qsort(t, st->nca, sizeof(*t), cmp_doc_tick);
+	qsort(sp, nsp, sizeof(*sp), cmp_doc_tick);
+	for (size_t i = 0, s = 0; i < st->nca;) {
+		size_t j = i;
+		while (j < st->nca && t[j].doc == t[i].doc && t[j].tick == t[i].tick)
+			j++;
+		while (s < nsp && sp[s].doc < t[i].doc)
+			s++;
+		int64_t spans = 0;
+		for (size_t q = s; q < nsp && sp[q].doc == t[i].doc; q++)
+			spans++;
+		int64_t cap = spans > r->max_shards ? spans : r->max_shards;
+		if ((int64_t)(j - i) > cap) {
+			bp_errorf(err, "document %lld has %zu CA-tasks at tick %lld, more than App. A's "
+				  "max_shards %d (and its %lld spans)", (long long)t[i].doc, j - i,
+				  (long long)t[i].tick, r->max_shards, (long long)spans);
+			goto out;
+		}
+		i = j;
+	}
+	rc = 0;
+out:
+	free(t);
+	free(sp);
+	return rc;
 }
 
 /* The record's ping/pong split must name every micro-batch and a span count inside it; its
@@ -534,6 +621,8 @@ static int rec_validate(const void *p, const struct bp_step *st, struct bp_error
 			return bp_errorf(err, "ping_spans has %zu entries for %zu micro-batches",
 					 r->nmbs, at);
 	}
+	if (r->max_shards > 0 && check_shards(r, st, err) < 0)
+		return -1;
 	for (size_t i = 0; i < r->ncalls; i++) {
 		if (r->tick[i] != floor(r->tick[i]) || r->tick[i] < 0 ||
 		    (i && r->tick[i] < r->tick[i - 1]))

@@ -23,7 +23,7 @@ static const char *const wlb_ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp
 
 static const char *const distca_params[] = {"tolerance", "ca_block", "ca_comm", "pingpong",
 					    "escalate", "ca_buffer_bytes", "rank_tokens", "two_sided",
-					    NULL};
+					    "max_shards", NULL};
 
 static const struct bp_method methods[] = {
 	{"plain", bp_method_plain,

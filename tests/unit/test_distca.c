@@ -14,7 +14,7 @@
 #include "validate.h"
 
 /* Llama-3-8B in the code's element counts: Q hidden 4096, K and V 2 x 8 x 128. */
-static const struct bp_ca_opts code_opts = {0.0, 1, BP_CA_COMM_CODE, 4096, 2048, 0};
+static const struct bp_ca_opts code_opts = {0.0, 1, BP_CA_COMM_CODE, 4096, 2048, 0, 0};
 
 /* lists of document lengths, one list per rank ("world = number of lists"), ids 0, 1, ...
  * in order */
@@ -294,7 +294,7 @@ static void test_modes(void)
 			struct bp_ca_placement a, b;
 			struct bp_ca_result ra, rb;
 			struct bp_error err;
-			struct bp_ca_opts o = {0.05, block, (enum bp_ca_comm)c, 2048, 1024, 0};
+			struct bp_ca_opts o = {0.05, block, (enum bp_ca_comm)c, 2048, 1024, 0, 0};
 			int64_t budget = (total + 7) / 8;
 			CHECK(place(lens, 24, 8, budget, &a) == 0);
 			CHECK(place(lens, 24, 8, budget, &b) == 0);
@@ -324,6 +324,27 @@ static void test_modes(void)
 				lmax = lens[i] > lmax ? lens[i] : lmax;
 			double gran = (double)(lmax + 1) * (block / 2 > 1 ? block / 2 : 1);
 			CHECK(rt.max_after <= rt.mean * (1 + o.eps) + gran);
+			check_tiling(&t, lens, 24);
+			bp_ca_placement_release(&t);
+			/* App. A's cap: no document ends in more chunks than the bound or
+			 * its placement pieces */
+			struct bp_ca_opts o3 = o;
+			o3.max_shards = 3;
+			CHECK(place(lens, 24, 8, budget, &t) == 0);
+			int placed_chunks[24] = {0}, final_chunks[24] = {0};
+			struct bp_ca_chunk *ch;
+			size_t nc;
+			CHECK(bp_ca_chunks(&t, &ch, &nc, &err) == 0);
+			for (size_t i = 0; i < nc; i++)
+				placed_chunks[ch[i].doc]++;
+			free(ch);
+			CHECK(bp_ca_schedule(&t, 8, &o3, &rt, NULL, &err) == 0);
+			CHECK(bp_ca_chunks(&t, &ch, &nc, &err) == 0);
+			for (size_t i = 0; i < nc; i++)
+				final_chunks[ch[i].doc]++;
+			free(ch);
+			for (int i = 0; i < 24; i++)
+				CHECK(final_chunks[i] <= (placed_chunks[i] > 3 ? placed_chunks[i] : 3));
 			check_tiling(&t, lens, 24);
 			bp_ca_placement_release(&t);
 			bp_ca_placement_release(&a);
