@@ -26,6 +26,10 @@ static const char *const sb_params[] = {"sb_block", "sb_k_base", "sb_k_set", "sb
 					"sb_cardinality", "sb_time", "sb_refresh", "sb_packer",
 					NULL};
 
+static const char *const distca_params[] = {"tolerance", "ca_block", "ca_comm", "pingpong",
+					    "escalate", "ca_buffer_bytes", "rank_tokens", "two_sided",
+					    "max_shards", NULL};
+
 static const struct bp_method methods[] = {
 	{"plain", bp_method_plain,
 	 "documents in loader order cut into fixed context windows, dealt round-robin",
@@ -65,13 +69,17 @@ static const struct bp_method methods[] = {
 	 "MoBA sparse attention: length-balanced batching with dynamic sparsity tuning",
 	 "SparseBalance Sec. V-B3 (LBB) with Sec. IV-A, Alg. 1", sb_params,
 	 &bp_record_sparsebalance, bp_sb_warn},
+	{"distca", bp_method_distca,
+	 "core attention disaggregated onto in-place servers, greedy comm-aware CA-task moves",
+	 "DistCA Sec. 3-4, 6.1, App. A, B, E", distca_params, &bp_record_distca, NULL},
 };
 
 int bp_method_in_all(const struct bp_method *m)
 {
-	/* sparsebalance and sb-lbb need cp 1 and a profile's sparse table */
+	/* sparsebalance and sb-lbb need cp 1 and a profile's sparse table; distca brings its own
+	 * schedule (distca-ticks) and needs cp 1 */
 	return m->solve != bp_method_hydraulis && m->solve != bp_method_sparsebalance &&
-	       m->solve != bp_method_sb_lbb;
+	       m->solve != bp_method_sb_lbb && m->solve != bp_method_distca;
 }
 
 size_t bp_method_count(void)

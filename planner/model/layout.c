@@ -188,8 +188,6 @@ int bp_layout_check(const struct bp_layout *l, int gpus, int gpus_per_node, int 
 	}
 	if (total > (size_t)gpus)
 		return bp_errorf(err, "uses %zu ranks but the cluster has %d GPUs", total, gpus);
-	if (!strcmp(l->schedule, BP_SCHEDULE_TICKS) && check_ticks(l, err) < 0)
-		return -1;
 	all = bp_calloc(total ? total : 1, sizeof(int), err);
 	if (!all)
 		return -1;
@@ -211,6 +209,9 @@ int bp_layout_check(const struct bp_layout *l, int gpus, int gpus_per_node, int 
 			goto out;
 		}
 	}
+	/* the ticks rules after the range checks: a server outside the cluster says so */
+	if (!strcmp(l->schedule, BP_SCHEDULE_TICKS) && check_ticks(l, err) < 0)
+		goto out;
 	/* Servers may be in place (ranks of pipelines, DistCA Sec. 4.1); pipelines may not
 	 * overlap each other. */
 	qsort(all, k, sizeof(int), cmp_int);

@@ -54,7 +54,8 @@ struct bp_method {
 };
 
 /* Whether `solve -m all` runs the method: every method but hydraulis, which brings its own
- * layouts and candidate strategies and runs only when named. */
+ * layouts and candidate strategies, and distca, which brings its own schedule; they run
+ * only when named. */
 int bp_method_in_all(const struct bp_method *m);
 
 /* The record codec of a kind ("ilp"), searched in the method table; NULL when unknown. */
@@ -99,6 +100,9 @@ void bp_sb_warn(const struct bp_plan *p, char *buf, size_t n);
  * Spar state (which follows them) are left to the record's validate hook. Returns 0 or -1 with err naming the first difference. */
 int bp_sb_recheck(const struct bp_plan *p, const struct bp_costmodel *cm,
 		  struct bp_error *err);
+int bp_method_distca(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		     struct bp_plan *out, struct bp_error *err);
+extern const struct bp_record_ops bp_record_distca; /* methods/distca.c */
 
 /* Reads an integer / real method parameter from the plan, or records the default there.
  * Fails naming the parameter when the value is not a number in [lo, hi]. */

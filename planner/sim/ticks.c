@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ca_sched.h"
 #include "costkinds.h"
 
 size_t bp_ticks_count(int pp, size_t m)
@@ -45,6 +46,35 @@ size_t bp_tick_bwd_position(int pp, size_t m, size_t mb, int s)
 	return j < m ? warm + 2 * j + 1 : warm + 2 * m + (j - m);
 }
 
+struct span_ref {
+	int64_t doc, off, len;
+	size_t pipe, mb, q; /* q: the span's index in its micro-batch */
+};
+
+/* The distca method's record when the step runs nano-batches (ping-pong), else NULL. */
+static const struct bp_ca_record *ca_record(const struct bp_step *st)
+{
+	if (!st->record || !st->record_ops || strcmp(st->record_ops->name, "distca"))
+		return NULL;
+	const struct bp_ca_record *r = st->record;
+	return r->ping_spans ? r : NULL;
+}
+
+/* The last span of doc starting at or before token at (NULL: none). */
+static const struct span_ref *span_at(const struct span_ref *sp, size_t n, int64_t doc,
+				      int64_t at)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (sp[mid].doc < doc || (sp[mid].doc == doc && sp[mid].off <= at))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && sp[lo - 1].doc == doc ? &sp[lo - 1] : NULL;
+}
+
 /* A step's CA-tasks placed: the span each serves and its stage, per timeline position. */
 struct task_info {
 	size_t pipe, mb;
@@ -62,21 +92,25 @@ struct tick_ctx {
 	size_t *order;          /* [2 * nca]: task indices by timeline position */
 	size_t *start;          /* [nticks + 1]: order[start[k] .. start[k+1]) run at k */
 	int *srv_place_pipe, *srv_place_stage; /* [nservers]: -1 pipe: a dedicated server */
+	struct span_ref *sp;    /* [nsp]: the step's spans by (doc, offset) */
+	size_t nsp;
+	int *nano;              /* [nca]: the task's nano-batch (0 ping, 1 pong) */
+	int pingpong;           /* the step's micro-batches run as two nano-batches */
+	const double *ping;     /* the record's ping_spans (pipeline-major), or NULL */
+	size_t *mb_at;          /* [npipes + 1]: micro-batches before each pipeline */
 };
 
 static void ctx_release(struct tick_ctx *c)
 {
+	free(c->sp);
+	free(c->nano);
+	free(c->mb_at);
 	free(c->ti);
 	free(c->order);
 	free(c->start);
 	free(c->srv_place_pipe);
 	free(c->srv_place_stage);
 }
-
-struct span_ref {
-	int64_t doc, off, len;
-	size_t pipe, mb;
-};
 
 static int cmp_span_ref(const void *a, const void *b)
 {
@@ -109,15 +143,17 @@ static int ctx_init(struct tick_ctx *c, const struct bp_plan *p, const struct bp
 	for (size_t k = 0; k < st->npipes; k++)
 		for (size_t j = 0; j < st->pipes[k].nmbs; j++)
 			nsp += st->pipes[k].mbs[j].nspans;
-	struct span_ref *sp = bp_calloc(nsp + 1, sizeof(*sp), err);
+	struct span_ref *sp = c->sp = bp_calloc(nsp + 1, sizeof(*sp), err);
+	c->nano = bp_calloc(st->nca + 1, sizeof(int), err);
 	c->ti = bp_calloc(st->nca + 1, sizeof(*c->ti), err);
 	c->order = bp_calloc(2 * st->nca + 1, sizeof(size_t), err);
 	c->start = bp_calloc(c->nticks + 2, sizeof(size_t), err);
 	c->srv_place_pipe = bp_calloc(c->l->nservers + 1, sizeof(int), err);
 	c->srv_place_stage = bp_calloc(c->l->nservers + 1, sizeof(int), err);
 	size_t *pos = bp_calloc(2 * st->nca + 1, sizeof(size_t), err);
+	size_t *mb_at = NULL;
 	int rc = -1;
-	if (!sp || !c->ti || !c->order || !c->start || !c->srv_place_pipe ||
+	if (!sp || !c->nano || !c->ti || !c->order || !c->start || !c->srv_place_pipe ||
 	    !c->srv_place_stage || !pos)
 		goto out;
 	for (size_t s = 0; s < c->l->nservers; s++) {
@@ -131,20 +167,38 @@ static int ctx_init(struct tick_ctx *c, const struct bp_plan *p, const struct bp
 			const struct bp_mb *mb = &st->pipes[k].mbs[j];
 			for (size_t q = 0; q < mb->nspans; q++)
 				sp[nsp++] = (struct span_ref){mb->spans[q].doc, mb->spans[q].offset,
-							      mb->spans[q].len, k, j};
+							      mb->spans[q].len, k, j, q};
 		}
 	qsort(sp, nsp, sizeof(*sp), cmp_span_ref);
+	c->nsp = nsp;
+	const struct bp_ca_record *nanos = ca_record(st);
+	c->pingpong = nanos != NULL;
+	mb_at = bp_calloc(st->npipes + 1, sizeof(size_t), err);
+	if (!mb_at)
+		goto out;
+	c->mb_at = mb_at;
+	for (size_t k = 0; k + 1 <= st->npipes; k++)
+		mb_at[k + 1] = mb_at[k] + st->pipes[k].nmbs;
+	if (nanos && nanos->nmbs != mb_at[st->npipes]) {
+		bp_errorf(err, "the distca record's ping_spans name %zu micro-batches, the step has "
+			  "%zu", nanos->nmbs, mb_at[st->npipes]);
+		goto out;
+	}
+	c->ping = nanos ? nanos->ping_spans : NULL;
 	for (size_t t = 0; t < st->nca; t++) {
 		const struct bp_ca_task *ca = &st->ca[t];
-		struct span_ref key = {ca->doc, ca->kv0, 0, 0, 0};
-		const struct span_ref *s = bsearch(&key, sp, nsp, sizeof(*sp), cmp_span_ref);
+		/* the span holding the queries (its pipeline owns them); KV [kv0, q1) may come
+		 * from other spans of the document (validate.c check_ca) */
+		const struct span_ref *s = span_at(sp, nsp, ca->doc, ca->q0);
+		if (s && nanos)
+			c->nano[t] = (double)s->q >= nanos->ping_spans[mb_at[s->pipe] + s->mb];
 		if (!s || ca->tick < (int64_t)s->mb || ca->tick - (int64_t)s->mb >= c->pp) {
 			bp_errorf(err, "ca_tasks[%zu] names no span running at its tick (validate the "
 				  "plan first)", t);
 			goto out;
 		}
 		int stage = (int)(ca->tick - (int64_t)s->mb);
-		c->ti[t] = (struct task_info){s->pipe, s->mb, stage, s->off};
+		c->ti[t] = (struct task_info){s->pipe, s->mb, stage, ca->kv0};
 		size_t warm = (size_t)c->pp - 1, f = (size_t)ca->tick;
 		pos[2 * t] = f < warm ? f : warm + 2 * (f - warm);
 		pos[2 * t + 1] = bp_tick_bwd_position(c->pp, c->m, s->mb, stage);
@@ -166,7 +220,6 @@ static int ctx_init(struct tick_ctx *c, const struct bp_plan *p, const struct bp
 	}
 	rc = 0;
 out:
-	free(sp);
 	free(pos);
 	return rc;
 }
@@ -209,11 +262,14 @@ struct bp_ca_bytes bp_ca_bytes_per_token(const struct bp_model *md, int tp, int 
 
 typedef void (*flow_fn)(void *arg, int src, int dst, double bytes);
 
-/* Every per-layer transfer of one all-to-all (dir 0 in, 1 out) at timeline position k:
- * for each TP slice, each task's query bytes, and each (span, server) pair's KV bytes once
- * (the longest prefix its tasks need, distca.md sec. 9 deduplication). Self traffic is
- * skipped. */
-static void tick_flows(const struct tick_ctx *c, size_t k, int dir, flow_fn emit, void *arg)
+/* Every per-layer transfer of one all-to-all (dir 0 in, 1 out) at timeline position k, of
+ * nano-batch nano (-1: both): for each TP slice, each task's query bytes from the rank owning
+ * its span, and the KV of each (server, document unit) once (the longest prefix [kv0, kv_end)
+ * its tasks need, distca.md sec. 9 deduplication), each span of that prefix from the rank that
+ * owns it (a document placed head-tail over several pipelines, Sec. 6.1, sends KV from each).
+ * Self traffic is skipped. */
+static void tick_flows(const struct tick_ctx *c, size_t k, int dir, int nano, flow_fn emit,
+		       void *arg)
 {
 	int bwd;
 	size_t phase;
@@ -222,31 +278,60 @@ static void tick_flows(const struct tick_ctx *c, size_t k, int dir, flow_fn emit
 	const struct bp_step *st = c->st;
 	for (size_t a = c->start[k]; a < c->start[k + 1];) {
 		size_t t = c->order[a];
+		if (nano >= 0 && c->nano[t] != nano) {
+			a++;
+			continue;
+		}
 		const struct bp_ca_task *ca = &st->ca[t];
 		const struct task_info *ti = &c->ti[t];
-		/* the run of tasks with the same server and span */
-		int64_t q_tokens = 0, kv_end = ca->kv0;
+		/* the run of tasks with the same server and document unit */
+		int64_t kv_end = ca->kv0;
 		size_t b = a;
 		while (b < c->start[k + 1]) {
 			size_t u = c->order[b];
 			const struct bp_ca_task *cu = &st->ca[u];
 			if (cu->server != ca->server || cu->doc != ca->doc || cu->kv0 != ca->kv0 ||
-			    c->ti[u].pipe != ti->pipe || c->ti[u].mb != ti->mb)
+			    c->ti[u].mb != ti->mb || c->ti[u].stage != ti->stage)
 				break;
-			q_tokens += cu->q1 - cu->q0;
+			b++;
+			if (nano >= 0 && c->nano[u] != nano)
+				continue;
 			if (cu->kv1 > kv_end)
 				kv_end = cu->kv1;
-			b++;
+			const struct bp_lpipe *lq = &c->l->pipes[c->ti[u].pipe];
+			double qb = (double)(cu->q1 - cu->q0) * (dir ? tb.q_out : tb.q_in);
+			for (int i = 0; i < c->tp && qb > 0; i++) {
+				int owner = bp_lpipe_rank(lq, ti->stage, 0, i);
+				int server = server_rank(c, ca->server, i);
+				if (owner != server)
+					emit(arg, dir ? server : owner, dir ? owner : server, qb);
+			}
 		}
-		double kv_tokens = (double)(kv_end - ca->kv0);
-		double bytes = (double)q_tokens * (dir ? tb.q_out : tb.q_in) +
-			       kv_tokens * (dir ? tb.kv_out : tb.kv_in);
-		const struct bp_lpipe *lp = &c->l->pipes[ti->pipe];
-		for (int i = 0; i < c->tp; i++) {
-			int owner = bp_lpipe_rank(lp, ti->stage, 0, i);
-			int server = server_rank(c, ca->server, i);
-			if (owner != server && bytes > 0)
-				emit(arg, dir ? server : owner, dir ? owner : server, bytes);
+		double kvb = dir ? tb.kv_out : tb.kv_in;
+		/* the spans of the unit's prefix, from their owners */
+		size_t lo = 0, hi = c->nsp;
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+			if (c->sp[mid].doc < ca->doc ||
+			    (c->sp[mid].doc == ca->doc && c->sp[mid].off < ca->kv0))
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (size_t q = lo; kvb > 0 && q < c->nsp && c->sp[q].doc == ca->doc &&
+				    c->sp[q].off < kv_end; q++) {
+			const struct span_ref *sr = &c->sp[q];
+			if (sr->mb != ti->mb)
+				continue;
+			int64_t e = sr->off + sr->len < kv_end ? sr->off + sr->len : kv_end;
+			double bytes = (double)(e - sr->off) * kvb;
+			const struct bp_lpipe *lp = &c->l->pipes[sr->pipe];
+			for (int i = 0; i < c->tp; i++) {
+				int owner = bp_lpipe_rank(lp, ti->stage, 0, i);
+				int server = server_rank(c, ca->server, i);
+				if (owner != server && bytes > 0)
+					emit(arg, dir ? server : owner, dir ? owner : server, bytes);
+			}
 		}
 		a = b;
 	}
@@ -280,6 +365,7 @@ void bp_ticks_release(struct bp_ticks *t)
 	free(t->compute);
 	free(t->attn);
 	free(t->a2a_us);
+	free(t->exposed_us);
 	free(t->send);
 	free(t->recv);
 	memset(t, 0, sizeof(*t));
@@ -318,7 +404,7 @@ int bp_ticks_eval(const struct bp_plan *p, const struct bp_step *st, struct bp_c
 	const int world = c.world;
 	const struct bp_costmodel *cm = bp_costs_pipe(costs, l, 0, err);
 	int rc = -1;
-	double *send1 = NULL, *recv1 = NULL, *tmp_s = NULL, *tmp_r = NULL;
+	double *send1 = NULL, *recv1 = NULL, *tmp_s = NULL, *tmp_r = NULL, *nano_w = NULL;
 	int slice = bp_layout_ranks(l) / c.tp;
 	if (slice < 1)
 		slice = 1;
@@ -330,6 +416,8 @@ int bp_ticks_eval(const struct bp_plan *p, const struct bp_step *st, struct bp_c
 	size_t cells = c.nticks * (size_t)world + 1;
 	out->tick_us = bp_calloc(c.nticks + 1, sizeof(double), err);
 	out->a2a_us = bp_calloc(c.nticks + 1, sizeof(double), err);
+	out->exposed_us = bp_calloc(c.nticks + 1, sizeof(double), err);
+	nano_w = bp_calloc(4 * (size_t)world, sizeof(double), err);
 	out->compute = bp_calloc(cells, sizeof(double), err);
 	out->attn = bp_calloc(cells, sizeof(double), err);
 	out->send = bp_calloc(cells, sizeof(double), err);
@@ -338,13 +426,17 @@ int bp_ticks_eval(const struct bp_plan *p, const struct bp_step *st, struct bp_c
 	recv1 = bp_calloc((size_t)world, sizeof(double), err);
 	tmp_s = bp_calloc((size_t)slice, sizeof(double), err);
 	tmp_r = bp_calloc((size_t)slice, sizeof(double), err);
-	if (!cm || !out->tick_us || !out->a2a_us || !out->compute || !out->attn || !out->send ||
+	if (!cm || !out->tick_us || !out->a2a_us || !out->exposed_us || !nano_w || !out->compute || !out->attn || !out->send ||
 	    !out->recv || !send1 || !recv1 || !tmp_s || !tmp_r)
 		goto out;
 	const int inter = p->cluster.gpus > p->cluster.gpus_per_node;
 	const double L = out->layers;
 	for (size_t k = 0; k < c.nticks; k++) {
 		double *comp = &out->compute[k * world], *att = &out->attn[k * world];
+		/* per nano-batch (ping 0, pong 1): the slowest rank's token-wise work and
+		 * served attention, all layers */
+		double lin_n[2] = {0, 0}, ca_n[2] = {0, 0};
+		memset(nano_w, 0, 4 * (size_t)world * sizeof(double));
 		int bwd;
 		size_t phase;
 		/* token-wise work: every stage of every pipeline on its current micro-batch */
@@ -364,8 +456,24 @@ int bp_ticks_eval(const struct bp_plan *p, const struct bp_step *st, struct bp_c
 					goto out;
 				}
 				double w = bwd ? mb->bwd[s] : mb->fwd[s];
-				for (int i = 0; i < c.tp; i++)
-					comp[bp_lpipe_rank(lp, s, 0, i)] += w;
+				/* the ping nano-batch's share of the token-wise work: its tokens */
+				double ping = 1.0;
+				if (c.pingpong) {
+					int64_t tok = 0, tp0 = 0;
+					size_t np = (size_t)c.ping[c.mb_at[q] + (size_t)j];
+					for (size_t v = 0; v < mb->nspans; v++) {
+						tok += mb->spans[v].len;
+						if (v < np)
+							tp0 += mb->spans[v].len;
+					}
+					ping = tok ? (double)tp0 / (double)tok : 1.0;
+				}
+				for (int i = 0; i < c.tp; i++) {
+					int r = bp_lpipe_rank(lp, s, 0, i);
+					comp[r] += w;
+					nano_w[r] += w * ping;
+					nano_w[world + r] += w * (1.0 - ping);
+				}
 			}
 		}
 		position_phase(c.pp, c.m, k, &bwd, &phase);
@@ -374,33 +482,60 @@ int bp_ticks_eval(const struct bp_plan *p, const struct bp_step *st, struct bp_c
 			const struct bp_ca_task *ca = &st->ca[c.order[a]];
 			double t = L * bp_cost_ca_task(cm->attn, (double)(ca->q1 - ca->q0),
 						       (double)(ca->kv1 - ca->kv0), bwd);
-			for (int i = 0; i < c.tp; i++)
-				att[server_rank(&c, ca->server, i)] += t;
-		}
-		/* the per-layer all-to-alls, in then out */
-		double a2a = 0.0;
-		for (int dir = 0; dir < 2; dir++) {
-			memset(send1, 0, (size_t)world * sizeof(double));
-			memset(recv1, 0, (size_t)world * sizeof(double));
-			struct sum_arg sa = {send1, recv1};
-			tick_flows(&c, k, dir, sum_flow, &sa);
-			double t = a2a_time(cm->prof, slice, inter, send1,
-					    recv1, world, tmp_s, tmp_r, err);
-			if (t < 0)
-				goto out;
-			a2a += t;
-			for (int r = 0; r < world; r++) {
-				out->send[k * world + r] += send1[r];
-				out->recv[k * world + r] += recv1[r];
+			int n = c.nano[c.order[a]];
+			for (int i = 0; i < c.tp; i++) {
+				int r = server_rank(&c, ca->server, i);
+				att[r] += t;
+				nano_w[(size_t)(2 + n) * world + r] += t;
 			}
 		}
-		/* single stream, world-synchronous per layer (distca.md sec. 16) */
-		double worst = 0.0;
 		for (int r = 0; r < world; r++)
-			if (comp[r] + att[r] > worst)
-				worst = comp[r] + att[r];
-		out->a2a_us[k] = L * a2a;
-		out->tick_us[k] = worst + out->a2a_us[k];
+			for (int n = 0; n < 2; n++) {
+				if (nano_w[(size_t)n * world + r] > lin_n[n])
+					lin_n[n] = nano_w[(size_t)n * world + r];
+				if (nano_w[(size_t)(2 + n) * world + r] > ca_n[n])
+					ca_n[n] = nano_w[(size_t)(2 + n) * world + r];
+			}
+		/* the per-layer all-to-alls: a2a[nano][dir] (nano 0 holds both without
+		 * ping-pong) */
+		double a2a[2][2] = {{0, 0}, {0, 0}}, a2a_all = 0.0;
+		for (int n = 0; n < (c.pingpong ? 2 : 1); n++)
+			for (int dir = 0; dir < 2; dir++) {
+				memset(send1, 0, (size_t)world * sizeof(double));
+				memset(recv1, 0, (size_t)world * sizeof(double));
+				struct sum_arg sa = {send1, recv1};
+				tick_flows(&c, k, dir, c.pingpong ? n : -1, sum_flow, &sa);
+				double t = a2a_time(cm->prof, slice, inter, send1, recv1, world, tmp_s,
+						    tmp_r, err);
+				if (t < 0)
+					goto out;
+				a2a[n][dir] = t;
+				a2a_all += t;
+				for (int r = 0; r < world; r++) {
+					out->send[k * world + r] += send1[r];
+					out->recv[k * world + r] += recv1[r];
+				}
+			}
+		out->a2a_us[k] = L * a2a_all;
+		if (c.pingpong) {
+			/* Fig. 7's slots per layer, world-synchronous (distca.md sec. 8, 16):
+			 * 0 lin_P | out_Q(l-1), 1 lin_Q | in_P, 2 CA_P | in_Q, 3 CA_Q | out_P;
+			 * layer 0 has no out_Q(-1), the last layer's out_Q runs after it */
+			double lp = lin_n[0] / L, lq = lin_n[1] / L, cp = ca_n[0] / L, cq = ca_n[1] / L;
+			double s0 = fmax(lp, a2a[1][1]), rest = fmax(lq, a2a[0][0]) +
+				    fmax(cp, a2a[1][0]) + fmax(cq, a2a[0][1]);
+			out->tick_us[k] = (L - 1) * (s0 + rest) + lp + rest + a2a[1][1];
+			out->exposed_us[k] = out->tick_us[k] - (lin_n[0] + lin_n[1] + ca_n[0] +
+								ca_n[1]);
+		} else {
+			/* single stream, world-synchronous per layer (distca.md sec. 16) */
+			double worst = 0.0;
+			for (int r = 0; r < world; r++)
+				if (comp[r] + att[r] > worst)
+					worst = comp[r] + att[r];
+			out->tick_us[k] = worst + out->a2a_us[k];
+			out->exposed_us[k] = out->a2a_us[k];
+		}
 		if (!isfinite(out->tick_us[k])) {
 			bp_errorf(err, "tick %zu has no finite time", k);
 			goto out;
@@ -408,6 +543,7 @@ int bp_ticks_eval(const struct bp_plan *p, const struct bp_step *st, struct bp_c
 	}
 	rc = 0;
 out:
+	free(nano_w);
 	free(send1);
 	free(recv1);
 	free(tmp_s);
@@ -431,7 +567,7 @@ int bp_ticks_bytes(const struct bp_plan *p, const struct bp_step *st, size_t tic
 	}
 	memset(bytes, 0, (size_t)c.world * (size_t)c.world * sizeof(double));
 	struct matrix_arg x = {bytes, c.world};
-	tick_flows(&c, tick, dir != 0, matrix_flow, &x);
+	tick_flows(&c, tick, dir != 0, -1, matrix_flow, &x);
 	rc = 0;
 out:
 	ctx_release(&c);

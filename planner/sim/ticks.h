@@ -13,9 +13,12 @@
  * stage's fwd or bwd time without attention, spread evenly over the stage's layers), the
  * per-layer all-to-all sends each CA-task's queries and its (deduplicated) causal KV prefix
  * to its server, the server runs its tasks' attention, and a second all-to-all brings the
- * outputs back. Core v2 prices this single-stream: layer time = max over ranks of
- * (token-wise + attention served) + all-to-all in + all-to-all out; ping-pong overlap
- * (Sec. 4.1, Fig. 7) comes with the DistCA method (issue 13). The backward reuses the
+ * outputs back. Without ping-pong a layer is single-stream: max over ranks of (token-wise +
+ * attention served) + all-to-all in + all-to-all out. With ping-pong (the distca method's
+ * record names each micro-batch's ping spans, Sec. 4.1, Fig. 7) the two nano-batches take
+ * Fig. 7's four slots per layer, each slot the longer of its compute (the slowest rank's
+ * token-wise work or served attention of one nano-batch) and the other nano-batch's
+ * all-to-all: 0 lin_P | out_Q(l-1), 1 lin_Q | in_P, 2 CA_P | in_Q, 3 CA_Q | out_P. The backward reuses the
  * forward tick's CA-tasks (the micro-batch's placement) in resend mode (distca.md sec. 9:
  * Q, O, dO and the log-sum-exp go to the server with K and V, dQ, dK, dV come back).
  *
@@ -66,6 +69,8 @@ struct bp_ticks {
 	double *compute;    /* [nticks * world]: token-wise work per rank */
 	double *attn;       /* [nticks * world]: attention each rank serves */
 	double *a2a_us;     /* [nticks]: all-to-all in + out, all layers */
+	double *exposed_us; /* [nticks]: the tick's time beyond its slowest ranks' compute and
+			     * attention: the all-to-all ping-pong does not hide */
 	double *send, *recv; /* [nticks * world]: per-layer bytes each rank sends and receives,
 			      * in and out all-to-alls together, self traffic excluded */
 };

@@ -159,11 +159,30 @@ static int check_ca(const struct bp_plan *p, const struct bp_step *st, size_t i,
 				  (long long)c->q1, (long long)c->doc);
 			goto out;
 		}
-		if (c->kv0 != s->offset || c->kv1 != c->q1) {
+		/* The causal prefix: KV [kv0, q1), kv0 the start of the run of the document's
+		 * spans in micro-batches of the same index (all pipelines: DistCA's head-tail
+		 * placement spreads a document over linear ranks, Sec. 6.1) that ends at the
+		 * queries' span. Under "whole" and "cut" documents the run must start at token 0
+		 * (the document's whole prefix, distca.md sec. 15 invariant 1); under
+		 * "per-method" a span may be its own sequence, so kv0 may be any span start of
+		 * the run. */
+		size_t run = lo - 1;
+		int kv_ok = c->kv0 == s->offset;
+		while (run > 0 && sp[run - 1].doc == c->doc && sp[run - 1].mb == s->mb &&
+		       sp[run - 1].offset + sp[run - 1].len == sp[run].offset &&
+		       st->pipes[sp[run - 1].pipe].mbs[sp[run - 1].mb].attn == BP_ATTN_DISAGG) {
+			run--;
+			if (sp[run].offset == c->kv0)
+				kv_ok = 1;
+		}
+		if (p->documents != BP_DOCS_PER_METHOD)
+			kv_ok = c->kv0 == 0 && sp[run].offset == 0;
+		if (!kv_ok || c->kv1 != c->q1) {
 			bp_errorf(err, "step %zu ca_tasks[%zu]: KV range [%lld, %lld) of document "
 				  "%lld does not cover the causal prefix [%lld, %lld) of its queries",
 				  i, t, (long long)c->kv0, (long long)c->kv1, (long long)c->doc,
-				  (long long)s->offset, (long long)c->q1);
+				  (long long)(p->documents != BP_DOCS_PER_METHOD ? 0 : s->offset),
+				  (long long)c->q1);
 			goto out;
 		}
 		const struct bp_mb *mb = &st->pipes[s->pipe].mbs[s->mb];
@@ -407,9 +426,11 @@ int bp_plan_validate(const struct bp_plan *p, struct bp_costs *costs, struct bp_
 						goto out;
 					}
 					/* Like for like (documents.h): under "whole" and "cut"
-					 * every method trains the loader's documents whole. */
+					 * every method trains the loader's documents whole; a
+					 * disaggregated micro-batch may hold a piece, its
+					 * CA-tasks then carry the whole prefix (check_ca). */
 					if (p->documents != BP_DOCS_PER_METHOD &&
-					    sp->len != sl->len) {
+					    sp->len != sl->len && mb->attn != BP_ATTN_DISAGG) {
 						bp_errorf(err, "step %zu: span [%lld, +%lld) cuts "
 							  "document %lld of length %lld, but the "
 							  "plan's documents are \"%s\": every "

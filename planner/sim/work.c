@@ -1,6 +1,7 @@
 /* work.c: model FLOPs per step and work-normalised throughput (work.h). */
 #include "work.h"
 
+#include "ca_sched.h"
 #include "flops.h"
 
 void bp_plan_predict_work(struct bp_plan *p, const struct bp_profile *prof)
@@ -16,7 +17,24 @@ void bp_plan_predict_work(struct bp_plan *p, const struct bp_profile *prof)
 				struct bp_mb_desc d = {mb->spans, mb->nspans, mb->shard, mb->attn,
 						       mb->sparse_block, mb->sparse_k};
 				f += bp_flops_mb(&p->model, &d);
+				/* disaggregated: the pairs come from the CA-tasks below (a
+				 * piece's queries attend the document's prefix on other
+				 * pipelines too, DistCA Sec. 6.1), not from the spans alone */
+				for (size_t q = 0; mb->attn == BP_ATTN_DISAGG && q < mb->nspans; q++) {
+					double a;
+					bp_flops_seq(&p->model, mb->spans[q].len, NULL, &a, NULL);
+					f -= a;
+				}
 			}
+		/* each (micro-batch, stage) has its own CA-tasks; the pairs are the model's
+		 * once per micro-batch, so a stage's share is layers / pp of them */
+		const struct bp_layout *l = st->nca && p->nlayouts ? bp_plan_layout(p, st) : NULL;
+		double pp = l && l->npipes ? l->pipes[0].sc.pp : 1;
+		for (size_t t = 0; t < st->nca; t++) {
+			const struct bp_ca_task *c = &st->ca[t];
+			f += 3.0 * p->model.layers * 4.0 * p->model.hidden *
+			     (double)bp_ca_pairs(c->q0 - c->kv0, c->q1 - c->kv0) / pp;
+		}
 		st->m.model_tflop = f / 1e12;
 		total += f;
 	}

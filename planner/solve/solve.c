@@ -134,7 +134,19 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 	const struct bp_costmodel *cm = bp_costs_pipe(&costs, &out->layouts[0], 0, err);
 	if (!cm)
 		goto out;
-	rc = check_memory(cm, o->max_tokens, err);
+	/* A method that spreads a micro-batch's documents over its pipelines (distca) holds
+	 * its rank_tokens parameter per rank, not a whole max_tokens document; the plan's
+	 * validation checks the memory it predicts either way. */
+	int64_t mem_tokens = o->max_tokens;
+	const char *rt = bp_plan_param(out, "rank_tokens");
+	if (rt) {
+		int64_t v;
+		if (bp_parse_int64(rt, &v, "rank_tokens", err) < 0)
+			goto out;
+		if (v >= 1 && v < mem_tokens)
+			mem_tokens = v;
+	}
+	rc = check_memory(cm, mem_tokens, err);
 	if (rc < 0)
 		goto out;
 	rc = -1;
@@ -344,6 +356,16 @@ static int copy_decisions(const struct bp_plan *p, struct bp_plan *q, struct bp_
 		if (a->nca)
 			memcpy(b->ca, a->ca, a->nca * sizeof(*a->ca));
 		b->nca = a->nca;
+		/* a record may hold decisions the prediction reads (distca's ping/pong split):
+		 * copied through its codec */
+		if (a->record && a->record_ops) {
+			json_t *j = a->record_ops->to_json(a->record);
+			void *r = j ? bp_step_set_record(b, a->record_ops, err) : NULL;
+			int ok = r && a->record_ops->from_json(r, j, "record", err) == 0;
+			json_decref(j);
+			if (!ok)
+				return j ? -1 : bp_errorf(err, "step %zu: cannot copy its record", i);
+		}
 		b->npipes = a->npipes;
 		for (size_t k = 0; k < a->npipes; k++) {
 			const struct bp_pipe *pa = &a->pipes[k];

@@ -1,0 +1,621 @@
+/* ca_sched.c: DistCA's placement, Items, greedy scheduler and communication costs
+ * (ca_sched.h; DistCA Sec. 3, 4.1, 4.2, 6.1, App. A, B, E; specs/distca.md sec. 2-6). */
+#include "ca_sched.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const comm_names[BP_CA_COMM_NMODES] = {"code", "appb", "exact"};
+
+const char *bp_ca_comm_name(enum bp_ca_comm c)
+{
+	return c < BP_CA_COMM_NMODES ? comm_names[c] : "?";
+}
+
+int bp_ca_comm_parse(const char *s, enum bp_ca_comm *out)
+{
+	for (int i = 0; i < BP_CA_COMM_NMODES; i++)
+		if (!strcmp(s, comm_names[i])) {
+			*out = (enum bp_ca_comm)i;
+			return 0;
+		}
+	return -1;
+}
+
+void bp_ca_placement_release(struct bp_ca_placement *pl)
+{
+	free(pl->items);
+	free(pl->pieces);
+	memset(pl, 0, sizeof(*pl));
+}
+
+static int push_item(struct bp_ca_placement *pl, const struct bp_ca_item *it,
+		     struct bp_error *err)
+{
+	if (pl->nitems == pl->cap) {
+		size_t nc = pl->cap ? 2 * pl->cap : 64;
+		struct bp_ca_item *ni = bp_realloc_array(pl->items, nc, sizeof(*ni), err);
+		if (!ni)
+			return -1;
+		pl->items = ni;
+		pl->cap = nc;
+	}
+	pl->items[pl->nitems++] = *it;
+	return 0;
+}
+
+/* Sec. 6.1 as the code does it (batch_to_items_general, distca.md sec. 3): a unit crossing
+ * ranks takes a front and a mirrored back piece on each, like per-document CP, so each
+ * rank's share keeps the head-tail shape whose work App. B's FLOPs model predicts. */
+int bp_ca_place(const int64_t *doc, const int64_t *base, const int64_t *len, size_t n,
+		int nranks, int64_t budget, struct bp_ca_placement *pl, struct bp_error *err)
+{
+	memset(pl, 0, sizeof(*pl));
+	if (nranks < 1 || budget < 1)
+		return bp_errorf(err, "placement over %d ranks of %lld tokens", nranks,
+				 (long long)budget);
+	size_t cap_pieces = 2 * n + 2 * (size_t)nranks + 2;
+	pl->pieces = bp_calloc(cap_pieces, sizeof(*pl->pieces), err);
+	if (!pl->pieces)
+		return -1;
+	int r = 0;
+	int64_t left = budget;
+	for (size_t i = 0; i < n; i++) {
+		int64_t L = len[i], b0 = base ? base[i] : 0;
+		if (L < 1)
+			return bp_errorf(err, "unit %zu (document %lld) has length %lld", i,
+					 (long long)doc[i], (long long)L);
+		int64_t hp = 0, ts = L, rem = L;
+		while (rem > 0) {
+			while (r < nranks && left == 0) {
+				r++;
+				left = budget;
+			}
+			if (r == nranks)
+				return bp_errorf(err, "the units hold more than %d ranks x %lld "
+						 "tokens", nranks, (long long)budget);
+			int64_t chunk = rem < left ? rem : left;
+			struct bp_ca_item it = {doc[i], b0, L, 0, 0, 0, 0, 0, i, r, r};
+			if (chunk == L) {
+				it.h1 = it.t0 = L / 2;
+				it.t1 = L;
+				it.complete = 1;
+				pl->pieces[pl->npieces++] = (struct bp_ca_piece){doc[i], b0, L, r};
+			} else {
+				int64_t qh = chunk / 2, qt = chunk - qh;
+				it.h0 = hp;
+				it.h1 = hp + qh;
+				it.t0 = ts - qt;
+				it.t1 = ts;
+				if (qh > 0)
+					pl->pieces[pl->npieces++] =
+						(struct bp_ca_piece){doc[i], b0 + hp, qh, r};
+				pl->pieces[pl->npieces++] =
+					(struct bp_ca_piece){doc[i], b0 + ts - qt, qt, r};
+				hp += qh;
+				ts -= qt;
+			}
+			if (push_item(pl, &it, err) < 0)
+				return -1;
+			left -= chunk;
+			rem -= chunk;
+		}
+	}
+	return 0;
+}
+
+/* The KV end an Item's queries need (its context is [0, end)). */
+static int64_t item_kv_end(const struct bp_ca_item *it)
+{
+	return it->t1 > it->t0 ? it->t1 : it->h1;
+}
+
+/* Pairs a split of `want` units would move: the whole Item when want covers it, else the
+ * innermost m pairs, m = floor(want / (h1 + t0 + 1)) rounded down to the granularity g
+ * (distca.md sec. 4 "Split"). */
+static int64_t split_pairs(const struct bp_ca_item *it, double want, int64_t g, int *whole)
+{
+	int64_t units = bp_ca_item_units(it);
+	*whole = want >= (double)units;
+	if (*whole)
+		return 0;
+	int64_t per = it->h1 + it->t0 + 1;
+	int64_t m = (int64_t)floor(want / (double)per);
+	if (m > it->h1 - it->h0)
+		m = it->h1 - it->h0;
+	if (m > it->t1 - it->t0)
+		m = it->t1 - it->t0;
+	m -= m % g;
+	return m > 0 ? m : 0;
+}
+
+/* Chunks an Item emits (bp_ca_chunks). */
+static int item_chunks(const struct bp_ca_item *it)
+{
+	return it->complete ? 1 : (it->h1 > it->h0) + (it->t1 > it->t0);
+}
+
+/* Whether a move of `want` units would move anything (the whole Item or a granule). */
+static int whole_or_granule(const struct bp_ca_item *it, double want, int64_t g, int *whole)
+{
+	return split_pairs(it, want, g, whole) > 0 || *whole;
+}
+
+/* Whether moving `want` units keeps the Item's unit within its App. A cap (a whole move
+ * adds no chunk). */
+static int split_fits(const struct bp_ca_item *it, double want, int64_t g, const int *shards,
+		      const int *cap)
+{
+	int whole;
+	int64_t m = split_pairs(it, want, g, &whole);
+	if (whole || !m)
+		return 1;
+	/* the split-off Item's head and tail, the remainder's non-empty halves */
+	int after = 2 + (it->h1 - m > it->h0) + (it->t0 + m < it->t1);
+	return shards[it->unit] - item_chunks(it) + after <= cap[it->unit];
+}
+
+/* V of moving `want` units of an Item to a server already holding the unit's prefix
+ * [0, have) (distca.md sec. 5). */
+static double move_cost(const struct bp_ca_item *it, double want, int64_t g, int64_t have,
+			const struct bp_ca_opts *o)
+{
+	int whole;
+	int64_t m = split_pairs(it, want, g, &whole);
+	switch (o->comm) {
+	case BP_CA_COMM_CODE: /* the code's V: pairs counted as Q tokens, the whole unit's KV */
+		return want / (double)(it->len + 1) * o->q_bytes +
+		       (double)(it->len + 1) * o->kv_bytes;
+	case BP_CA_COMM_APPB: {
+		double lq = (double)(it->h1 - it->h0), lkv = (double)it->h1;
+		double alpha = want / (double)bp_ca_item_units(it);
+		if (lq <= 0) /* a tail-only Item: the shard formula on the tail */
+			return bp_ca_appb_shard(alpha > 1 ? 1 : alpha, (double)(it->t1 - it->t0),
+						(double)it->t1, o->q_bytes, o->kv_bytes);
+		return bp_ca_appb_headtail(alpha > 1 ? 1 : alpha, lq, lkv,
+					   (double)item_kv_end(it), o->q_bytes, o->kv_bytes);
+	}
+	default: {
+		if (!whole && !m) /* no whole granule moves: never the best candidate */
+			return INFINITY;
+		int64_t q = whole ? (it->h1 - it->h0) + (it->t1 - it->t0) : 2 * m;
+		int64_t end = whole ? item_kv_end(it) : it->t0 + m;
+		int64_t kv = end > have ? end - have : 0;
+		return (double)q * o->q_bytes + (double)kv * o->kv_bytes;
+	}
+	}
+}
+
+/* Moves up to `want` units of item i to server r; returns the units moved. */
+static int64_t split_move(struct bp_ca_placement *pl, size_t i, double want, int r, int64_t g,
+			  struct bp_error *err)
+{
+	struct bp_ca_item *it = &pl->items[i];
+	int whole;
+	int64_t m = split_pairs(it, want, g, &whole);
+	if (whole) {
+		it->server = r;
+		return bp_ca_item_units(it);
+	}
+	if (!m)
+		return 0;
+	struct bp_ca_item nw = *it;
+	nw.complete = 0;
+	nw.h0 = it->h1 - m;
+	nw.t1 = it->t0 + m;
+	nw.server = r;
+	it->complete = 0;
+	it->h1 -= m;
+	it->t0 += m;
+	int64_t moved = bp_ca_item_units(&nw);
+	if (push_item(pl, &nw, err) < 0)
+		return -1;
+	return moved;
+}
+
+struct recip {
+	double sd;
+	int s;
+};
+
+static int cmp_recip(const void *a, const void *b)
+{
+	const struct recip *x = a, *y = b;
+	if (x->sd != y->sd)
+		return (x->sd > y->sd) - (x->sd < y->sd);
+	return (x->s > y->s) - (x->s < y->s);
+}
+
+/* Sec. 4.2 / App. E, restated from the code (distca.md sec. 4). */
+int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_opts *o,
+		   struct bp_ca_result *res, double *load_out, struct bp_error *err)
+{
+	memset(res, 0, sizeof(*res));
+	if (nservers < 1)
+		return bp_errorf(err, "%d attention servers", nservers);
+	if (!(o->eps >= 0 && o->eps < 1))
+		return bp_errorf(err, "tolerance %g is outside [0, 1)", o->eps);
+	if (o->block < 1)
+		return bp_errorf(err, "granularity %d tokens", o->block);
+	int64_t g = o->block / 2 > 1 ? o->block / 2 : 1;
+	double *sd = bp_calloc((size_t)nservers, sizeof(double), err);
+	struct recip *rc = bp_calloc((size_t)nservers, sizeof(*rc), err);
+	size_t nunits = 0;
+	for (size_t i = 0; i < pl->nitems; i++)
+		if (pl->items[i].unit + 1 > nunits)
+			nunits = pl->items[i].unit + 1;
+	int64_t *have = o->comm == BP_CA_COMM_EXACT ? bp_calloc(nunits + 1, sizeof(int64_t), err)
+						    : NULL;
+	/* App. A: chunks per unit now, and the most a split may leave (the bound, or what the
+	 * placement already made) */
+	int *shards = bp_calloc(2 * nunits + 2, sizeof(int), err);
+	int ret = -1;
+	if (!sd || !rc || !shards || (o->comm == BP_CA_COMM_EXACT && !have))
+		goto out;
+	int *shard_cap = shards + nunits + 1;
+	for (size_t i = 0; i < pl->nitems; i++)
+		shards[pl->items[i].unit] += item_chunks(&pl->items[i]);
+	for (size_t u = 0; u < nunits; u++)
+		shard_cap[u] = o->max_shards <= 0 ? INT32_MAX
+			       : shards[u] > o->max_shards ? shards[u] : o->max_shards;
+	double total = 0;
+	for (size_t i = 0; i < pl->nitems; i++) {
+		const struct bp_ca_item *it = &pl->items[i];
+		if (it->server < 0 || it->server >= nservers) {
+			bp_errorf(err, "item %zu is on server %d of %d", i, it->server, nservers);
+			goto out;
+		}
+		double u = (double)bp_ca_item_units(it);
+		sd[it->server] += u;
+		total += u;
+	}
+	double mean = total / nservers;
+	res->mean = mean;
+	for (int s = 0; s < nservers; s++) {
+		if (sd[s] > res->max_before)
+			res->max_before = sd[s];
+		sd[s] -= mean;
+	}
+	double thr = mean * o->eps;
+	int nrec = 0;
+	for (int s = 0; s < nservers; s++)
+		if (sd[s] < 0)
+			rc[nrec++] = (struct recip){sd[s], s};
+	qsort(rc, (size_t)nrec, sizeof(*rc), cmp_recip);
+	for (int k = 0; k < nrec; k++) {
+		int r = rc[k].s;
+		double need = -sd[r];
+		if (have) {
+			memset(have, 0, (nunits + 1) * sizeof(int64_t));
+			for (size_t i = 0; i < pl->nitems; i++)
+				if (pl->items[i].server == r) {
+					int64_t e = item_kv_end(&pl->items[i]);
+					if (e > have[pl->items[i].unit])
+						have[pl->items[i].unit] = e;
+				}
+		}
+		while (need > thr) {
+			size_t best = pl->nitems;
+			double best_prio = 0, best_want = 0;
+			for (size_t i = 0; i < pl->nitems; i++) {
+				const struct bp_ca_item *it = &pl->items[i];
+				double src_sd = sd[it->server];
+				int64_t units = bp_ca_item_units(it);
+				if (src_sd <= 0 || units <= 0)
+					continue;
+				double want = need;
+				if ((double)units < want)
+					want = (double)units;
+				if (src_sd < want)
+					want = src_sd;
+				if (!split_fits(it, want, g, shards, shard_cap))
+					continue;
+				double prio = move_cost(it, want, g, have ? have[it->unit] : 0, o) / want;
+				if (best == pl->nitems || prio < best_prio) {
+					best = i;
+					best_prio = prio;
+					best_want = want;
+				}
+			}
+			if (best == pl->nitems) /* no donor left */
+				break;
+			int donor = pl->items[best].server;
+			size_t before = pl->nitems;
+			int c0 = item_chunks(&pl->items[best]);
+			int64_t moved = split_move(pl, best, best_want, r, g, err);
+			if (moved > 0 && pl->nitems > before)
+				shards[pl->items[best].unit] += item_chunks(&pl->items[best]) +
+					item_chunks(&pl->items[pl->nitems - 1]) - c0;
+			if (moved < 0)
+				goto out;
+			if (!moved) /* the best candidate moves no whole pair: stop this recipient */
+				break;
+			if (have) {
+				const struct bp_ca_item *nw = pl->items[best].server == r
+					? &pl->items[best] : &pl->items[pl->nitems - 1];
+				int64_t e = item_kv_end(nw);
+				if (e > have[nw->unit])
+					have[nw->unit] = e;
+			}
+			sd[donor] -= (double)moved;
+			sd[r] += (double)moved;
+			need -= (double)moved;
+			res->moved_pairs += moved;
+			res->moves++;
+		}
+	}
+	/* The paper's two-sided rule (Sec. 4.2: stop when every server is within eps * mean),
+	 * as an option: while the most loaded server is above the band, it gives to the
+	 * least loaded one at most half their difference (so neither ends above the donor's
+	 * old load), its cheapest candidate first among those that move at least a whole
+	 * granule. Each move x < max - min lowers the sum of squared loads by
+	 * 2x (max - min - x) > 0, so the loop ends; the bound on rounds keeps it linear in the
+	 * Items. */
+	for (size_t round = 0; o->two_sided && round < 4 * pl->nitems + 8 * (size_t)nservers;
+	     round++) {
+		int d = 0, r = 0;
+		for (int s = 1; s < nservers; s++) {
+			if (sd[s] > sd[d])
+				d = s;
+			if (sd[s] < sd[r])
+				r = s;
+		}
+		if (sd[d] <= thr || sd[r] >= 0)
+			break;
+		double want = (sd[d] - sd[r]) / 2; /* both end at most at the donor's old load */
+		if (have) {
+			memset(have, 0, (nunits + 1) * sizeof(int64_t));
+			for (size_t i = 0; i < pl->nitems; i++)
+				if (pl->items[i].server == r) {
+					int64_t e = item_kv_end(&pl->items[i]);
+					if (e > have[pl->items[i].unit])
+						have[pl->items[i].unit] = e;
+				}
+		}
+		size_t best = pl->nitems;
+		double best_prio = 0, best_want = 0;
+		for (size_t i = 0; i < pl->nitems; i++) {
+			const struct bp_ca_item *it = &pl->items[i];
+			int64_t units = bp_ca_item_units(it);
+			if (it->server != d || units <= 0)
+				continue;
+			double w = (double)units < want ? (double)units : want;
+			int whole;
+			if (!whole_or_granule(it, w, g, &whole) || /* moves nothing: skip it */
+			    !split_fits(it, w, g, shards, shard_cap))
+				continue;
+			double prio = move_cost(it, w, g, have ? have[it->unit] : 0, o) / w;
+			if (best == pl->nitems || prio < best_prio) {
+				best = i;
+				best_prio = prio;
+				best_want = w;
+			}
+		}
+		if (best == pl->nitems)
+			break;
+		size_t before = pl->nitems;
+		int c0 = item_chunks(&pl->items[best]);
+		int64_t moved = split_move(pl, best, best_want, r, g, err);
+		if (moved < 0)
+			goto out;
+		if (!moved)
+			break;
+		if (pl->nitems > before)
+			shards[pl->items[best].unit] += item_chunks(&pl->items[best]) +
+				item_chunks(&pl->items[pl->nitems - 1]) - c0;
+		sd[d] -= (double)moved;
+		sd[r] += (double)moved;
+		res->moved_pairs += moved;
+		res->moves++;
+	}
+	for (int s = 0; s < nservers; s++) {
+		double l = sd[s] + mean;
+		if (l > res->max_after)
+			res->max_after = l;
+	}
+	if (load_out) {
+		memset(load_out, 0, (size_t)nservers * sizeof(double));
+		for (size_t i = 0; i < pl->nitems; i++)
+			load_out[pl->items[i].server] += (double)bp_ca_item_units(&pl->items[i]);
+	}
+	ret = 0;
+out:
+	free(sd);
+	free(rc);
+	free(have);
+	free(shards);
+	return ret;
+}
+
+static int cmp_chunk(const void *a, const void *b)
+{
+	const struct bp_ca_chunk *x = a, *y = b;
+	if (x->doc != y->doc)
+		return (x->doc > y->doc) - (x->doc < y->doc);
+	return (x->q0 > y->q0) - (x->q0 < y->q0);
+}
+
+int bp_ca_chunks(const struct bp_ca_placement *pl, struct bp_ca_chunk **out, size_t *n,
+		 struct bp_error *err)
+{
+	*out = bp_calloc(2 * pl->nitems + 1, sizeof(**out), err);
+	*n = 0;
+	if (!*out)
+		return -1;
+	for (size_t i = 0; i < pl->nitems; i++) {
+		const struct bp_ca_item *it = &pl->items[i];
+		struct bp_ca_chunk c = {it->doc, 0, 0, it->base, it->server, it->src};
+		if (it->complete) {
+			c.q0 = it->base;
+			c.q1 = it->base + it->len;
+			(*out)[(*n)++] = c;
+			continue;
+		}
+		if (it->h1 > it->h0) {
+			c.q0 = it->base + it->h0;
+			c.q1 = it->base + it->h1;
+			(*out)[(*n)++] = c;
+		}
+		if (it->t1 > it->t0) {
+			c.q0 = it->base + it->t0;
+			c.q1 = it->base + it->t1;
+			(*out)[(*n)++] = c;
+		}
+	}
+	qsort(*out, *n, sizeof(**out), cmp_chunk);
+	return 0;
+}
+
+static int cmp_piece(const void *a, const void *b)
+{
+	const struct bp_ca_piece *x = a, *y = b;
+	if (x->doc != y->doc)
+		return (x->doc > y->doc) - (x->doc < y->doc);
+	return (x->offset > y->offset) - (x->offset < y->offset);
+}
+
+struct need {
+	int64_t doc, base, end;
+	int server;
+};
+
+static int cmp_need(const void *a, const void *b)
+{
+	const struct need *x = a, *y = b;
+	if (x->doc != y->doc)
+		return (x->doc > y->doc) - (x->doc < y->doc);
+	if (x->base != y->base)
+		return (x->base > y->base) - (x->base < y->base);
+	return (x->server > y->server) - (x->server < y->server);
+}
+
+/* distca.md sec. 9 and sec. 15 invariant 7: Q once per chunk, KV once per (piece, server)
+ * for the part of the piece inside the longest prefix the server needs. */
+double bp_ca_bytes(const struct bp_ca_placement *pl, const struct bp_ca_chunk *ch, size_t n,
+		   int nranks, double q_bytes, double kv_bytes, double *send, double *recv,
+		   struct bp_error *err)
+{
+	struct bp_ca_piece *pc = bp_calloc(pl->npieces + 1, sizeof(*pc), err);
+	struct need *nd = bp_calloc(n + 1, sizeof(*nd), err);
+	double ret = -1;
+	if (!pc || !nd)
+		goto out;
+	memset(send, 0, (size_t)nranks * sizeof(double));
+	memset(recv, 0, (size_t)nranks * sizeof(double));
+	for (size_t i = 0; i < n; i++) {
+		if (ch[i].server < 0 || ch[i].server >= nranks || ch[i].src < 0 ||
+		    ch[i].src >= nranks) {
+			bp_errorf(err, "chunk %zu names server %d from rank %d of %d", i,
+				  ch[i].server, ch[i].src, nranks);
+			goto out;
+		}
+		if (ch[i].src != ch[i].server) {
+			double b = (double)(ch[i].q1 - ch[i].q0) * q_bytes;
+			send[ch[i].src] += b;
+			recv[ch[i].server] += b;
+		}
+		nd[i] = (struct need){ch[i].doc, ch[i].kv0, ch[i].q1, ch[i].server};
+	}
+	memcpy(pc, pl->pieces, pl->npieces * sizeof(*pc));
+	qsort(pc, pl->npieces, sizeof(*pc), cmp_piece);
+	qsort(nd, n, sizeof(*nd), cmp_need);
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		int64_t end = nd[i].end;
+		while (j < n && !cmp_need(&nd[i], &nd[j])) {
+			if (nd[j].end > end)
+				end = nd[j].end;
+			j++;
+		}
+		/* the pieces of the unit that lie inside [base, end) */
+		size_t lo = 0, hi = pl->npieces;
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+			if (pc[mid].doc < nd[i].doc ||
+			    (pc[mid].doc == nd[i].doc && pc[mid].offset < nd[i].base))
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (size_t k = lo; k < pl->npieces && pc[k].doc == nd[i].doc &&
+				    pc[k].offset < end; k++) {
+			if (pc[k].rank == nd[i].server)
+				continue;
+			int64_t e = pc[k].offset + pc[k].len < end ? pc[k].offset + pc[k].len : end;
+			double b = (double)(e - pc[k].offset) * kv_bytes;
+			send[pc[k].rank] += b;
+			recv[nd[i].server] += b;
+		}
+		i = j;
+	}
+	ret = 0;
+	for (int r = 0; r < nranks; r++)
+		if (send[r] + recv[r] > ret)
+			ret = send[r] + recv[r];
+out:
+	free(pc);
+	free(nd);
+	return ret;
+}
+
+/* App. B (distca.md sec. 5): Comm(n_q) = size_q (n_q (1 + beta/2) + alpha beta X / (2 n_q))
+ * is convex; the constraints n_kv >= n_q + L_kv - L_q and n_kv <= L_kv bound n_q to
+ * [L_kv - sqrt(L_kv^2 - alpha X), (L_q - L_kv) + sqrt((L_q - L_kv)^2 + alpha X)] (the
+ * paper prints the upper root without L_q - L_kv in front, a typo), so the optimum is the
+ * unconstrained root clamped there. */
+double bp_ca_appb_shard(double alpha, double lq, double lkv, double size_q, double size_kv)
+{
+	if (alpha <= 0 || lq <= 0)
+		return 0;
+	double beta = size_kv / size_q, X = lq * (2 * lkv - lq), d = lq - lkv;
+	double nq = sqrt(alpha * beta * X / (beta + 2));
+	double disc = lkv * lkv - alpha * X;
+	double lo = lkv - sqrt(disc > 0 ? disc : 0);
+	double hi = d + sqrt(d * d + alpha * X);
+	if (nq < lo)
+		nq = lo;
+	if (nq > hi)
+		nq = hi;
+	double nkv = (alpha * X / nq + nq) / 2;
+	return nq * size_q + nkv * size_kv;
+}
+
+double bp_ca_appb_headtail(double alpha, double lq, double lkv, double ldoc, double size_q,
+			   double size_kv)
+{
+	if (alpha <= 0 || lq <= 0)
+		return 0;
+	double beta = size_kv / size_q, X = lq * (2 * lkv - lq);
+	double disc = lkv * lkv - alpha * (2 * lkv - lq) * lq;
+	double nq = lkv - sqrt(disc > 0 ? disc : 0);
+	if (nq <= 0)
+		return ldoc * size_kv;
+	return ldoc * size_kv + 0.5 * size_q * (nq * (2 + beta) - alpha * beta * X / nq);
+}
+
+/* App. A: Q traffic l h_q, KV (s + 1) l h_kv / 2 under t l seconds of token-wise compute. */
+double bp_ca_max_shards(double t_per_token, double bw, double h_q, double h_kv)
+{
+	return 2 * (t_per_token * bw - h_q) / h_kv - 1;
+}
+
+void bp_ca_token_bytes(const struct bp_model *md, int tp, double *q_bytes, double *kv_bytes)
+{
+	const int64_t e = 2, hd = md->hidden / md->heads;
+	int64_t q = e * (md->heads / tp) * hd;
+	*q_bytes = (double)((q + 15) / 16 * 16);
+	*kv_bytes = (double)(2 * e * (md->kv_heads / tp) * hd);
+}
+
+void bp_ca_record_release(struct bp_ca_record *r)
+{
+	double **a[] = {&r->ping_spans, &r->tick, &r->nano, &r->eps, &r->mean, &r->max_before,
+			&r->max_after, &r->moved, &r->bytes};
+	for (size_t i = 0; i < sizeof(a) / sizeof(a[0]); i++) {
+		free(*a[i]);
+		*a[i] = NULL;
+	}
+	r->nmbs = r->ncalls = 0;
+}

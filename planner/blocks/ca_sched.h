@@ -1,0 +1,176 @@
+/* ca_sched.h: DistCA's building blocks (specs/distca.md sec. 2-6, 15): the linear-layer
+ * placement with head-tail splits (Sec. 3, Sec. 6.1), CA-task Items (Sec. 4.1), the
+ * communication-aware greedy scheduler (Sec. 4.2, App. E), its communication costs (App. B,
+ * with the corrected boundary root) and the shard bound of App. A. Called by the distca
+ * method (methods/distca.c) once per tick, phase and nano-batch, and by the unit tests
+ * (tests/unit/test_distca.c: the spec's K1-K6 and invariants).
+ *
+ * Units are attended (query, key) pairs, diagonal included (the public code's FLOPs): a
+ * query at position p of a causal unit attends p + 1 keys, so tokens [a, b) cost
+ * (b - a)(a + b + 1) / 2 and a whole unit of L tokens L (L + 1) / 2.
+ *
+ * Invariants kept: the chunks of every unit tile [0, L) once and each chunk's context is
+ * its whole causal prefix; a split moves exactly m (h1 + t0 + 1) pairs (m (L + 1) for a
+ * symmetric head-tail Item); the total load never changes; everything is deterministic
+ * (ties: the largest deficit first, then the lowest server; among Items the lowest
+ * V/dF, then the earliest in list order). */
+#ifndef BP_CA_SCHED_H
+#define BP_CA_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bp.h"
+#include "presets.h"
+
+/* One Item = one CA-task group (distca.md sec. 2): queries [h0, h1) and [t0, t1) of a causal
+ * unit of len tokens (document doc from token base on: base 0 for a whole document), with
+ * their whole prefix [0, t1) (or [0, h1) without a tail) as context. A complete Item (the
+ * whole unit, never split) is kept as head [0, L/2) and tail [L/2, L) and emits one chunk. */
+struct bp_ca_item {
+	int64_t doc, base, len;
+	int64_t h0, h1, t0, t1;
+	int complete;
+	size_t unit; /* index of its unit in the placement's input order */
+	int src;    /* linear rank holding the queries (stays when the Item moves) */
+	int server; /* attention server computing it */
+};
+
+/* Pairs attended by query tokens [a, b) of a causal unit. */
+static inline int64_t bp_ca_pairs(int64_t a, int64_t b)
+{
+	return b > a ? (b - a) * (a + b + 1) / 2 : 0;
+}
+static inline int64_t bp_ca_item_units(const struct bp_ca_item *it)
+{
+	return bp_ca_pairs(it->h0, it->h1) + bp_ca_pairs(it->t0, it->t1);
+}
+
+/* A linear piece: tokens [offset, offset + len) of document doc on linear rank `rank`. */
+struct bp_ca_piece {
+	int64_t doc, offset, len;
+	int rank;
+};
+
+/* The placement of one batch of causal units over nranks linear ranks (Sec. 6.1; the
+ * code's batch_to_items_general, distca.md sec. 3): units in order fill rank 0's budget,
+ * then rank 1's, ...; a unit that fits what is left of the current rank is one complete
+ * Item, otherwise the rank takes chunk = min(left of the unit, rank budget) tokens as a
+ * head-tail Item, floor(chunk / 2) from the front and the rest from the back, and the unit
+ * continues on the next rank. Items and pieces are in placement order; pieces carry the
+ * unit's base. */
+struct bp_ca_placement {
+	struct bp_ca_item *items; /* owned; capacity cap */
+	size_t nitems, cap;
+	struct bp_ca_piece *pieces; /* owned */
+	size_t npieces;
+};
+void bp_ca_placement_release(struct bp_ca_placement *pl);
+/* doc[i], base[i] (NULL: 0), len[i] >= 1 for n units; budget >= 1 tokens per rank. Fails
+ * when the units hold more than nranks * budget tokens. pl is initialised here. */
+int bp_ca_place(const int64_t *doc, const int64_t *base, const int64_t *len, size_t n,
+		int nranks, int64_t budget, struct bp_ca_placement *pl, struct bp_error *err);
+
+/* How the scheduler prices a candidate move (distca.md sec. 5, sec. 17 #3). */
+enum bp_ca_comm {
+	BP_CA_COMM_CODE,  /* the public code: dF/(L+1) Q tokens + (L+1) KV tokens */
+	BP_CA_COMM_APPB,  /* App. B's head-tail closed form */
+	BP_CA_COMM_EXACT, /* the bytes of the concrete split: 2m Q tokens and the KV prefix
+			   * [0, t0 + m) less what the destination already holds */
+	BP_CA_COMM_NMODES
+};
+const char *bp_ca_comm_name(enum bp_ca_comm c);
+int bp_ca_comm_parse(const char *s, enum bp_ca_comm *out); /* 0 or -1 */
+
+struct bp_ca_opts {
+	double eps;      /* tolerance: a recipient stops at a deficit <= eps * mean */
+	int block;       /* shard granularity in tokens: moved pairs are multiples of
+			  * max(1, block / 2) (128 the paper, 1 the code) */
+	enum bp_ca_comm comm;
+	double q_bytes;  /* per query token (Q) */
+	double kv_bytes; /* per KV token, K and V together */
+	int two_sided;   /* 0: the code's one-sided tolerance; 1: then also the paper's
+			  * two-sided band (every server within eps * mean where whole
+			  * granules allow) */
+	int max_shards;  /* App. A: no split makes a unit more chunks than this (or than the
+			  * placement gave it); 0: no bound */
+};
+
+/* The outcome of one scheduler call. */
+struct bp_ca_result {
+	double mean;                 /* target F: total units / servers */
+	double max_before, max_after; /* the largest server load */
+	int64_t moved_pairs;         /* units moved off their linear rank */
+	size_t moves;
+};
+
+/* The greedy scheduler (Sec. 4.2, App. E; the code's Planner.plan_items, distca.md sec. 4)
+ * over pl->items on nservers servers (each Item's server must be in range): deficit servers
+ * in order of their deficit take from surplus servers, each move the candidate with the
+ * lowest V/dF (the paper's highest E = dF/V), split at the innermost pairs when only part
+ * is wanted; split-off Items are appended. Tolerance is one-sided (distca.md sec. 14 #4)
+ * unless o->two_sided, which then moves from the most to the least loaded server while the
+ * most loaded is above (1 + eps) mean (the paper's stop rule).
+ * load (nservers entries, may be NULL) gets the loads after. Returns 0 or -1. */
+int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_opts *o,
+		   struct bp_ca_result *res, double *load, struct bp_error *err);
+
+/* A scheduled chunk: queries [q0, q1) of doc with context [kv0, q1), kv0 the unit's base,
+ * on server, its queries from linear rank src. */
+struct bp_ca_chunk {
+	int64_t doc, q0, q1, kv0;
+	int server, src;
+};
+/* The Items' chunks (complete Items one chunk, others head and tail, empty ones dropped),
+ * sorted by (doc, q0). *out is owned by the caller (free). */
+int bp_ca_chunks(const struct bp_ca_placement *pl, struct bp_ca_chunk **out, size_t *n,
+		 struct bp_error *err);
+
+/* Bytes one call moves, per TP slice and layer, forward in: linear rank i -> server j gets
+ * the chunk's queries (q_bytes each) and, once per (document, piece's rank, server), the
+ * KV tokens of that rank's pieces inside the longest prefix the server needs (distca.md
+ * sec. 15 invariant 7; self traffic excluded). send/recv (nranks entries each) are filled;
+ * returns the largest send + recv of any rank (the buffer a call needs), or -1. */
+double bp_ca_bytes(const struct bp_ca_placement *pl, const struct bp_ca_chunk *ch, size_t n,
+		   int nranks, double q_bytes, double kv_bytes, double *send, double *recv,
+		   struct bp_error *err);
+
+/* App. B, one shard: the fewest bytes a sub-shard of alpha of an Item's work (L_q queries
+ * ending at L_kv) can move, min n_q size_q + n_kv size_kv over real n_q; the boundary
+ * case with the corrected root n_q = (L_q - L_kv) + sqrt((L_q - L_kv)^2 + alpha X)
+ * (distca.md sec. 5, sec. 17 #4). */
+double bp_ca_appb_shard(double alpha, double lq, double lkv, double size_q, double size_kv);
+/* App. B, head-tail: the smallest feasible n_q, v = L_doc size_kv + size_q (n_q (2 + beta)
+ * - alpha beta X / n_q) / 2. */
+double bp_ca_appb_headtail(double alpha, double lq, double lkv, double ldoc, double size_q,
+			   double size_kv);
+
+/* App. A: the most shards s a document can take while its CA traffic hides under the
+ * token-wise compute, s <= 2 (t B - h_q) / h_kv - 1 (t seconds per token, B bytes per
+ * second, h_q and h_kv bytes per token, h_kv counting K and V). */
+double bp_ca_max_shards(double t_per_token, double bw, double h_q, double h_kv);
+
+/* Bytes one TP slice moves per query token (Q, padded to 16 bytes) and per KV token (K and
+ * V) into a server, bf16 (distca.md sec. 9; sim/ticks.c's forward-in rule). */
+void bp_ca_token_bytes(const struct bp_model *md, int tp, double *q_bytes, double *kv_bytes);
+
+/* The distca method's per-step record (plan steps[i].record, kind "distca"; codec in
+ * methods/distca.c), read by the tick simulator for the nano-batches:
+ *   ping_spans  per micro-batch (pipeline-major, in execution order) how many of its first
+ *               spans form the ping nano-batch (the rest are pong), NULL without ping-pong
+ *               (distca.md sec. 8);
+ *   max_shards  App. A's bound on chunks per document and tick the calls kept (a document the
+ *               placement cut into more pieces keeps their count);
+ *   calls       one entry per scheduler call (forward tick, nano-batch): the tolerance used
+ *               (after escalation), mean and largest server load before and after (pairs),
+ *               pairs moved and the largest per-rank bytes of one layer's all-to-all in. */
+struct bp_ca_record {
+	int max_shards;     /* App. A's bound the calls kept (0: none) */
+	double *ping_spans; /* [nmbs] or NULL; owned */
+	size_t nmbs;
+	double *tick, *nano, *eps, *mean, *max_before, *max_after, *moved, *bytes; /* [ncalls] */
+	size_t ncalls;
+};
+void bp_ca_record_release(struct bp_ca_record *r);
+
+#endif

@@ -1,0 +1,667 @@
+/* distca.c: the "distca" method, core attention disaggregation (DistCA Sec. 3, 4, 6.1, App.
+ * E; specs/distca.md). The request's layout (cp 1) runs the distca-ticks schedule with an
+ * in-place attention server per TP group (Sec. 4.1: every (pipeline, stage) TP group is
+ * both a linear rank and a server). Per step:
+ *   1. micro-batches: the drawn documents in order, next-fit into micro-batches of
+ *      dp x rank_tokens tokens (rank_tokens: a linear rank's budget, max_tokens by default;
+ *      documents up to max_tokens may be longer and spread over ranks; a document never
+ *      crosses micro-batches, so its CA-tasks' prefixes run at one tick);
+ *   2. nano-batches (Sec. 4.1, Fig. 7; `pingpong` 1): each micro-batch's documents split at
+ *      the document boundary nearest half its tokens into ping and pong, planned apart;
+ *   3. linear placement (Sec. 6.1, blocks/ca_sched.c bp_ca_place): each nano-batch over the
+ *      dp pipelines with an equal token budget, documents crossing pipelines head-tail;
+ *      a micro-batch's spans are its ping pieces, then its pong pieces;
+ *   4. per forward tick t and nano-batch, one scheduler call (Sec. 4.2, App. E,
+ *      bp_ca_schedule) over all dp x pp servers with the Items of every stage's current
+ *      micro-batch (t - r on stage r, Fig. 8; stages in warm-up and drain run dummies that
+ *      only serve attention). The backward tick that mirrors t holds the same micro-batches
+ *      and, in resend mode, the same Items, so its two calls would return the same plan: the
+ *      plan stores one placement per (micro-batch, stage) and the backward reuses it
+ *      (plan.h struct bp_ca_task);
+ *   5. App. A (distca.md sec. 6): a split never cuts a document into more chunks per call
+ *      than `max_shards` (default: App. A's bound for the model and GPU, 31 for Llama-34B
+ *      on H200-class GPUs at 50 GiB/s), or than its placement pieces;
+ *   6. the buffer (distca.md sec. 4, 11): one layer's all-to-all in of a call must fit
+ *      `ca_buffer_bytes` per rank; `escalate` 1 raises the tolerance along the code's list
+ *      until it fits (the code's hidden rule, made explicit), else the plan is infeasible.
+ * The step's record ("distca") keeps the ping/pong split and every call's loads and bytes. */
+#include "method.h"
+
+#include "ca_sched.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonutil.h"
+
+/* The public code's escalation list (distca.md sec. 4, utils/test_util.py). */
+static const double eps_ladder[] = {0.05, 0.1, 0.15, 0.2, 0.22, 0.25, 0.28, 0.3, 0.35, 0.4,
+				    0.45, 0.5, 0.6, 0.7, 0.8, 0.9};
+
+struct dc_opts {
+	struct bp_ca_opts ca;
+	int pingpong, escalate;
+	double buffer;
+	int64_t rank_tokens; /* a linear rank's token budget per micro-batch */
+};
+
+/* One nano-batch of one micro-batch, placed over the dp pipelines. */
+struct dc_nano {
+	struct bp_ca_placement pl;
+};
+
+struct dc_calls {
+	struct bp_ca_record *rec;
+	size_t cap;
+};
+
+static int calls_push(struct dc_calls *c, double tick, double nano, double eps,
+		      const struct bp_ca_result *r, double bytes, struct bp_error *err)
+{
+	struct bp_ca_record *rec = c->rec;
+	if (rec->ncalls == c->cap) {
+		size_t nc = c->cap ? 2 * c->cap : 16;
+		double **a[] = {&rec->tick, &rec->nano, &rec->eps, &rec->mean, &rec->max_before,
+				&rec->max_after, &rec->moved, &rec->bytes};
+		for (size_t i = 0; i < sizeof(a) / sizeof(a[0]); i++) {
+			double *na = bp_realloc_array(*a[i], nc, sizeof(double), err);
+			if (!na)
+				return -1;
+			*a[i] = na;
+		}
+		c->cap = nc;
+	}
+	size_t k = rec->ncalls++;
+	rec->tick[k] = tick;
+	rec->nano[k] = nano;
+	rec->eps[k] = eps;
+	rec->mean[k] = r->mean;
+	rec->max_before[k] = r->max_before;
+	rec->max_after[k] = r->max_after;
+	rec->moved[k] = (double)r->moved_pairs;
+	rec->bytes[k] = bytes;
+	return 0;
+}
+
+static int cmp_task(const void *a, const void *b)
+{
+	const struct bp_ca_task *x = a, *y = b;
+	if (x->tick != y->tick)
+		return (x->tick > y->tick) - (x->tick < y->tick);
+	if (x->server != y->server)
+		return (x->server > y->server) - (x->server < y->server);
+	if (x->doc != y->doc)
+		return (x->doc > y->doc) - (x->doc < y->doc);
+	return (x->q0 > y->q0) - (x->q0 < y->q0);
+}
+
+/* One scheduler call: the Items of micro-batches t - r on stage r (r < pp) of nano-batch n,
+ * moved onto server indices, scheduled at tolerance eps; appends its chunks to *ca. Returns
+ * the call's buffer bytes, or -1. */
+static double one_call(const struct dc_nano *nanos, size_t m, int pp, int dp, size_t t, int n,
+		       const int *srv, int nservers, const struct dc_opts *o, double eps,
+		       struct bp_ca_placement *pl, struct bp_ca_result *res,
+		       struct bp_ca_chunk **ch, size_t *nch, struct bp_error *err)
+{
+	memset(pl, 0, sizeof(*pl));
+	size_t units = 0;
+	for (int r = 0; r < pp; r++) {
+		if (t < (size_t)r || t - (size_t)r >= m)
+			continue;
+		const struct bp_ca_placement *src = &nanos[2 * (t - (size_t)r) + (size_t)n].pl;
+		struct bp_ca_item *ni = bp_realloc_array(pl->items, pl->nitems + src->nitems + 1,
+							 sizeof(*ni), err);
+		if (!ni)
+			return -1;
+		pl->items = ni;
+		pl->cap = pl->nitems + src->nitems + 1;
+		size_t maxu = 0;
+		for (size_t i = 0; i < src->nitems; i++) {
+			struct bp_ca_item it = src->items[i];
+			it.src = it.server = srv[r * dp + it.src];
+			if (it.unit + 1 > maxu)
+				maxu = it.unit + 1;
+			it.unit += units;
+			pl->items[pl->nitems++] = it;
+		}
+		units += maxu;
+		struct bp_ca_piece *np = bp_realloc_array(pl->pieces, pl->npieces + src->npieces + 1,
+							  sizeof(*np), err);
+		if (!np)
+			return -1;
+		pl->pieces = np;
+		for (size_t i = 0; i < src->npieces; i++) {
+			struct bp_ca_piece pc = src->pieces[i];
+			pc.rank = srv[r * dp + pc.rank];
+			pl->pieces[pl->npieces++] = pc;
+		}
+	}
+	struct bp_ca_opts co = o->ca;
+	co.eps = eps;
+	if (bp_ca_schedule(pl, nservers, &co, res, NULL, err) < 0)
+		return -1;
+	double *sr = bp_calloc(2 * (size_t)nservers, sizeof(double), err);
+	double bytes = -1;
+	free(*ch);
+	*ch = NULL;
+	if (sr && bp_ca_chunks(pl, ch, nch, err) == 0)
+		bytes = bp_ca_bytes(pl, *ch, *nch, nservers, o->ca.q_bytes, o->ca.kv_bytes, sr,
+				    sr + nservers, err);
+	free(sr);
+	return bytes;
+}
+
+/* Steps 4-5 of the header for one step: every forward tick's calls, escalated as asked. */
+static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, const int *srv,
+			 int nservers, const struct dc_opts *o, struct bp_step *st,
+			 struct dc_calls *calls, struct bp_error *err)
+{
+	size_t cap = 0;
+	int rc = -1;
+	struct bp_ca_placement pl;
+	struct bp_ca_chunk *ch = NULL;
+	memset(&pl, 0, sizeof(pl));
+	size_t nch = 0;
+	for (size_t t = 0; t + 1 < m + (size_t)pp; t++) {
+		size_t tick_start = st->nca;
+		for (int n = 0; n < 2; n++) {
+			int any = 0;
+			for (int r = 0; r < pp; r++)
+				if (t >= (size_t)r && t - (size_t)r < m &&
+				    nanos[2 * (t - (size_t)r) + (size_t)n].pl.nitems)
+					any = 1;
+			if (!any)
+				continue;
+			struct bp_ca_result res;
+			double eps = o->ca.eps;
+			size_t rung = 0;
+			double bytes;
+			for (;;) {
+				bp_ca_placement_release(&pl);
+				bytes = one_call(nanos, m, pp, dp, t, n, srv, nservers, o, eps, &pl,
+						 &res, &ch, &nch, err);
+				if (bytes < 0)
+					goto out;
+				if (bytes <= o->buffer)
+					break;
+				while (rung < BP_ARRAY_LEN(eps_ladder) && eps_ladder[rung] <= eps)
+					rung++;
+				if (!o->escalate || rung == BP_ARRAY_LEN(eps_ladder)) {
+					rc = bp_infeasiblef(err, "step %lld tick %zu %s: one layer's "
+							   "all-to-all moves %.0f bytes through a rank "
+							   "at tolerance %g, more than ca_buffer_bytes "
+							   "%.0f%s", (long long)st->index, t,
+							   n ? "pong" : "ping", bytes, eps, o->buffer,
+							   o->escalate ? " (escalated to the last "
+							   "tolerance)" : " (escalate 1 raises the "
+							   "tolerance)");
+					goto out;
+				}
+				eps = eps_ladder[rung];
+			}
+			if (calls_push(calls, (double)t, n, eps, &res, bytes, err) < 0)
+				goto out;
+			if (st->nca + nch > cap) {
+				size_t nc = 2 * (st->nca + nch) + 16;
+				struct bp_ca_task *na = bp_realloc_array(st->ca, nc, sizeof(*na), err);
+				if (!na)
+					goto out;
+				st->ca = na;
+				cap = nc;
+			}
+			for (size_t i = 0; i < nch; i++)
+				st->ca[st->nca++] = (struct bp_ca_task){
+					(int64_t)t, ch[i].server, ch[i].doc, ch[i].q0, ch[i].q1,
+					ch[i].kv0, ch[i].q1};
+		}
+		/* ticks come in order: sorting each tick's tasks sorts the step's */
+		qsort(st->ca + tick_start, st->nca - tick_start, sizeof(*st->ca), cmp_task);
+	}
+	rc = 0;
+out:
+	free(ch);
+	bp_ca_placement_release(&pl);
+	return rc;
+}
+
+/* Steps 1-3 of the header: micro-batches, nano-batches, linear placement; spans into the
+ * step's pipelines. nanos gets 2 entries per micro-batch (pong empty without ping-pong). */
+static int place_step(const struct bp_batch *b, int dp, int64_t cap, const struct dc_opts *o,
+		      enum bp_shard shard, struct bp_step *st, struct bp_ca_record *rec,
+		      struct dc_nano **nanos_out, size_t *m_out, struct bp_error *err)
+{
+	size_t m = 0, i = 0;
+	struct dc_nano *nanos = NULL;
+	int64_t *doc = bp_calloc(b->ndocs + 1, sizeof(int64_t), err);
+	int64_t *len = bp_calloc(b->ndocs + 1, sizeof(int64_t), err);
+	struct bp_span *spans = NULL;
+	size_t *ping = NULL;
+	int rc = -1;
+	if (!doc || !len)
+		goto out;
+	for (size_t d = 0; d < b->ndocs; d++) {
+		doc[d] = b->docs[d].id;
+		len[d] = b->docs[d].len;
+	}
+	while (i < b->ndocs) {
+		/* next-fit: [i, e) fills one micro-batch */
+		size_t e = i;
+		int64_t tok = 0;
+		while (e < b->ndocs && tok + len[e] <= (int64_t)dp * cap)
+			tok += len[e++];
+		if (e == i) {
+			bp_errorf(err, "document %lld of %lld tokens exceeds a micro-batch",
+				  (long long)doc[i], (long long)len[i]);
+			goto out;
+		}
+		/* the ping/pong cut: the document boundary nearest half the tokens */
+		size_t cut = e;
+		if (o->pingpong && e - i >= 2) {
+			int64_t acc = 0, best = -1;
+			for (size_t k = i + 1; k < e; k++) {
+				acc += len[k - 1];
+				int64_t dist = 2 * acc > tok ? 2 * acc - tok : tok - 2 * acc;
+				if (best < 0 || dist < best) {
+					best = dist;
+					cut = k;
+				}
+			}
+		}
+		struct dc_nano *nn = bp_realloc_array(nanos, 2 * (m + 1), sizeof(*nn), err);
+		if (!nn)
+			goto out;
+		nanos = nn;
+		memset(&nanos[2 * m], 0, 2 * sizeof(*nanos));
+		m++;
+		size_t lo[2] = {i, cut}, hi[2] = {cut, e};
+		for (int n = 0; n < 2; n++) {
+			int64_t nt = 0;
+			for (size_t k = lo[n]; k < hi[n]; k++)
+				nt += len[k];
+			if (!nt)
+				continue;
+			int64_t budget = (nt + dp - 1) / dp;
+			if (bp_ca_place(doc + lo[n], NULL, len + lo[n], hi[n] - lo[n], dp, budget,
+					&nanos[2 * (m - 1) + (size_t)n].pl, err) < 0)
+				goto out;
+		}
+		i = e;
+	}
+	/* spans per (pipeline, micro-batch): ping pieces, then pong pieces */
+	spans = bp_calloc(2 * b->ndocs + 4 * (size_t)dp + 1, sizeof(*spans), err);
+	ping = bp_calloc((size_t)dp * m + 1, sizeof(size_t), err);
+	if (!spans || !ping)
+		goto out;
+	for (int k = 0; k < dp; k++)
+		for (size_t j = 0; j < m; j++) {
+			size_t ns = 0;
+			for (int n = 0; n < 2; n++) {
+				const struct bp_ca_placement *pl = &nanos[2 * j + (size_t)n].pl;
+				for (size_t q = 0; q < pl->npieces; q++)
+					if (pl->pieces[q].rank == k)
+						spans[ns++] = (struct bp_span){pl->pieces[q].doc,
+									       pl->pieces[q].offset,
+									       pl->pieces[q].len};
+				if (!n)
+					ping[(size_t)k * m + j] = ns;
+			}
+			if (!ns) {
+				if (j + 1 == m) /* the last micro-batch may leave pipelines out */
+					continue;
+				bp_errorf(err, "micro-batch %zu of step %lld leaves pipeline %d without "
+					  "tokens", j, (long long)st->index, k);
+				goto out;
+			}
+			struct bp_pipe *pi = &st->pipes[k];
+			if (bp_pipe_add_mb(pi, spans, ns, shard, err) < 0)
+				goto out;
+			pi->mbs[pi->nmbs - 1].attn = BP_ATTN_DISAGG;
+		}
+	if (o->pingpong) {
+		size_t nmbs = 0;
+		for (int k = 0; k < dp; k++)
+			nmbs += st->pipes[k].nmbs;
+		rec->ping_spans = bp_calloc(nmbs + 1, sizeof(double), err);
+		if (!rec->ping_spans)
+			goto out;
+		rec->nmbs = nmbs;
+		size_t at = 0;
+		for (int k = 0; k < dp; k++)
+			for (size_t j = 0; j < st->pipes[k].nmbs; j++)
+				rec->ping_spans[at++] = (double)ping[(size_t)k * m + j];
+	}
+	*nanos_out = nanos;
+	*m_out = m;
+	nanos = NULL;
+	rc = 0;
+out:
+	if (nanos) {
+		for (size_t j = 0; j < 2 * m; j++)
+			bp_ca_placement_release(&nanos[j].pl);
+		free(nanos);
+	}
+	free(doc);
+	free(len);
+	free(spans);
+	free(ping);
+	return rc;
+}
+
+/* App. A's bound for this model and GPU (distca.md sec. 6): t = the token-wise FLOPs of a
+ * token in one layer, 2h (2h + h_kv + f_m i) (Table 3; f_m 3 gated, 2 not), at 50% of the
+ * GPU's peak; B its network bandwidth; h_q = 2h bytes, h_kv = K and V, 4 h_kv bytes. The
+ * same for every TP degree (TP divides both sides). 0 without a profile. */
+static int app_a_shards(const struct bp_model *md, const struct bp_method_ctx *ctx)
+{
+	if (!ctx->cm || !ctx->cm->prof)
+		return 0;
+	double peak = ctx->cm->prof->hw.bf16_tflops * 1e12, bw = ctx->cm->prof->hw.net_gbps * 1e9;
+	double h = md->hidden, hkv = (double)md->kv_heads * (md->hidden / md->heads);
+	double flops = 2 * h * (2 * h + hkv + (md->gated ? 3.0 : 2.0) * md->ffn);
+	if (!(peak > 0) || !(bw > 0))
+		return 0;
+	double s = bp_ca_max_shards(flops / (0.5 * peak), bw, 2 * h, 4 * hkv);
+	return s >= 1 ? (int)floor(s) : 1;
+}
+
+static int read_opts(struct bp_plan *out, int tp, int shards_default, struct dc_opts *o,
+		     struct bp_error *err)
+{
+	int64_t block, pingpong, escalate, buffer, rank_tokens, two_sided, max_shards;
+	double eps;
+	memset(o, 0, sizeof(*o));
+	if (bp_method_param_real(out, "tolerance", 0.1, -INFINITY, INFINITY, &eps, err) < 0)
+		return -1;
+	if (!(eps > 0 && eps < 1))
+		return bp_errorf(err, "parameter tolerance is %g, outside (0, 1) (DistCA's epsilon, "
+				 "a fraction of the mean server load)", eps);
+	if (bp_method_param_int(out, "ca_block", 128, 1, 1 << 20, &block, err) < 0 ||
+	    bp_method_param_int(out, "pingpong", 1, 0, 1, &pingpong, err) < 0 ||
+	    bp_method_param_int(out, "escalate", 0, 0, 1, &escalate, err) < 0 ||
+	    bp_method_param_int(out, "ca_buffer_bytes", (int64_t)2 << 30, 1, (int64_t)1 << 50,
+				&buffer, err) < 0 ||
+	    bp_method_param_int(out, "rank_tokens", out->max_tokens, 1, out->max_tokens,
+				&rank_tokens, err) < 0 ||
+	    bp_method_param_int(out, "two_sided", 0, 0, 1, &two_sided, err) < 0 ||
+	    bp_method_param_int(out, "max_shards", shards_default, 0, 1 << 20, &max_shards,
+				err) < 0)
+		return -1;
+	o->rank_tokens = rank_tokens;
+	o->ca.two_sided = (int)two_sided;
+	o->ca.max_shards = (int)max_shards;
+	const char *comm = bp_plan_param(out, "ca_comm");
+	if (!comm) {
+		comm = "exact";
+		if (bp_plan_set_param(out, "ca_comm", comm, err) < 0)
+			return -1;
+	}
+	if (bp_ca_comm_parse(comm, &o->ca.comm) < 0)
+		return bp_errorf(err, "parameter ca_comm '%s' is not code, appb or exact", comm);
+	o->ca.eps = eps;
+	o->ca.block = (int)block;
+	o->pingpong = (int)pingpong;
+	o->escalate = (int)escalate;
+	o->buffer = (double)buffer;
+	bp_ca_token_bytes(&out->model, tp, &o->ca.q_bytes, &o->ca.kv_bytes);
+	return 0;
+}
+
+int bp_method_distca(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		     struct bp_plan *out, struct bp_error *err)
+{
+	struct bp_layout *l = &out->layouts[0];
+	const int dp = (int)l->npipes;
+	const int pp = l->pipes[0].sc.pp, tp = l->pipes[0].sc.tp;
+	struct dc_opts o;
+	int *srv = NULL;
+	int rc = -1;
+	if (l->pipes[0].sc.cp != 1)
+		return bp_errorf(err, "distca needs cp 1 (CA-tasks replace context parallelism), "
+				 "not cp %d", l->pipes[0].sc.cp);
+	if (out->model.layers % pp)
+		return bp_errorf(err, "distca needs equal layers per stage: %d layers on pp %d",
+				 out->model.layers, pp);
+	if (read_opts(out, tp, app_a_shards(&out->model, ctx), &o, err) < 0)
+		return -1;
+	/* in-place servers: the first rank of every (pipeline, stage) TP group, ascending */
+	int nservers = dp * pp;
+	int *ranks = bp_calloc((size_t)nservers, sizeof(int), err);
+	srv = bp_calloc((size_t)nservers, sizeof(int), err);
+	if (!ranks || !srv) {
+		free(ranks);
+		goto out;
+	}
+	for (int r = 0; r < pp; r++)
+		for (int k = 0; k < dp; k++)
+			ranks[r * dp + k] = bp_lpipe_rank(&l->pipes[k], r, 0, 0);
+	free(l->servers);
+	l->servers = bp_calloc((size_t)nservers, sizeof(int), err);
+	if (!l->servers) {
+		free(ranks);
+		goto out;
+	}
+	memcpy(l->servers, ranks, (size_t)nservers * sizeof(int));
+	l->nservers = (size_t)nservers;
+	for (int a = 1; a < nservers; a++) /* insertion sort: layouts are small */
+		for (int b2 = a; b2 > 0 && l->servers[b2 - 1] > l->servers[b2]; b2--) {
+			int x = l->servers[b2];
+			l->servers[b2] = l->servers[b2 - 1];
+			l->servers[b2 - 1] = x;
+		}
+	for (int i = 0; i < nservers; i++)
+		for (int s = 0; s < nservers; s++)
+			if (l->servers[s] == ranks[i])
+				srv[i] = s;
+	free(ranks);
+	snprintf(l->schedule, sizeof(l->schedule), "%s", BP_SCHEDULE_TICKS);
+	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
+		goto out;
+	for (size_t s = 0; s < in->n; s++) {
+		struct bp_step *st = &out->steps[s];
+		struct bp_ca_record *rec = bp_step_set_record(st, &bp_record_distca, err);
+		struct dc_nano *nanos = NULL;
+		size_t m = 0;
+		if (!rec)
+			goto out;
+		rec->max_shards = o.ca.max_shards;
+		struct dc_calls calls = {rec, 0};
+		int r = place_step(&in->b[s], dp, o.rank_tokens, &o, ctx->shard, st,
+				   rec, &nanos, &m, err);
+		if (r == 0)
+			r = schedule_step(nanos, m, pp, dp, srv, nservers, &o, st, &calls, err);
+		for (size_t j = 0; j < 2 * m; j++)
+			bp_ca_placement_release(&nanos[j].pl);
+		free(nanos);
+		if (r < 0) {
+			rc = r;
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	free(srv);
+	return rc;
+}
+
+/* ---- the per-step record ---- */
+
+static const char *const rec_keys[] = {"max_shards", "ping_spans", "tick", "nano", "tolerance", "mean_pairs",
+				       "max_before_pairs", "max_after_pairs", "moved_pairs",
+				       "a2a_bytes_max", NULL};
+
+static double **rec_arrays(struct bp_ca_record *r, size_t i)
+{
+	double **a[] = {&r->tick, &r->nano, &r->eps, &r->mean, &r->max_before, &r->max_after,
+			&r->moved, &r->bytes};
+	return a[i];
+}
+
+static json_t *rec_to_json(const void *p)
+{
+	struct bp_ca_record *r = (struct bp_ca_record *)p;
+	json_t *o = json_object();
+	int ok = o != NULL;
+	if (r->ping_spans)
+		bp_json_set(o, "ping_spans", bp_json_real_array(r->ping_spans, r->nmbs), &ok);
+	for (size_t i = 0; i < 8; i++)
+		bp_json_set(o, rec_keys[i + 2], bp_json_real_array(*rec_arrays(r, i), r->ncalls),
+			    &ok);
+	bp_json_set(o, "max_shards", json_integer(r->max_shards), &ok);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static int rec_from_json(void *p, json_t *o, const char *where, struct bp_error *err)
+{
+	struct bp_ca_record *r = p;
+	if (bp_json_check_keys(o, rec_keys, where, err) < 0 ||
+	    bp_json_get_int32(o, "max_shards", 1, 0, 1 << 20, &r->max_shards, where, err) < 0)
+		return -1;
+	size_t n;
+	if (json_object_get(o, "ping_spans")) {
+		if (bp_json_get_real_array(o, "ping_spans", 0, &r->ping_spans, &r->nmbs, where,
+					   err) < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < 8; i++) {
+		if (bp_json_get_real_array(o, rec_keys[i + 2], 0, rec_arrays(r, i), &n, where,
+					   err) < 0)
+			return -1;
+		if (i && n != r->ncalls)
+			return bp_errorf(err, "%s.%s has %zu entries, tick %zu", where,
+					 rec_keys[i + 2], n, r->ncalls);
+		r->ncalls = n;
+	}
+	return 0;
+}
+
+struct doc_tick {
+	int64_t doc, tick, n;
+};
+
+static int cmp_doc_tick(const void *a, const void *b)
+{
+	const struct doc_tick *x = a, *y = b;
+	if (x->doc != y->doc)
+		return (x->doc > y->doc) - (x->doc < y->doc);
+	return (x->tick > y->tick) - (x->tick < y->tick);
+}
+
+/* App. A (distca.md sec. 6, 15 invariant 8): per document and tick, no more CA-tasks than
+ * max_shards, or than the document has spans (the placement's pieces are shards already). */
+static int check_shards(const struct bp_ca_record *r, const struct bp_step *st,
+			struct bp_error *err)
+{
+	size_t nsp = 0;
+	for (size_t k = 0; k < st->npipes; k++)
+		for (size_t j = 0; j < st->pipes[k].nmbs; j++)
+			nsp += st->pipes[k].mbs[j].nspans;
+	struct doc_tick *t = bp_calloc(st->nca + 1, sizeof(*t), err);
+	struct doc_tick *sp = bp_calloc(nsp + 1, sizeof(*sp), err);
+	int rc = -1;
+	if (!t || !sp)
+		goto out;
+	for (size_t i = 0; i < st->nca; i++)
+		t[i] = (struct doc_tick){st->ca[i].doc, st->ca[i].tick, 1};
+	nsp = 0;
+	for (size_t k = 0; k < st->npipes; k++)
+		for (size_t j = 0; j < st->pipes[k].nmbs; j++)
+			for (size_t q = 0; q < st->pipes[k].mbs[j].nspans; q++)
+				sp[nsp++] = (struct doc_tick){st->pipes[k].mbs[j].spans[q].doc, 0, 1};
+	qsort(t, st->nca, sizeof(*t), cmp_doc_tick);
+	qsort(sp, nsp, sizeof(*sp), cmp_doc_tick);
+	for (size_t i = 0, s = 0; i < st->nca;) {
+		size_t j = i;
+		while (j < st->nca && t[j].doc == t[i].doc && t[j].tick == t[i].tick)
+			j++;
+		while (s < nsp && sp[s].doc < t[i].doc)
+			s++;
+		int64_t spans = 0;
+		for (size_t q = s; q < nsp && sp[q].doc == t[i].doc; q++)
+			spans++;
+		int64_t cap = spans > r->max_shards ? spans : r->max_shards;
+		if ((int64_t)(j - i) > cap) {
+			bp_errorf(err, "document %lld has %zu CA-tasks at tick %lld, more than App. A's "
+				  "max_shards %d (and its %lld spans)", (long long)t[i].doc, j - i,
+				  (long long)t[i].tick, r->max_shards, (long long)spans);
+			goto out;
+		}
+		i = j;
+	}
+	rc = 0;
+out:
+	free(t);
+	free(sp);
+	return rc;
+}
+
+/* The record's ping/pong split must name every micro-batch and a span count inside it; its
+ * calls name forward ticks of the step in order. */
+static int rec_validate(const void *p, const struct bp_step *st, struct bp_error *err)
+{
+	const struct bp_ca_record *r = p;
+	if (r->ping_spans) {
+		size_t at = 0;
+		for (size_t k = 0; k < st->npipes; k++)
+			for (size_t j = 0; j < st->pipes[k].nmbs; j++, at++) {
+				if (at >= r->nmbs)
+					return bp_errorf(err, "ping_spans has %zu entries for more "
+							 "micro-batches", r->nmbs);
+				double v = r->ping_spans[at];
+				if (v != floor(v) || v < 0 || v > (double)st->pipes[k].mbs[j].nspans)
+					return bp_errorf(err, "ping_spans[%zu] is %g, not a span count "
+							 "of pipeline %zu micro-batch %zu", at, v, k, j);
+			}
+		if (at != r->nmbs)
+			return bp_errorf(err, "ping_spans has %zu entries for %zu micro-batches",
+					 r->nmbs, at);
+	}
+	if (r->max_shards > 0 && check_shards(r, st, err) < 0)
+		return -1;
+	for (size_t i = 0; i < r->ncalls; i++) {
+		if (r->tick[i] != floor(r->tick[i]) || r->tick[i] < 0 ||
+		    (i && r->tick[i] < r->tick[i - 1]))
+			return bp_errorf(err, "call %zu has tick %g (calls go by forward tick)", i,
+					 r->tick[i]);
+		if (r->nano[i] != 0 && r->nano[i] != 1)
+			return bp_errorf(err, "call %zu has nano-batch %g, not 0 or 1", i, r->nano[i]);
+		if (!(r->eps[i] > 0 && r->eps[i] < 1))
+			return bp_errorf(err, "call %zu has tolerance %g, outside (0, 1)", i,
+					 r->eps[i]);
+	}
+	return 0;
+}
+
+static void rec_diff(const void *a, const void *b, char *buf, size_t n)
+{
+	const struct bp_ca_record *x = a, *y = b;
+	double mx = 0, my = 0, bx = 0, by = 0;
+	for (size_t i = 0; i < x->ncalls; i++) {
+		mx += x->moved[i];
+		bx += x->bytes[i];
+	}
+	for (size_t i = 0; i < y->ncalls; i++) {
+		my += y->moved[i];
+		by += y->bytes[i];
+	}
+	buf[0] = 0;
+	if (mx != my || bx != by || x->ncalls != y->ncalls)
+		snprintf(buf, n, "distca %zu calls, %.0f pairs moved, %.0f buffer bytes -> %zu "
+			 "calls, %.0f pairs moved, %.0f buffer bytes", x->ncalls, mx, bx, y->ncalls,
+			 my, by);
+}
+
+static void rec_release(void *p)
+{
+	bp_ca_record_release(p);
+}
+
+const struct bp_record_ops bp_record_distca = {
+	"distca", sizeof(struct bp_ca_record), rec_to_json, rec_from_json, rec_validate,
+	rec_diff, rec_release,
+};

@@ -1,0 +1,471 @@
+/* test_distca.c: DistCA's building blocks (blocks/ca_sched.h) against the spec's known
+ * answers (specs/distca.md sec. 3 and sec. 15 K1-K6) and its invariants 1, 2, 7, 8, 10. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analytic.h"
+#include "ca_sched.h"
+#include "check.h"
+#include "jsonutil.h"
+#include "solve.h"
+#include "ticks.h"
+#include "validate.h"
+
+/* Llama-3-8B in the code's element counts: Q hidden 4096, K and V 2 x 8 x 128. */
+static const struct bp_ca_opts code_opts = {0.0, 1, BP_CA_COMM_CODE, 4096, 2048, 0, 0};
+
+/* lists of document lengths, one list per rank ("world = number of lists"), ids 0, 1, ...
+ * in order */
+static int place(const int64_t *lens, size_t n, int nranks, int64_t budget,
+		 struct bp_ca_placement *pl)
+{
+	int64_t doc[64];
+	for (size_t i = 0; i < n; i++)
+		doc[i] = (int64_t)i;
+	struct bp_error err;
+	int rc = bp_ca_place(doc, NULL, lens, n, nranks, budget, pl, &err);
+	if (rc < 0)
+		fprintf(stderr, "place: %s\n", err.text);
+	return rc;
+}
+
+/* "[a,b)->s ..." for document doc's chunks, in query order */
+static void listing(const struct bp_ca_placement *pl, int64_t doc, char *buf, size_t n)
+{
+	struct bp_ca_chunk *ch;
+	size_t nc;
+	struct bp_error err;
+	buf[0] = 0;
+	if (bp_ca_chunks(pl, &ch, &nc, &err) < 0)
+		return;
+	size_t at = 0;
+	for (size_t i = 0; i < nc; i++)
+		if (ch[i].doc == doc)
+			at += (size_t)snprintf(buf + at, n - at, "%s[%lld,%lld)->%d", at ? " " : "",
+					       (long long)ch[i].q0, (long long)ch[i].q1,
+					       ch[i].server);
+	free(ch);
+}
+
+static void loads(const struct bp_ca_placement *pl, int ns, double *l)
+{
+	memset(l, 0, (size_t)ns * sizeof(double));
+	for (size_t i = 0; i < pl->nitems; i++)
+		l[pl->items[i].server] += (double)bp_ca_item_units(&pl->items[i]);
+}
+
+/* Invariants 1 and 2: per document the chunks tile [0, L) once, each with its whole prefix
+ * as context, and the pairs add up to L (L + 1) / 2. */
+static void check_tiling(const struct bp_ca_placement *pl, const int64_t *lens, size_t n)
+{
+	struct bp_ca_chunk *ch;
+	size_t nc;
+	struct bp_error err;
+	CHECK(bp_ca_chunks(pl, &ch, &nc, &err) == 0);
+	size_t i = 0;
+	for (size_t d = 0; d < n; d++) {
+		int64_t pos = 0, pairs = 0;
+		while (i < nc && ch[i].doc == (int64_t)d) {
+			CHECK(ch[i].q0 == pos && ch[i].kv0 == 0);
+			pairs += bp_ca_pairs(ch[i].q0, ch[i].q1);
+			pos = ch[i].q1;
+			i++;
+		}
+		CHECK(pos == lens[d]);
+		CHECK(pairs == lens[d] * (lens[d] + 1) / 2);
+	}
+	CHECK(i == nc);
+	free(ch);
+}
+
+struct kcase {
+	const char *id;
+	int64_t lens[32];
+	size_t n;
+	int ranks;
+	int64_t budget;
+	double eps;
+	double before[4], after[4];
+	const char *doc0;
+};
+
+static void run_case(const struct kcase *k)
+{
+	struct bp_ca_placement pl;
+	struct bp_ca_result res;
+	struct bp_error err;
+	double l[4];
+	char buf[512];
+	CHECK(place(k->lens, k->n, k->ranks, k->budget, &pl) == 0);
+	loads(&pl, k->ranks, l);
+	for (int s = 0; s < k->ranks; s++)
+		CHECK_NEAR(l[s], k->before[s], 0);
+	struct bp_ca_opts o = code_opts;
+	o.eps = k->eps;
+	int64_t total = 0;
+	for (int s = 0; s < k->ranks; s++)
+		total += (int64_t)l[s];
+	CHECK(bp_ca_schedule(&pl, k->ranks, &o, &res, l, &err) == 0);
+	for (int s = 0; s < k->ranks; s++) {
+		if (fabs(l[s] - k->after[s]) > 0)
+			fprintf(stderr, "%s: server %d load %.0f, expected %.0f\n", k->id, s, l[s],
+				k->after[s]);
+		CHECK_NEAR(l[s], k->after[s], 0);
+		total -= (int64_t)l[s];
+	}
+	CHECK(total == 0); /* invariant 2: planning keeps the total */
+	listing(&pl, 0, buf, sizeof(buf));
+	if (strcmp(buf, k->doc0))
+		fprintf(stderr, "%s: doc 0 %s, expected %s\n", k->id, buf, k->doc0);
+	CHECK(!strcmp(buf, k->doc0));
+	check_tiling(&pl, k->lens, k->n);
+	bp_ca_placement_release(&pl);
+}
+
+static void test_known_answers(void)
+{
+	static const struct kcase cases[] = {
+		{"K1", {16, 4, 4, 4, 4}, 5, 2, 16, 0, {136, 40}, {102, 74},
+		 "[0,6)->0 [6,8)->1 [8,10)->1 [10,16)->0"},
+		{"K2", {8, 4, 4}, 3, 2, 8, 0, {36, 20}, {36, 20}, "[0,8)->0"},
+		{"K3", {8, 8, 4, 4, 4, 4}, 6, 2, 16, 0, {72, 40}, {63, 49},
+		 "[0,3)->0 [3,4)->1 [4,5)->1 [5,8)->0"},
+		{"K4 eps 0.1", {1024, 896, 128, 896, 128, 896, 128}, 7, 4, 1024, 0.1,
+		 {524800, 410112, 410112, 410112}, {524800, 410112, 410112, 410112},
+		 "[0,1024)->0"},
+		{"K4 eps 0", {1024, 896, 128, 896, 128, 896, 128}, 7, 4, 1024, 0,
+		 {524800, 410112, 410112, 410112}, {441775, 437787, 437787, 437787},
+		 "[0,431)->0 [431,458)->3 [458,485)->2 [485,512)->1 [512,539)->1 "
+		 "[539,566)->2 [566,593)->3 [593,1024)->0"},
+		{"K5", {16384, 8192, 8192, 4096, 4096, 4096, 4096, 2048, 2048, 2048, 2048, 2048,
+			2048, 2048, 2048}, 15, 4, 16384, 0.1,
+		 {134225920, 67117056, 33562624, 16785408},
+		 {62934785, 67117056, 58729984, 62909183},
+		 "[0,3841)->0 [3841,5377)->2 [5377,8192)->3 [8192,11007)->3 [11007,12543)->2 "
+		 "[12543,16384)->0"},
+		{"K6", {32, 8, 8, 4, 4, 4, 4}, 7, 4, 16, 0, {264, 264, 72, 40},
+		 {165, 198, 138, 139},
+		 "[0,5)->0 [5,8)->3 [8,14)->1 [14,16)->2 [16,18)->2 [18,24)->1 [24,27)->3 "
+		 "[27,32)->0"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		run_case(&cases[i]);
+}
+
+/* K4 at eps 0.1: the tolerance is one-sided (max/mean 1.196 > 1 + eps). */
+static void test_one_sided(void)
+{
+	const int64_t lens[] = {1024, 896, 128, 896, 128, 896, 128};
+	struct bp_ca_placement pl;
+	struct bp_ca_result res;
+	struct bp_error err;
+	struct bp_ca_opts o = code_opts;
+	o.eps = 0.1;
+	CHECK(place(lens, 7, 4, 1024, &pl) == 0);
+	CHECK(bp_ca_schedule(&pl, 4, &o, &res, NULL, &err) == 0);
+	CHECK_NEAR(res.max_after / res.mean, 1.196, 0.001);
+	CHECK(res.moves == 0);
+	bp_ca_placement_release(&pl);
+}
+
+/* distca.md sec. 3: the linear placement's known answer and invariant 5. */
+static void test_placement(void)
+{
+	const int64_t lens[] = {256, 1024, 256, 128, 384};
+	struct bp_ca_placement pl;
+	CHECK(place(lens, 5, 4, 512, &pl) == 0);
+	const int64_t want[][3] = {{256, 128, 128}, {256, 256, 0}, {128, 128, 256}, {128, 384, 0}};
+	size_t at[4] = {0, 0, 0, 0};
+	int64_t tok[4] = {0, 0, 0, 0};
+	for (size_t i = 0; i < pl.npieces; i++) {
+		int r = pl.pieces[i].rank;
+		CHECK(at[r] < 3 && pl.pieces[i].len == want[r][at[r]]);
+		at[r]++;
+		tok[r] += pl.pieces[i].len;
+	}
+	for (int r = 0; r < 4; r++)
+		CHECK(tok[r] == 512);
+	/* the 1024-document: rank 0 [0,128)+[896,1024), 1 [128,384)+[640,896),
+	 * 2 [384,512)+[512,640) */
+	const int64_t d1[][3] = {{0, 128, 0}, {896, 128, 0}, {128, 256, 1}, {640, 256, 1},
+				 {384, 128, 2}, {512, 128, 2}};
+	size_t k = 0;
+	for (size_t i = 0; i < pl.npieces; i++)
+		if (pl.pieces[i].doc == 1) {
+			CHECK(k < 6 && pl.pieces[i].offset == d1[k][0] &&
+			      pl.pieces[i].len == d1[k][1] && pl.pieces[i].rank == d1[k][2]);
+			k++;
+		}
+	CHECK(k == 6);
+	check_tiling(&pl, lens, 5);
+	bp_ca_placement_release(&pl);
+	/* too many tokens */
+	struct bp_error err;
+	int64_t doc[] = {0}, big[] = {2049};
+	CHECK(bp_ca_place(doc, NULL, big, 1, 4, 512, &pl, &err) < 0);
+	CHECK(strstr(err.text, "more than") != NULL);
+	bp_ca_placement_release(&pl);
+}
+
+/* Invariant 7 by hand: L = 8 split [0,4)->A, [4,8)->B, both linear on A: A->B gets 4 Q
+ * tokens and 8 KV tokens, once each; a second B-task of the document shares the KV. */
+static void test_bytes(void)
+{
+	struct bp_ca_placement pl;
+	memset(&pl, 0, sizeof(pl));
+	struct bp_ca_piece pc[] = {{0, 0, 8, 0}};
+	pl.pieces = pc;
+	pl.npieces = 1;
+	struct bp_ca_chunk ch[] = {{0, 0, 4, 0, 0, 0}, {0, 4, 8, 0, 1, 0}};
+	double send[2], recv[2];
+	struct bp_error err;
+	double q = 1024, kv = 512;
+	double mx = bp_ca_bytes(&pl, ch, 2, 2, q, kv, send, recv, &err);
+	CHECK_NEAR(send[0], 4 * q + 8 * kv, 0);
+	CHECK_NEAR(recv[1], 4 * q + 8 * kv, 0);
+	CHECK_NEAR(send[1], 0, 0);
+	CHECK_NEAR(mx, 4 * q + 8 * kv, 0);
+	struct bp_ca_chunk ch2[] = {{0, 0, 2, 0, 0, 0}, {0, 2, 4, 0, 1, 0}, {0, 4, 8, 0, 1, 0}};
+	bp_ca_bytes(&pl, ch2, 3, 2, q, kv, send, recv, &err);
+	CHECK_NEAR(recv[1], 6 * q + 8 * kv, 0);
+}
+
+/* Invariant 8: App. A's 31.65 for Llama-34B (K and V 8 KiB per token, 50 GiB/s), and App.
+ * B's closed form against a brute-force minimum over a fine grid of n_q (integer n_q are too
+ * coarse next to the boundary) with the corrected root. */
+static void test_appendices(void)
+{
+	double flops = 2.0 * 8192 * (2.0 * 8192 + 2048 + 3.0 * 22016);
+	CHECK_NEAR(flops, 1384120320.0, 0);
+	double t = flops / (0.5 * 990e12);
+	double s = bp_ca_max_shards(t, 50.0 * 1073741824.0, 16384, 8192);
+	CHECK_NEAR(s, 31.65, 0.01);
+	CHECK(floor(s) == 31);
+	CHECK(bp_ca_max_shards(t, 50.0 * 1073741824.0, 16384, 4096) > 60);
+	unsigned x = 12345;
+	for (int trial = 0; trial < 200; trial++) {
+		x = x * 1103515245u + 12345u;
+		double lq = 200 + (x >> 8) % 3000;
+		x = x * 1103515245u + 12345u;
+		double lkv = lq + (x >> 8) % 5000;
+		x = x * 1103515245u + 12345u;
+		double alpha = 0.02 + 0.97 * ((x >> 8) % 1000) / 1000.0;
+		x = x * 1103515245u + 12345u;
+		double beta = 0.125 + 4.0 * ((x >> 8) % 1000) / 1000.0;
+		double sq = 1024, skv = beta * sq, X = lq * (2 * lkv - lq);
+		double best = INFINITY;
+		for (double nq = lq / 100000; nq <= lq; nq += lq / 100000) {
+			double nkv = (alpha * X / nq + nq) / 2;
+			if (nkv < nq + lkv - lq - 1e-9 || nkv > lkv + 1e-9)
+				continue;
+			double v = nq * sq + nkv * skv;
+			if (v < best)
+				best = v;
+		}
+		double v = bp_ca_appb_shard(alpha, lq, lkv, sq, skv);
+		CHECK(v <= best * (1 + 1e-9));
+		if (!(v >= best * (1 - 1e-3)))
+			fprintf(stderr, "appb lq %g lkv %g a %g b %g: %g vs %g\n", lq, lkv, alpha, beta, v, best);
+		CHECK(v >= best * (1 - 1e-3));
+	}
+	/* the boundary root: with alpha = 1 the whole Item (n_q = L_q) */
+	double d = 1000 - 3000, X = 1000.0 * (2 * 3000 - 1000);
+	CHECK_NEAR(d + sqrt(d * d + X), 1000, 1e-9);
+	CHECK_NEAR(bp_ca_appb_shard(1, 1000, 3000, 1024, 512), 1000 * 1024 + 3000 * 512, 1e-6);
+}
+
+/* Invariant 10 and the other comm modes: same inputs, same chunks; every mode and block
+ * keeps the tiling and the total. */
+static void test_modes(void)
+{
+	int64_t lens[24];
+	unsigned x = 7;
+	for (int i = 0; i < 24; i++) {
+		x = x * 1103515245u + 12345u;
+		lens[i] = 64 + (x >> 8) % 4000;
+	}
+	int64_t total = 0;
+	for (int i = 0; i < 24; i++)
+		total += lens[i];
+	for (int c = 0; c < BP_CA_COMM_NMODES; c++)
+		for (int block = 1; block <= 128; block *= 128) {
+			struct bp_ca_placement a, b;
+			struct bp_ca_result ra, rb;
+			struct bp_error err;
+			struct bp_ca_opts o = {0.05, block, (enum bp_ca_comm)c, 2048, 1024, 0, 0};
+			int64_t budget = (total + 7) / 8;
+			CHECK(place(lens, 24, 8, budget, &a) == 0);
+			CHECK(place(lens, 24, 8, budget, &b) == 0);
+			size_t placed = a.nitems;
+			CHECK(bp_ca_schedule(&a, 8, &o, &ra, NULL, &err) == 0);
+			CHECK(bp_ca_schedule(&b, 8, &o, &rb, NULL, &err) == 0);
+			CHECK(a.nitems == b.nitems &&
+			      !memcmp(a.items, b.items, a.nitems * sizeof(*a.items)));
+			CHECK(ra.max_after <= ra.max_before);
+			check_tiling(&a, lens, 24);
+			if (block == 128) /* split-offs are whole 64-pair multiples */
+				for (size_t i = placed; i < a.nitems; i++)
+					CHECK((a.items[i].h1 - a.items[i].h0) % 64 == 0 &&
+					      (a.items[i].t1 - a.items[i].t0) % 64 == 0);
+			CHECK(a.nitems > placed || c != BP_CA_COMM_CODE);
+			/* the paper's two-sided band: no higher a maximum, and within
+			 * eps * mean + one granule of the largest unit where granules allow */
+			struct bp_ca_placement t;
+			struct bp_ca_result rt;
+			struct bp_ca_opts o2 = o;
+			o2.two_sided = 1;
+			CHECK(place(lens, 24, 8, budget, &t) == 0);
+			CHECK(bp_ca_schedule(&t, 8, &o2, &rt, NULL, &err) == 0);
+			CHECK(rt.max_after <= ra.max_after);
+			int64_t lmax = 0;
+			for (int i = 0; i < 24; i++)
+				lmax = lens[i] > lmax ? lens[i] : lmax;
+			double gran = (double)(lmax + 1) * (block / 2 > 1 ? block / 2 : 1);
+			CHECK(rt.max_after <= rt.mean * (1 + o.eps) + gran);
+			check_tiling(&t, lens, 24);
+			bp_ca_placement_release(&t);
+			/* App. A's cap: no document ends in more chunks than the bound or
+			 * its placement pieces */
+			struct bp_ca_opts o3 = o;
+			o3.max_shards = 3;
+			CHECK(place(lens, 24, 8, budget, &t) == 0);
+			int placed_chunks[24] = {0}, final_chunks[24] = {0};
+			struct bp_ca_chunk *ch;
+			size_t nc;
+			CHECK(bp_ca_chunks(&t, &ch, &nc, &err) == 0);
+			for (size_t i = 0; i < nc; i++)
+				placed_chunks[ch[i].doc]++;
+			free(ch);
+			CHECK(bp_ca_schedule(&t, 8, &o3, &rt, NULL, &err) == 0);
+			CHECK(bp_ca_chunks(&t, &ch, &nc, &err) == 0);
+			for (size_t i = 0; i < nc; i++)
+				final_chunks[ch[i].doc]++;
+			free(ch);
+			for (int i = 0; i < 24; i++)
+				CHECK(final_chunks[i] <= (placed_chunks[i] > 3 ? placed_chunks[i] : 3));
+			check_tiling(&t, lens, 24);
+			bp_ca_placement_release(&t);
+			bp_ca_placement_release(&a);
+			bp_ca_placement_release(&b);
+		}
+}
+
+/* Invariant 9: pp = 4, M = 6. Every stage has M + pp - 1 forward and backward slots, M real;
+ * forward tick t's micro-batches are backward tick t's with the stages reversed; F at
+ * (t, r) pairs with B at tick t + pp - 1 - 2r; the tick count is 1F1B's 2 (M + pp - 1). */
+static void test_ticks_identities(void)
+{
+	const int pp = 4;
+	const size_t m = 6, n = bp_ticks_count(pp, m);
+	CHECK(n == 2 * (m + pp - 1));
+	int fslots[4] = {0}, bslots[4] = {0}, freal[4] = {0}, breal[4] = {0};
+	int64_t fmb[16][4], bmb[16][4];
+	for (size_t k = 0; k < n; k++)
+		for (int r = 0; r < pp; r++) {
+			int bwd;
+			size_t t;
+			int64_t j = bp_tick_op(pp, m, k, r, &bwd, &t);
+			CHECK(t < 16);
+			if (bwd) {
+				bslots[r]++;
+				breal[r] += j >= 0;
+				bmb[t][r] = j;
+			} else {
+				fslots[r]++;
+				freal[r] += j >= 0;
+				fmb[t][r] = j;
+			}
+		}
+	for (int r = 0; r < pp; r++)
+		CHECK(fslots[r] == (int)m + pp - 1 && bslots[r] == (int)m + pp - 1 &&
+		      freal[r] == (int)m && breal[r] == (int)m);
+	for (size_t t = 0; t < m + pp - 1; t++)
+		for (int r = 0; r < pp; r++) {
+			CHECK(fmb[t][r] == bmb[t][pp - 1 - r]);
+			/* the backward of F(t, r)'s micro-batch runs at backward tick
+			 * t + pp - 1 - 2r */
+			if (fmb[t][r] >= 0) {
+				size_t j = t + (size_t)(pp - 1) - 2 * (size_t)r;
+				CHECK(bmb[j][r] == fmb[t][r]);
+			}
+		}
+}
+
+/* The distca method through bp_solve: plans validate (every query token once with its whole
+ * causal prefix, across pipelines), repeat byte for byte, conserve pairs per step (each
+ * micro-batch's tasks once per stage), record ping/pong only with ping-pong, and never raise
+ * the largest server load over the placement's. */
+static void test_method(void)
+{
+	struct bp_scheme sc = {4, 1, 2};
+	struct bp_profile prof;
+	struct bp_error err;
+	bp_profile_init(&prof);
+	CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"), bp_model_preset("llama3-8b"), &sc,
+				  1, 16384, &err) == 0);
+	struct bp_dataset ds;
+	bp_dataset_init(&ds);
+	CHECK(bp_dataset_preset(&ds, "synthetic-longtail", &err) == 0);
+	for (int pingpong = 0; pingpong < 2; pingpong++) {
+		struct bp_param par[] = {{"pingpong", "0"}, {"tolerance", "0.05"}};
+		if (pingpong)
+			snprintf(par[0].value, sizeof(par[0].value), "1");
+		struct bp_solve_opts o = {
+			.method = "distca",
+			.cluster = {.gpus = 16, .tp = 4, .cp = 1, .pp = 2, .dp = 2},
+			.steps = 3, .max_tokens = 16384, .tokens_per_step = 4 * 16384,
+			.overlen = BP_OVERLEN_TRUNCATE, .seed = 5, .shard = BP_SHARD_SEQUENCE,
+			.dataset_name = "synthetic-longtail",
+			.dataset_sha = "0000000000000000000000000000000000000000000000000000000000000000",
+			.profile_sha = "1111111111111111111111111111111111111111111111111111111111111111",
+			.params = par, .nparams = 2,
+		};
+		struct bp_plan a, b;
+		bp_plan_init(&a);
+		bp_plan_init(&b);
+		CHECK(bp_solve(&ds, &prof, &o, &a, &err) == 0);
+		CHECK(bp_solve(&ds, &prof, &o, &b, &err) == 0);
+		CHECK(bp_plan_validate(&a, NULL, &err) == 0);
+		json_t *ja = bp_plan_to_json(&a), *jb = bp_plan_to_json(&b);
+		char *x = bp_json_dump_canonical(ja), *y = bp_json_dump_canonical(jb);
+		CHECK(x && y && !strcmp(x, y));
+		free(x);
+		free(y);
+		json_decref(ja);
+		json_decref(jb);
+		for (size_t i = 0; i < a.nsteps; i++) {
+			const struct bp_step *st = &a.steps[i];
+			int64_t want = 0, got = 0;
+			for (size_t d = 0; d < st->ndocs; d++)
+				want += 2 * bp_ca_pairs(0, st->docs[d].len);
+			for (size_t t = 0; t < st->nca; t++)
+				got += bp_ca_pairs(st->ca[t].q0 - st->ca[t].kv0,
+						   st->ca[t].q1 - st->ca[t].kv0);
+			CHECK(got == want);
+			const struct bp_ca_record *r = st->record;
+			CHECK(r != NULL && r->ncalls > 0);
+			CHECK((r->ping_spans != NULL) == pingpong);
+			for (size_t c = 0; r && c < r->ncalls; c++)
+				CHECK(r->max_after[c] <= r->max_before[c] && r->eps[c] == 0.05);
+		}
+		bp_plan_release(&a);
+		bp_plan_release(&b);
+	}
+	bp_dataset_release(&ds);
+	bp_profile_release(&prof);
+}
+
+int main(void)
+{
+	test_ticks_identities();
+	test_method();
+	test_known_answers();
+	test_one_sided();
+	test_placement();
+	test_bytes();
+	test_appendices();
+	test_modes();
+	return CHECK_DONE();
+}
