@@ -4,7 +4,9 @@
  * O, lse, dQ, dK, dV from the same bf16 values; each tensor must have
  * max |gpu - ref| / max |ref| below 1e-2. Outputs start as NaN so that a row left unwritten,
  * or gradients accumulated instead of written, fail. Also checks that bad shapes (head_dim
- * 96, heads not a multiple of kv_heads) are rejected with -1 and a message.
+ * 96, heads not a multiple of kv_heads) are rejected with -1 and a message, and that a
+ * DistCA server's CA-tasks (query shards with their causal prefixes) reproduce the dense
+ * kernel's rows and, summed, its dK and dV on the same document.
  * Exit status: 0 all passed, 1 a failure, 77 no CUDA device. */
 #include <cuda_runtime.h>
 
@@ -189,16 +191,92 @@ static std::vector<double> from_device_bf16(const void *p, size_t n)
 	return d;
 }
 
+/* What one kernel call returns, on the host. */
+struct outputs {
+	std::vector<double> o, lse, dq, dk, dv;
+};
+
+/* bp_attn_fwd then bp_attn_bwd on a non-default stream over the segments (cu_q, cu_kv) with
+ * the given bf16 inputs; outputs start as NaN. Returns 0, or 1 (printed) when a call fails. */
+static int kernel(const char *name, int heads, int kv_heads, int d, const std::vector<int> &cu_q,
+		  const std::vector<int> &cu_kv, const std::vector<uint16_t> &hq,
+		  const std::vector<uint16_t> &hk, const std::vector<uint16_t> &hv,
+		  const std::vector<uint16_t> &hdo, outputs &out)
+{
+	const int nseg = (int)cu_q.size() - 1;
+	int max_q = 0, max_kv = 0;
+	for (int i = 0; i < nseg; i++) {
+		max_q = cu_q[i + 1] - cu_q[i] > max_q ? cu_q[i + 1] - cu_q[i] : max_q;
+		max_kv = cu_kv[i + 1] - cu_kv[i] > max_kv ? cu_kv[i + 1] - cu_kv[i] : max_kv;
+	}
+	const int64_t tq = cu_q[nseg], tk = cu_kv[nseg];
+	const size_t nq = (size_t)tq * heads * d, nk = (size_t)tk * kv_heads * d;
+
+	struct bp_attn_shape s;
+	s.nseg = nseg;
+	s.heads = heads;
+	s.kv_heads = kv_heads;
+	s.head_dim = d;
+	s.total_q = tq;
+	s.total_kv = tk;
+	s.max_q = max_q;
+	s.max_kv = max_kv;
+	s.scale = (float)(1.0 / sqrt((double)d));
+	const size_t ws_bytes = bp_attn_bwd_workspace(&s);
+
+	buf dcq((nseg + 1) * 4), dckv((nseg + 1) * 4), dq_in(nq * 2), dk_in(nk * 2), dv_in(nk * 2),
+		ddo(nq * 2), dO(nq * 2), dlse((size_t)tq * heads * 4), ddq(nq * 2), ddk(nk * 2),
+		ddv(nk * 2), dws(ws_bytes);
+	CUDA_OK(cudaMemcpy(dcq.p, cu_q.data(), (nseg + 1) * 4, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(dckv.p, cu_kv.data(), (nseg + 1) * 4, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(dq_in.p, hq.data(), nq * 2, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(dk_in.p, hk.data(), nk * 2, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(dv_in.p, hv.data(), nk * 2, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(ddo.p, hdo.data(), nq * 2, cudaMemcpyHostToDevice));
+	/* All ones bits: NaN in bf16 and fp32. */
+	CUDA_OK(cudaMemset(dO.p, 0xff, nq * 2));
+	CUDA_OK(cudaMemset(dlse.p, 0xff, (size_t)tq * heads * 4));
+	CUDA_OK(cudaMemset(ddq.p, 0xff, nq * 2));
+	CUDA_OK(cudaMemset(ddk.p, 0xff, nk * 2));
+	CUDA_OK(cudaMemset(ddv.p, 0xff, nk * 2));
+	CUDA_OK(cudaMemset(dws.p, 0xff, ws_bytes));
+
+	cudaStream_t st;
+	CUDA_OK(cudaStreamCreate(&st));
+	struct bp_error err;
+	err.text[0] = '\0';
+	const int32_t *cq = (const int32_t *)dcq.p, *ckv = (const int32_t *)dckv.p;
+	if (bp_attn_fwd(&s, cq, ckv, (const uint16_t *)dq_in.p, (const uint16_t *)dk_in.p,
+			(const uint16_t *)dv_in.p, (uint16_t *)dO.p, (float *)dlse.p, st, &err) != 0 ||
+	    bp_attn_bwd(&s, cq, ckv, (const uint16_t *)dq_in.p, (const uint16_t *)dk_in.p,
+			(const uint16_t *)dv_in.p, (const uint16_t *)dO.p, (const uint16_t *)ddo.p,
+			(const float *)dlse.p, (uint16_t *)ddq.p, (uint16_t *)ddk.p,
+			(uint16_t *)ddv.p, dws.p, st, &err) != 0) {
+		printf("test_attention: %-14s FAIL: %s\n", name, err.text);
+		cudaStreamDestroy(st);
+		return 1;
+	}
+	CUDA_OK(cudaStreamSynchronize(st));
+	CUDA_OK(cudaGetLastError());
+	CUDA_OK(cudaStreamDestroy(st));
+
+	out.o = from_device_bf16(dO.p, nq);
+	out.dq = from_device_bf16(ddq.p, nq);
+	out.dk = from_device_bf16(ddk.p, nk);
+	out.dv = from_device_bf16(ddv.p, nk);
+	std::vector<float> lsef((size_t)tq * heads);
+	CUDA_OK(cudaMemcpy(lsef.data(), dlse.p, lsef.size() * 4, cudaMemcpyDeviceToHost));
+	out.lse.assign(lsef.begin(), lsef.end());
+	return 0;
+}
+
 static int run_layout(const layout &L, uint64_t seed)
 {
 	const int nseg = (int)L.lq.size();
 	std::vector<int> cu_q(nseg + 1, 0), cu_kv(nseg + 1, 0);
-	int max_q = 0, max_kv = 0;
 	for (int i = 0; i < nseg; i++) {
 		cu_q[i + 1] = cu_q[i] + L.lq[i];
 		cu_kv[i + 1] = cu_kv[i] + L.lk[i];
-		max_q = L.lq[i] > max_q ? L.lq[i] : max_q;
-		max_kv = L.lk[i] > max_kv ? L.lk[i] : max_kv;
 	}
 	const int64_t tq = cu_q[nseg], tk = cu_kv[nseg];
 	const size_t nq = (size_t)tq * L.heads * L.d, nk = (size_t)tk * L.kv_heads * L.d;
@@ -211,69 +289,73 @@ static int run_layout(const layout &L, uint64_t seed)
 	fill(hv, v, nk, &rng);
 	fill(hdo, dout, nq, &rng);
 
-	struct bp_attn_shape s;
-	s.nseg = nseg;
-	s.heads = L.heads;
-	s.kv_heads = L.kv_heads;
-	s.head_dim = L.d;
-	s.total_q = tq;
-	s.total_kv = tk;
-	s.max_q = max_q;
-	s.max_kv = max_kv;
-	s.scale = (float)(1.0 / sqrt((double)L.d));
-	const size_t ws_bytes = bp_attn_bwd_workspace(&s);
-
-	buf dcq((nseg + 1) * 4), dckv((nseg + 1) * 4), dq_in(nq * 2), dk_in(nk * 2), dv_in(nk * 2),
-		ddo(nq * 2), dO(nq * 2), dlse((size_t)tq * L.heads * 4), ddq(nq * 2), ddk(nk * 2),
-		ddv(nk * 2), dws(ws_bytes);
-	CUDA_OK(cudaMemcpy(dcq.p, cu_q.data(), (nseg + 1) * 4, cudaMemcpyHostToDevice));
-	CUDA_OK(cudaMemcpy(dckv.p, cu_kv.data(), (nseg + 1) * 4, cudaMemcpyHostToDevice));
-	CUDA_OK(cudaMemcpy(dq_in.p, hq.data(), nq * 2, cudaMemcpyHostToDevice));
-	CUDA_OK(cudaMemcpy(dk_in.p, hk.data(), nk * 2, cudaMemcpyHostToDevice));
-	CUDA_OK(cudaMemcpy(dv_in.p, hv.data(), nk * 2, cudaMemcpyHostToDevice));
-	CUDA_OK(cudaMemcpy(ddo.p, hdo.data(), nq * 2, cudaMemcpyHostToDevice));
-	/* All ones bits: NaN in bf16 and fp32. */
-	CUDA_OK(cudaMemset(dO.p, 0xff, nq * 2));
-	CUDA_OK(cudaMemset(dlse.p, 0xff, (size_t)tq * L.heads * 4));
-	CUDA_OK(cudaMemset(ddq.p, 0xff, nq * 2));
-	CUDA_OK(cudaMemset(ddk.p, 0xff, nk * 2));
-	CUDA_OK(cudaMemset(ddv.p, 0xff, nk * 2));
-	CUDA_OK(cudaMemset(dws.p, 0xff, ws_bytes));
-
-	cudaStream_t st;
-	CUDA_OK(cudaStreamCreate(&st));
-	struct bp_error err;
-	err.text[0] = '\0';
-	int bad = 0;
-	const int32_t *cq = (const int32_t *)dcq.p, *ckv = (const int32_t *)dckv.p;
-	if (bp_attn_fwd(&s, cq, ckv, (const uint16_t *)dq_in.p, (const uint16_t *)dk_in.p,
-			(const uint16_t *)dv_in.p, (uint16_t *)dO.p, (float *)dlse.p, st, &err) != 0 ||
-	    bp_attn_bwd(&s, cq, ckv, (const uint16_t *)dq_in.p, (const uint16_t *)dk_in.p,
-			(const uint16_t *)dv_in.p, (const uint16_t *)dO.p, (const uint16_t *)ddo.p,
-			(const float *)dlse.p, (uint16_t *)ddq.p, (uint16_t *)ddk.p,
-			(uint16_t *)ddv.p, dws.p, st, &err) != 0) {
-		printf("test_attention: %-14s FAIL: %s\n", L.name.c_str(), err.text);
-		cudaStreamDestroy(st);
+	outputs g;
+	if (kernel(L.name.c_str(), L.heads, L.kv_heads, L.d, cu_q, cu_kv, hq, hk, hv, hdo, g))
 		return 1;
-	}
-	CUDA_OK(cudaStreamSynchronize(st));
-	CUDA_OK(cudaGetLastError());
-	CUDA_OK(cudaStreamDestroy(st));
-
-	std::vector<double> go = from_device_bf16(dO.p, nq), gdq = from_device_bf16(ddq.p, nq),
-			    gdk = from_device_bf16(ddk.p, nk), gdv = from_device_bf16(ddv.p, nk);
-	std::vector<float> lsef((size_t)tq * L.heads);
-	CUDA_OK(cudaMemcpy(lsef.data(), dlse.p, lsef.size() * 4, cudaMemcpyDeviceToHost));
-	std::vector<double> glse(lsef.begin(), lsef.end());
-
 	std::vector<double> o(nq, 0), lse((size_t)tq * L.heads, 0), dq(nq, 0), dk(nk, 0),
 		dv(nk, 0);
-	reference(L, cu_q, cu_kv, q, k, v, dout, (double)s.scale, o, lse, dq, dk, dv);
-	bad += report(L, "O", rel_err(go, o));
-	bad += report(L, "lse", rel_err(glse, lse));
-	bad += report(L, "dQ", rel_err(gdq, dq));
-	bad += report(L, "dK", rel_err(gdk, dk));
-	bad += report(L, "dV", rel_err(gdv, dv));
+	reference(L, cu_q, cu_kv, q, k, v, dout, (double)(float)(1.0 / sqrt((double)L.d)), o, lse,
+		  dq, dk, dv);
+	int bad = 0;
+	bad += report(L, "O", rel_err(g.o, o));
+	bad += report(L, "lse", rel_err(g.lse, lse));
+	bad += report(L, "dQ", rel_err(g.dq, dq));
+	bad += report(L, "dK", rel_err(g.dk, dk));
+	bad += report(L, "dV", rel_err(g.dv, dv));
+	return bad;
+}
+
+/* A DistCA attention server (issue 13 item 9; DistCA Sec. 4.1): the CA-tasks of one document,
+ * each a query shard [cut[i], cut[i + 1]) with its whole causal prefix [0, cut[i + 1]) as keys,
+ * run as the segments of one kernel call (as backend_cuda.c's cuda_attn_dense does for a
+ * server), must give the rows the dense kernel gives on the whole document: O, lse and dQ row
+ * by row, and dK, dV once every task's prefix gradient is added up (the reduction the
+ * all-to-all back to the owners performs). */
+static int run_ca_tasks(const char *name, int heads, int kv_heads, int d, int len,
+			const std::vector<int> &cut, uint64_t seed)
+{
+	const size_t qrow = (size_t)heads * d, krow = (size_t)kv_heads * d;
+	uint64_t rng = seed;
+	std::vector<uint16_t> hq, hk, hv, hdo;
+	std::vector<double> q, k, v, dout;
+	fill(hq, q, len * qrow, &rng);
+	fill(hk, k, len * krow, &rng);
+	fill(hv, v, len * krow, &rng);
+	fill(hdo, dout, len * qrow, &rng);
+	outputs whole, tasks;
+	if (kernel(name, heads, kv_heads, d, {0, len}, {0, len}, hq, hk, hv, hdo, whole))
+		return 1;
+
+	/* The server's inputs: the shards' queries (and output gradients) in task order, each
+	 * task's prefix keys and values copied out, as the all-to-all delivers them. */
+	const int ntask = (int)cut.size() - 1;
+	std::vector<int> cu_q(ntask + 1, 0), cu_kv(ntask + 1, 0);
+	std::vector<uint16_t> tq, tk, tv, tdo;
+	for (int i = 0; i < ntask; i++) {
+		cu_q[i + 1] = cu_q[i] + cut[i + 1] - cut[i];
+		cu_kv[i + 1] = cu_kv[i] + cut[i + 1];
+		tq.insert(tq.end(), hq.begin() + cut[i] * qrow, hq.begin() + cut[i + 1] * qrow);
+		tdo.insert(tdo.end(), hdo.begin() + cut[i] * qrow, hdo.begin() + cut[i + 1] * qrow);
+		tk.insert(tk.end(), hk.begin(), hk.begin() + cut[i + 1] * krow);
+		tv.insert(tv.end(), hv.begin(), hv.begin() + cut[i + 1] * krow);
+	}
+	if (kernel(name, heads, kv_heads, d, cu_q, cu_kv, tq, tk, tv, tdo, tasks))
+		return 1;
+
+	/* The shards tile the document in order, so the task rows are the document's rows. */
+	std::vector<double> dk(len * krow, 0), dv(len * krow, 0);
+	for (int i = 0; i < ntask; i++)
+		for (size_t j = 0; j < cut[i + 1] * krow; j++) {
+			dk[j] += tasks.dk[cu_kv[i] * krow + j];
+			dv[j] += tasks.dv[cu_kv[i] * krow + j];
+		}
+	layout L{name, heads, kv_heads, d, {}, {}};
+	int bad = 0;
+	bad += report(L, "O", rel_err(tasks.o, whole.o));
+	bad += report(L, "lse", rel_err(tasks.lse, whole.lse));
+	bad += report(L, "dQ", rel_err(tasks.dq, whole.dq));
+	bad += report(L, "dK", rel_err(dk, whole.dk));
+	bad += report(L, "dV", rel_err(dv, whole.dv));
 	return bad;
 }
 
@@ -343,6 +425,9 @@ int main(void)
 	uint64_t seed = 20240601;
 	for (const layout &L : layouts)
 		bad += run_layout(L, seed++);
+	/* DistCA servers: shards at 128-token granules and odd cuts, GQA, a 1-token shard. */
+	bad += run_ca_tasks("ca-server", 4, 2, 128, 1500, {0, 128, 512, 1024, 1500}, seed++);
+	bad += run_ca_tasks("ca-server-d64", 8, 2, 64, 777, {0, 1, 300, 301, 640, 777}, seed++);
 	bad += expect_reject("head_dim 96", 4, 2, 96, "head_dim 96");
 	bad += expect_reject("heads 6, kv_heads 4", 6, 4, 64, "not a multiple of kv_heads");
 	bad += expect_reject("negative head_dim", 4, 2, -64, "negative size");
