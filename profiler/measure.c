@@ -4,7 +4,9 @@
  *
  * Implements the measured side of DistCA Sec. 4.2 "Profiler" (attention over a (q_len,
  * kv_len) grid per TP head count, read with bilinear interpolation) and the profiled tables
- * Hydraulis App. B.2 fits T(l,P) = a l^2 + b l + c to. Invariant: what bp_prof_merge returns
+ * Hydraulis App. B.2 fits T(l,P) = a l^2 + b l + c to, and SparseBalance Sec. IV-B Eq. 10's
+ * profiled M[x,k] of block-sparse attention (specs/sparsebalance.md sec. 11.1: one causal
+ * document of x tokens at budget k, selection included). Invariant: what bp_prof_merge returns
  * passes bp_profile_from_json (every replaced cell > 0, tables non-decreasing along every
  * axis). */
 #include "measure.h"
@@ -256,6 +258,31 @@ int bp_prof_tasks(const struct bp_profile *p, const struct bp_prof_world *w,
 				}
 			}
 	}
+	/* M[x,k] (specs/sparsebalance.md sec. 11.1): every cell is measured, those with
+	 * k >= ceil(x/B) too (dense plus selection: the consistency check of sec. 11.1). */
+	for (size_t a = 0; a < p->nsparse; a++) {
+		const struct bp_sparse_table *st = &p->sparse[a];
+		for (size_t i = 0; i < st->nx; i++)
+			for (size_t j = 0; j < st->nk; j++)
+				for (int b = 0; b < 2; b++) {
+					memset(&t, 0, sizeof(t));
+					t.kind = BP_TASK_SPARSE;
+					t.tp = st->tp;
+					t.table = a;
+					t.i = i;
+					t.j = j;
+					t.bwd = b;
+					t.q = t.kv = (int64_t)llround(st->x[i]);
+					t.block = st->block;
+					t.budget = st->k[j];
+					snprintf(t.key, sizeof(t.key),
+						 "sparse tp=%d block=%d x=%lld k=%d %s", t.tp,
+						 t.block, (long long)t.q, t.budget,
+						 b ? "bwd" : "fwd");
+					if (push_task(&v, &cnt, &cap, &t, err) < 0)
+						goto fail;
+				}
+	}
 	*out = v;
 	*n = cnt;
 	return 0;
@@ -282,8 +309,9 @@ void bp_state_release(struct bp_state *s)
 void bp_prof_signature(const struct bp_prof_opts *o, const struct bp_prof_world *w,
 		       const char *device, char *out, size_t n)
 {
-	size_t k = (size_t)snprintf(out, n, "gpu=%s,model=%s,max_len=%lld,reps=%d,warmup=%d,tp=",
-				    o->gpu, o->model, (long long)o->max_len, o->reps, o->warmup);
+	size_t k = (size_t)snprintf(out, n, "cells=%d,gpu=%s,model=%s,max_len=%lld,reps=%d,"
+				    "warmup=%d,tp=", BP_PROF_CELLS, o->gpu, o->model,
+				    (long long)o->max_len, o->reps, o->warmup);
 	/* The TP degrees decide the tables; cp and pp only the fits. */
 	int seen[BP_PROF_MAX_SCHEMES], ns = 0;
 	for (size_t i = 0; i < o->nschemes && k < n; i++) {
@@ -469,6 +497,9 @@ int bp_prof_merge(struct bp_profile *p, const struct bp_prof_world *w,
 		} else if (t[k].kind == BP_TASK_LINEAR) {
 			struct bp_linear_table *lt = &p->linear[t[k].table];
 			(t[k].bwd ? lt->bwd : lt->fwd)[t[k].i] = m->median;
+		} else if (t[k].kind == BP_TASK_SPARSE) {
+			struct bp_sparse_table *st = &p->sparse[t[k].table];
+			(t[k].bwd ? st->bwd : st->fwd)[t[k].i * st->nk + t[k].j] = m->median;
 		} else {
 			struct bp_attn_table *at = &p->attn[t[k].table];
 			(t[k].bwd ? at->bwd : at->fwd)[t[k].i * at->nkv + t[k].j] = m->median;
@@ -493,6 +524,12 @@ int bp_prof_merge(struct bp_profile *p, const struct bp_prof_world *w,
 			}
 			monotone2(v, at->nq, at->nkv);
 		}
+	}
+	/* M[x,k]: rows x, columns k; the reader wants both directions non-decreasing. */
+	for (size_t a = 0; a < p->nsparse; a++) {
+		struct bp_sparse_table *st = &p->sparse[a];
+		monotone2(st->fwd, st->nx, st->nk);
+		monotone2(st->bwd, st->nx, st->nk);
 	}
 	for (size_t a = 0; a < p->nlinear; a++) {
 		struct bp_linear_table *lt = &p->linear[a];

@@ -51,16 +51,21 @@ struct bp_prof_world {
 int bp_prof_group(const struct bp_prof_world *w, int inter, int r, int *nodes, int *per);
 
 /* One measurement: a cell of a table, forward or backward. */
-enum bp_task_kind { BP_TASK_MEMORY, BP_TASK_COLL, BP_TASK_LINEAR, BP_TASK_ATTN };
+enum bp_task_kind { BP_TASK_MEMORY, BP_TASK_COLL, BP_TASK_LINEAR, BP_TASK_ATTN,
+		    BP_TASK_SPARSE };
 struct bp_task {
 	enum bp_task_kind kind;
 	int tp;
-	size_t table;       /* index into p->attn, p->linear or p->coll */
-	size_t i, j;        /* attention: q index, kv index; linear: token index; coll: size */
+	size_t table;       /* index into p->attn, p->linear, p->sparse or p->coll */
+	size_t i, j;        /* attention: q index, kv index; sparse: x index, k index;
+			     * linear: token index; coll: size */
 	int bwd;
-	int64_t q, kv;      /* attention: tokens; linear: tokens in q; coll: bytes in q */
+	int64_t q, kv;      /* attention: tokens; sparse: x in both; linear: tokens in q;
+			     * coll: bytes in q */
+	int block, budget;  /* sparse: MoBA block B and budget k in blocks */
 	int op, inter, ranks, gnodes, gper; /* coll: enum bp_coll_op, placement, group */
 	char key[BP_PROF_KEY]; /* "attn tp=8 q=128 kv=256 fwd", "linear tp=8 t=4096 bwd",
+				  "sparse tp=8 block=256 x=32768 k=8 fwd",
 				  "coll all_reduce intra r=8 b=1024", "memory reserved" */
 };
 
@@ -68,8 +73,10 @@ struct bp_task {
  * first; then the collective tables w can form (bp_prof_group; none for one process), per
  * table every size ascending; then per TP degree the linear table (forward, backward per
  * token count), then the attention grid (forward and backward per cell with kv >= q; cells
- * kv < q are copies of kv = q and not measured), rows by q ascending. *out is the caller's
- * to free(). Returns 0 or -1 with err. */
+ * kv < q are copies of kv = q and not measured), rows by q ascending; then every sparse
+ * table in p->sparse order (by tp, block), every (x, k) cell, forward then backward, x
+ * ascending, then k ascending (M[x,k], specs/sparsebalance.md sec. 11.1). *out is the
+ * caller's to free(). Returns 0 or -1 with err. */
 int bp_prof_tasks(const struct bp_profile *p, const struct bp_prof_world *w,
 		  struct bp_task **out, size_t *n, struct bp_error *err);
 
@@ -93,9 +100,18 @@ struct bp_state {
 void bp_state_init(struct bp_state *s);
 void bp_state_release(struct bp_state *s);
 
-/* The signature of a run: what decides the grid and the meaning of the cells (gpu, model,
- * schemes, max-len, reps, warm-ups, the world's ranks and ranks per node, device). A state
- * file made under another signature is refused. Writes at most n bytes to out; no spaces. */
+/* What the cells' keys mean, as a version: bumped whenever what a key measures changes
+ * without the key changing, so that a state file of the old meaning is refused instead of
+ * mixed into a profile. 2: the sparse cells exist, a forward includes the selection and a
+ * backward re-runs it before the gradients (what balexec's CUDA backend runs); and the
+ * skeleton's sparse grid (x, k, block) is in the keys. State files without "cells=" (1:
+ * before the sparse cells) are refused. */
+#define BP_PROF_CELLS 2
+
+/* The signature of a run: what decides the grid and the meaning of the cells (the cells
+ * version BP_PROF_CELLS, gpu, model, schemes, max-len, reps, warm-ups, the world's ranks and
+ * ranks per node, device). A state file made under another signature is refused. Writes at
+ * most n bytes to out; no spaces. */
 void bp_prof_signature(const struct bp_prof_opts *o, const struct bp_prof_world *w,
 		       const char *device, char *out, size_t n);
 
@@ -117,10 +133,12 @@ int bp_state_write(FILE *f, const struct bp_meas *m);
 void bp_prof_stats(double *v, size_t n, double *median, double *min, double *max);
 
 /* Replaces every cell of skeleton p that s has with its median (the cells of
- * bp_prof_tasks(p, w)): attention (cells kv < q copy kv = q), linear, collectives,
- * memory.reserved_bytes. Then makes each table non-decreasing
- * along every axis by a running maximum (timing noise between neighbouring cells would
- * otherwise fail the reader's monotonicity check; the state file keeps the raw medians).
+ * bp_prof_tasks(p, w)): attention (cells kv < q copy kv = q), sparse attention, linear,
+ * collectives, memory.reserved_bytes. Then makes each table non-decreasing along every axis
+ * (sparse: along x and along k) by a running maximum (timing noise between neighbouring
+ * cells would otherwise fail the reader's monotonicity check; the state file keeps the raw
+ * medians). Cells s lacks keep their analytic values (raised only where the running
+ * maximum meets a larger measured neighbour).
  * *measured and *total count the cells replaced and the cells that could be. Fits are not
  * touched (bp_prof_finish). Returns 0 or -1 with err. */
 int bp_prof_merge(struct bp_profile *p, const struct bp_prof_world *w,

@@ -1,7 +1,7 @@
 /* test_measure.c: the measuring profiler's plain-C half (profiler/measure.h): the options
  * `balplan profile` and balprof share, the cells to measure, the resumable state file, and
  * the merge of measured medians into the analytic skeleton (monotone, validated, refitted,
- * provenance written and read back). No GPU: measurements are made up here. */
+ * provenance written and read back), the block-sparse M[x,k] cells among them. No GPU: measurements are made up here. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,21 +82,49 @@ static void test_tasks(void)
 		for (size_t i = 0; i < p.attn[a].nq; i++)
 			for (size_t j = 0; j < p.attn[a].nkv; j++)
 				want += 2 * (p.attn[a].kv[j] >= p.attn[a].q[i]);
-	CHECK(n == want);
+	size_t nsp = 0;
+	for (size_t a = 0; a < p.nsparse; a++)
+		nsp += 2 * p.sparse[a].nx * p.sparse[a].nk;
+	CHECK(p.nsparse == 2 && nsp > 0);
+	CHECK(n == want + nsp);
 	CHECK(n > 0 && t[0].kind == BP_TASK_MEMORY && !strcmp(t[0].key, "memory reserved"));
-	int saw = 0;
+	int saw = 0, saw_sp = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (t[i].kind == BP_TASK_ATTN) {
 			CHECK(t[i].kv >= t[i].q);
 			saw |= !strcmp(t[i].key, "attn tp=4 q=128 kv=256 bwd");
 		}
+		saw_sp |= !strcmp(t[i].key, "sparse tp=8 block=256 x=768 k=4 bwd");
 		for (size_t k = 0; k < i; k++)
 			if (!strcmp(t[i].key, t[k].key)) {
 				CHECK(!"keys are unique");
 				break;
 			}
 	}
-	CHECK(saw);
+	CHECK(saw && saw_sp);
+	/* The sparse cells last, in the documented order: per table (p->sparse order), x
+	 * ascending, then k ascending, forward then backward. */
+	size_t k0 = n - nsp;
+	CHECK(t[k0 - 1].kind == BP_TASK_ATTN);
+	for (size_t a = 0, k = k0; a < p.nsparse; a++) {
+		const struct bp_sparse_table *st = &p.sparse[a];
+		for (size_t i = 0; i < st->nx; i++)
+			for (size_t j = 0; j < st->nk; j++)
+				for (int b = 0; b < 2; b++, k++) {
+					char key[BP_PROF_KEY];
+					snprintf(key, sizeof(key), "sparse tp=%d block=%d x=%.0f k=%d %s",
+						 st->tp, st->block, st->x[i], st->k[j],
+						 b ? "bwd" : "fwd");
+					CHECK(k < n && t[k].kind == BP_TASK_SPARSE &&
+					      t[k].table == a && t[k].i == i && t[k].j == j &&
+					      t[k].bwd == b && t[k].tp == st->tp &&
+					      t[k].block == st->block && t[k].budget == st->k[j] &&
+					      t[k].q == (int64_t)st->x[i] && t[k].kv == t[k].q &&
+					      !strcmp(t[k].key, key));
+				}
+	}
+	CHECK(!strcmp(t[k0].key, "sparse tp=4 block=256 x=256 k=1 fwd"));
+	CHECK(!strcmp(t[n - 1].key, "sparse tp=8 block=256 x=1024 k=64 bwd"));
 	free(t);
 	bp_profile_release(&p);
 }
@@ -161,8 +189,17 @@ static void test_state(void)
 	struct bp_prof_opts o;
 	CHECK(parse(&o, &err, "--scheme", "8x2x4", "--scheme", "8x1x8") == 0);
 	bp_prof_signature(&o, NULL, "NVIDIA H100 80GB HBM3", sigb, sizeof(sigb));
-	CHECK(!strcmp(sigb, "gpu=H100,model=llama3-8b,max_len=131072,reps=10,warmup=2,tp=8,"
-			    "ranks=1/1,device=NVIDIA_H100_80GB_HBM3"));
+	CHECK(!strcmp(sigb, "cells=2,gpu=H100,model=llama3-8b,max_len=131072,reps=10,warmup=2,"
+			    "tp=8,ranks=1/1,device=NVIDIA_H100_80GB_HBM3"));
+	/* A state from before the sparse cells (no "cells=") is refused: its cells have
+	 * another meaning set (BP_PROF_CELLS). */
+	const char *old = "# balprof-state v1 gpu=H100,model=llama3-8b,max_len=131072,reps=10,"
+			  "warmup=2,tp=8,ranks=1/1,device=NVIDIA_H100_80GB_HBM3\n"
+			  "memory reserved\t1 1 1 1\n";
+	bp_state_init(&s);
+	CHECK(bp_state_parse(&s, old, strlen(old), sigb, &err) < 0);
+	CHECK(strstr(err.text, "made by another run") != NULL);
+	bp_state_release(&s);
 	struct bp_prof_world w16 = {16, 8};
 	bp_prof_signature(&o, &w16, "X", sigb, sizeof(sigb));
 	CHECK(strstr(sigb, ",ranks=16/8,device=X") != NULL);
@@ -227,6 +264,50 @@ static void test_world(void)
 	bp_profile_release(&p);
 }
 
+/* Every cell but the sparse ones measured: M[x,k] stays the analytic table, cell for cell,
+ * the counts say so, and the profile finishes and reads back. */
+static void test_merge_no_sparse(void)
+{
+	struct bp_profile p, a;
+	struct bp_state s;
+	struct bp_error err = {{0}};
+	struct bp_task *t = NULL;
+	size_t n = 0, nsp = 0, meas = 0, total = 0;
+	if (skeleton(&p, 2048) < 0 || skeleton(&a, 2048) < 0)
+		return;
+	bp_state_init(&s);
+	CHECK(bp_prof_tasks(&p, NULL, &t, &n, &err) == 0);
+	for (size_t i = 0; i < n; i++) {
+		struct bp_meas m;
+		if (t[i].kind == BP_TASK_SPARSE) {
+			nsp++;
+			continue;
+		}
+		memset(&m, 0, sizeof(m));
+		snprintf(m.key, sizeof(m.key), "%s", t[i].key);
+		m.median = m.min = m.max = t[i].kind == BP_TASK_MEMORY ? 2e9 : 50.0 + (double)i;
+		m.n = 1;
+		CHECK(bp_state_add(&s, &m, &err) == 0);
+	}
+	CHECK(nsp > 0);
+	CHECK(bp_prof_merge(&p, NULL, &s, &meas, &total, &err) == 0);
+	CHECK(total == n && meas == n - nsp);
+	CHECK(p.nsparse == a.nsparse);
+	for (size_t q = 0; q < p.nsparse && q < a.nsparse; q++)
+		for (size_t c = 0; c < p.sparse[q].nx * p.sparse[q].nk; c++)
+			CHECK(p.sparse[q].fwd[c] == a.sparse[q].fwd[c] &&
+			      p.sparse[q].bwd[c] == a.sparse[q].bwd[c]);
+	struct bp_provenance pv;
+	memset(&pv, 0, sizeof(pv));
+	snprintf(pv.tool, sizeof(pv.tool), "balprof test");
+	pv.ranks = pv.reps = 1;
+	CHECK(bp_prof_finish(&p, &pv, 2048, &err) == 0);
+	free(t);
+	bp_state_release(&s);
+	bp_profile_release(&p);
+	bp_profile_release(&a);
+}
+
 static void test_stats(void)
 {
 	double v[] = {5, 1, 4, 2, 3}, w[] = {4, 1, 3, 2};
@@ -279,6 +360,11 @@ static void test_merge(void)
 			v = 1.5 * (t[i].bwd ? lt->bwd : lt->fwd)[t[i].i];
 			if (t[i].i == 3)
 				v *= 0.5; /* a dip: must be raised to its left neighbour */
+		} else if (t[i].kind == BP_TASK_SPARSE) {
+			const struct bp_sparse_table *st = &a.sparse[t[i].table];
+			v = 2.0 * (t[i].bwd ? st->bwd : st->fwd)[t[i].i * st->nk + t[i].j];
+			if (t[i].i == 2 && t[i].j == 5)
+				v *= 0.25; /* a dip along x and k: raised to the larger neighbour */
 		} else {
 			const struct bp_attn_table *at = &a.attn[t[i].table];
 			v = 1.5 * (t[i].bwd ? at->bwd : at->fwd)[t[i].i * at->nkv + t[i].j];
@@ -301,6 +387,24 @@ static void test_merge(void)
 	CHECK(pa->fwd[2 * pa->nkv + 4] == want);
 	CHECK(p.linear[0].fwd[3] == p.linear[0].fwd[2]);
 	CHECK(p.mem.reserved_bytes == (int64_t)1 << 30 || p.mem.reserved_bytes == 1610612736);
+	/* Sparse: the medians in M[x,k]; the dip at [2][5] raised to max([2][4], [1][5]). */
+	for (size_t q = 0; q < p.nsparse; q++) {
+		const struct bp_sparse_table *ps = &p.sparse[q], *as = &a.sparse[q];
+		CHECK(ps->tp == as->tp && ps->nx == as->nx && ps->nk == as->nk && ps->nx > 2 &&
+		      ps->nk > 5);
+		for (int b = 0; b < 2; b++) {
+			const double *pv = b ? ps->bwd : ps->fwd, *av = b ? as->bwd : as->fwd;
+			size_t nk = ps->nk;
+			CHECK(pv[1 * nk + 3] == 2.0 * av[1 * nk + 3]);
+			CHECK(pv[0] == 2.0 * av[0]);
+			double wk = pv[2 * nk + 4] > pv[1 * nk + 5] ? pv[2 * nk + 4] : pv[1 * nk + 5];
+			CHECK(pv[2 * nk + 5] == wk && pv[2 * nk + 5] > 0.25 * 2.0 * av[2 * nk + 5]);
+			for (size_t i = 0; i < ps->nx; i++) /* non-decreasing along x and k */
+				for (size_t j = 0; j < nk; j++)
+					CHECK((!i || pv[i * nk + j] >= pv[(i - 1) * nk + j]) &&
+					      (!j || pv[i * nk + j] >= pv[i * nk + j - 1]));
+		}
+	}
 
 	/* Finish: measured kind and name, provenance, fits redone; the text reads back. */
 	struct bp_provenance pv;
@@ -325,6 +429,14 @@ static void test_merge(void)
 	json_t *r = text ? bp_json_loadb(text, strlen(text), &err) : NULL;
 	CHECK(r && bp_profile_from_json(&back, r, &err) == 0);
 	CHECK(back.prov.present && back.prov.reps == 3 && !strcmp(back.prov.tool, "balprof test"));
+	/* The merged sparse tables read back (the reader checks them: > 0, monotone). */
+	CHECK(back.nsparse == p.nsparse && back.nsparse > 0);
+	for (size_t q = 0; q < back.nsparse && q < p.nsparse; q++) {
+		const struct bp_sparse_table *bs = &back.sparse[q], *ps = &p.sparse[q];
+		CHECK(bs->nx == ps->nx && bs->nk == ps->nk);
+		for (size_t c = 0; c < bs->nx * bs->nk && bs->nx == ps->nx && bs->nk == ps->nk; c++)
+			CHECK(bs->fwd[c] == ps->fwd[c] && bs->bwd[c] == ps->bwd[c]);
+	}
 	json_t *j2 = bp_profile_to_json(&back);
 	char *text2 = j2 ? bp_json_dump_canonical(j2) : NULL;
 	CHECK(text && text2 && !strcmp(text, text2)); /* canonical: the same bytes */
@@ -354,6 +466,7 @@ int main(void)
 	test_state();
 	test_stats();
 	test_merge();
+	test_merge_no_sparse();
 	test_world();
 	return CHECK_DONE();
 }
