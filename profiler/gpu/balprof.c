@@ -11,14 +11,19 @@
  *   inside a packed varlen launch, not a launch of its own (profiler/README.md "Caveat"):
  *   small cells run as n copies in one launch, n sized to fill the GPU, and the time is
  *   divided by n, so the launch is amortised as in a packed micro-batch;
+ * - sparse attention: balexec's block-sparse MoBA top-k kernels (executor/attn_sparse.h) per
+ *   TP degree and block B at every (x, k) cell of M[x,k] (SparseBalance Sec. IV-B Eq. 10,
+ *   specs/sparsebalance.md sec. 11.1): one causal document of x tokens at budget k blocks,
+ *   copies of it per launch as for dense attention; the forward includes the selection, the
+ *   backward runs the selection again before the gradients, as balexec's CUDA backend does;
  * - linear: one layer's GEMMs at each token count through cublasGemmEx (bf16 in and out,
  *   fp32 accumulation): forward QKV, O, FFN in (gate and up fused), FFN out; backward the
  *   two GEMMs (data and weight gradient) of each, as backend_cuda.c runs them;
  * - memory: reserved_bytes = total - free device memory after the CUDA context, cuBLAS with
  *   its workspace and an NCCL communicator exist; hbm_bytes the device's total.
  * Kept analytic, and said so in the provenance: the collective tables (one process has no
- * group to time: a 1-rank world), the sparse-attention tables (no block-sparse kernel yet),
- * the bandwidths and peak of the hardware object, act_bytes and state_bytes (model facts).
+ * group to time: a 1-rank world), the bandwidths and peak of the hardware object, act_bytes
+ * and state_bytes (model facts).
  *
  * Resumable: each finished cell is appended to the state file (measure.h) and flushed; a
  * rerun with the same options skips the cells it holds. The state file keeps every cell's
@@ -42,7 +47,9 @@
 
 #include "analytic.h"
 #include "attn.h"
+#include "attn_sparse.h"
 #include "cmdutil.h"
+#include "costkinds.h"
 #include "jsonutil.h"
 #include "measure.h"
 #include "rendezvous.h"
@@ -385,6 +392,120 @@ static int measure_attn(const struct bp_model *m, const struct bp_task *t, int w
 			return -1;
 	}
 	return time_runs(attn_run, &c, warmup, reps, (double)n, out, err);
+}
+
+/* ---- block-sparse attention ---- */
+
+struct sparse_ctx {
+	struct bp_sparse_shape s;
+	int bwd;
+};
+
+/* One run of a sparse cell. Forward: bp_sparse_fwd, the selection (block means, gate
+ * scores, top-k) included, as M[x,k] is defined (sparsebalance.md sec. 11.1: FLOP models
+ * miss the selection's length-quadratic cost). Backward: what backend_cuda.c's
+ * cuda_attn_sparse runs for a backward, bp_sparse_select then bp_sparse_bwd: there the
+ * forward's lists are overwritten by the forwards of the micro-batches in between, so the
+ * replayed backward pays one more selection, and the table prices what balexec replays. */
+static int sparse_run(void *p, struct bp_error *err)
+{
+	struct sparse_ctx *c = p;
+	const int32_t *cu = G.cu.p;
+	if (!c->bwd)
+		return bp_sparse_fwd(&c->s, cu, NULL, G.q.p, G.k.p, G.v.p, G.o.p, G.lse.p, G.ws.p,
+				     G.stream, err);
+	if (bp_sparse_select(&c->s, cu, NULL, G.q.p, G.k.p, G.ws.p, G.stream, err) < 0)
+		return -1;
+	return bp_sparse_bwd(&c->s, cu, G.q.p, G.k.p, G.v.p, G.o.p, G.dout.p, G.lse.p, G.dq.p,
+			     G.dk.p, G.dv.p, G.ws.p, G.stream, err);
+}
+
+/* n copies of task t's document (x = t->q tokens) in one launch: one budget for all
+ * (k_seg NULL), B the table's block, heads as the dense cells (model_dims). */
+static void sparse_shape(const struct dims *d, const struct bp_task *t, int64_t n,
+			 struct bp_sparse_shape *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->nseg = (int)n;
+	s->heads = (int)d->hl;
+	s->kv_heads = (int)d->kvl;
+	s->head_dim = (int)d->hd;
+	s->total = n * t->q;
+	s->max_len = (int)t->q;
+	s->block = t->block;
+	s->k = t->budget;
+	s->max_k = t->budget;
+	s->scale = 1.0f / sqrtf((float)d->hd);
+}
+
+/* How many copies of the document one launch runs, as attn_copies: enough CTAs for
+ * TARGET_BLOCKS (forward and selection: one per query tile and head; backward: one per key
+ * tile and kv head), no more than TARGET_PAIRS of work (MoBA's pairs, bp_moba_pairs) and
+ * COPY_BYTES of memory (inputs, outputs, gradients and the workspace); at least one. */
+static int64_t sparse_copies(const struct dims *d, const struct bp_task *t)
+{
+	struct bp_sparse_shape one;
+	double x = (double)t->q, tiles = ceil(x / 64);
+	double blocks = t->bwd ? tiles * (double)d->kvl : tiles * (double)d->hl;
+	double dense = x * (x + 1) / 2, pairs = bp_moba_pairs(x, t->block, t->budget);
+	sparse_shape(d, t, 1, &one);
+	pairs = (pairs < dense ? pairs : dense) * (double)d->hl;
+	double bytes = x * (double)d->nq * 2 * 4 + x * (double)d->hl * 4 +
+		       x * (double)d->nkv * 2 * 4 + (double)bp_sparse_workspace(&one);
+	double n = ceil(TARGET_BLOCKS / blocks);
+	if (pairs > 0 && n > floor(TARGET_PAIRS / pairs))
+		n = floor(TARGET_PAIRS / pairs);
+	if (n > floor(COPY_BYTES / bytes))
+		n = floor(COPY_BYTES / bytes);
+	if (n > 1 << 16)
+		n = 1 << 16;
+	return n < 1 ? 1 : (int64_t)n;
+}
+
+static int measure_sparse(const struct bp_model *m, const struct bp_task *t, int warmup,
+			  int reps, struct bp_meas *out, struct bp_error *err)
+{
+	struct dims d;
+	struct sparse_ctx c;
+	model_dims(m, t->tp, &d);
+	int64_t n = sparse_copies(&d, t);
+	if (n * t->q > INT32_MAX)
+		n = INT32_MAX / t->q;
+	memset(&c, 0, sizeof(c));
+	c.bwd = t->bwd;
+	sparse_shape(&d, t, n, &c.s);
+	if (bp_sparse_check(&c.s, err) < 0)
+		return -1;
+	size_t tt = (size_t)c.s.total, nq = (size_t)d.nq, nkv = (size_t)d.nkv;
+	if (ensure(&G.q, tt * nq * 2, FILL_BF16, err) < 0 ||
+	    ensure(&G.o, tt * nq * 2, FILL_BF16, err) < 0 ||
+	    ensure(&G.dout, tt * nq * 2, FILL_BF16, err) < 0 ||
+	    ensure(&G.dq, tt * nq * 2, FILL_NONE, err) < 0 ||
+	    ensure(&G.lse, tt * (size_t)d.hl * 4, FILL_LSE, err) < 0 ||
+	    ensure(&G.k, tt * nkv * 2, FILL_BF16, err) < 0 ||
+	    ensure(&G.v, tt * nkv * 2, FILL_BF16, err) < 0 ||
+	    ensure(&G.dk, tt * nkv * 2, FILL_NONE, err) < 0 ||
+	    ensure(&G.dv, tt * nkv * 2, FILL_NONE, err) < 0 ||
+	    ensure(&G.cu, (size_t)(n + 1) * sizeof(int32_t), FILL_NONE, err) < 0 ||
+	    ensure(&G.ws, bp_sparse_workspace(&c.s), FILL_NONE, err) < 0)
+		return -1;
+	int32_t *h = bp_calloc((size_t)(n + 1), sizeof(int32_t), err);
+	if (!h)
+		return -1;
+	for (int64_t i = 0; i <= n; i++)
+		h[i] = (int32_t)(i * t->q);
+	cudaError_t e = cudaMemcpy(G.cu.p, h, (size_t)(n + 1) * sizeof(int32_t),
+				   cudaMemcpyHostToDevice);
+	free(h);
+	if (e != cudaSuccess)
+		return cu_fail(err, e, "cudaMemcpy", __LINE__);
+	if (t->bwd) { /* the forward's O and lse, what the backward reads */
+		struct sparse_ctx f = c;
+		f.bwd = 0;
+		if (sparse_run(&f, err) < 0)
+			return -1;
+	}
+	return time_runs(sparse_run, &c, warmup, reps, (double)n, out, err);
 }
 
 /* ---- linear ---- */
@@ -816,6 +937,8 @@ static const char *task_table(const struct bp_task *t, char *buf, size_t n)
 {
 	if (t->kind == BP_TASK_MEMORY)
 		snprintf(buf, n, "memory");
+	else if (t->kind == BP_TASK_SPARSE)
+		snprintf(buf, n, "sparse attention tp %d block %d", t->tp, t->block);
 	else
 		snprintf(buf, n, "%s tp %d", t->kind == BP_TASK_ATTN ? "attention" : "linear",
 			 t->tp);
@@ -1014,7 +1137,7 @@ int main(int argc, char **argv)
 	struct bp_provenance pv;
 	struct bp_prof_world w;
 	struct bp_task *tasks = NULL;
-	size_t ntasks = 0, ncoll = 0, done = 0;
+	size_t ntasks = 0, ncoll = 0, nsparse = 0, done = 0;
 	FILE *sf = NULL;
 	char *text = NULL, statebuf[4096], sig[1024], check[BP_RDV_MAX_CHECK + 1];
 	int rc = EXIT_DATA, rank = 0, coll_done = 0;
@@ -1053,8 +1176,25 @@ int main(int argc, char **argv)
 		fail(EXIT_DATA, "%s", err.text);
 		goto out;
 	}
-	for (size_t i = 0; i < ntasks; i++)
+	for (size_t i = 0; i < ntasks; i++) {
 		ncoll += tasks[i].kind == BP_TASK_COLL;
+		nsparse += tasks[i].kind == BP_TASK_SPARSE;
+	}
+	/* The block-sparse kernel's limits (a document of at most 8192 blocks, ...) checked
+	 * before anything is measured, not after hours of dense cells. */
+	for (size_t i = 0; i < ntasks; i++) {
+		struct bp_sparse_shape ss;
+		struct dims d;
+		if (tasks[i].kind != BP_TASK_SPARSE)
+			continue;
+		model_dims(m, tasks[i].tp, &d);
+		sparse_shape(&d, &tasks[i], 1, &ss);
+		if (bp_sparse_check(&ss, &err) < 0) {
+			fail(EXIT_DATA, "cannot measure '%s': %s (a smaller --max-len?)",
+			     tasks[i].key, err.text);
+			goto out;
+		}
+	}
 	if (start_device(&pv, &err) < 0) {
 		fail(EXIT_DATA, "rank %d: cannot start the GPU: %s", rank, err.text);
 		goto out;
@@ -1168,7 +1308,9 @@ int main(int argc, char **argv)
 		} else {
 			if (G.x.p)
 				free_linear_bufs(); /* the attention copies want the room */
-			r = measure_attn(m, t, o.warmup, o.reps, &me, &err);
+			r = t->kind == BP_TASK_SPARSE
+				    ? measure_sparse(m, t, o.warmup, o.reps, &me, &err)
+				    : measure_attn(m, t, o.warmup, o.reps, &me, &err);
 		}
 		if (r < 0) {
 			if (tty)
@@ -1208,16 +1350,16 @@ int main(int argc, char **argv)
 		ctab += tasks[i].kind == BP_TASK_COLL && (i == 0 || tasks[i - 1].table !=
 							   tasks[i].table ||
 							   tasks[i - 1].kind != BP_TASK_COLL);
-	snprintf(pv.measured, sizeof(pv.measured), "attention linear%s memory.reserved_bytes "
-		 "hardware.hbm_bytes", ncoll ? " collectives" : "");
+	snprintf(pv.measured, sizeof(pv.measured), "attention%s linear%s memory.reserved_bytes "
+		 "hardware.hbm_bytes", nsparse ? " sparse_attention" : "",
+		 ncoll ? " collectives" : "");
 	if (ncoll)
 		snprintf(pv.analytic, sizeof(pv.analytic), "collectives other than the %zu of "
-			 "%zu tables %d ranks (%d per node) can form, sparse_attention, other "
-			 "hardware and memory", ctab, p.ncoll, w.ranks, w.per_node);
+			 "%zu tables %d ranks (%d per node) can form, other hardware and memory",
+			 ctab, p.ncoll, w.ranks, w.per_node);
 	else
 		snprintf(pv.analytic, sizeof(pv.analytic), "collectives (one process: a 1-rank "
-			 "world), sparse_attention (no block-sparse kernel yet), other hardware and "
-			 "memory");
+			 "world), other hardware and memory");
 	pv.ranks = w.ranks;
 	pv.reps = o.reps;
 	pv.warmup = o.warmup;
@@ -1249,10 +1391,10 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	fprintf(stderr, "balprof: wrote %s to '%s': %zu cells measured (attention, linear, "
-		"%zu collective tables, memory reserve %.2f GiB); analytic: %s; %.1f s\n", p.name,
-		cmd_cut(o.out), nmeas, ctab, (double)p.mem.reserved_bytes / (1 << 30), pv.analytic,
-		now_s() - t0);
+	fprintf(stderr, "balprof: wrote %s to '%s': %zu cells measured (attention, %zu sparse "
+		"attention, linear, %zu collective tables, memory reserve %.2f GiB); analytic: %s; "
+		"%.1f s\n", p.name, cmd_cut(o.out), nmeas, nsparse, ctab,
+		(double)p.mem.reserved_bytes / (1 << 30), pv.analytic, now_s() - t0);
 	rc = EXIT_OK;
 out:
 	if (sf)
