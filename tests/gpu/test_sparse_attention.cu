@@ -34,19 +34,12 @@
 #include <string>
 #include <vector>
 
+#define GPU_TEST_NAME "test_sparse_attention"
+#include "gpu_util.h"
 #include "attn.h"
 #include "attn_sparse.h"
 #include "attn_sparse_ref.h"
 
-#define CUDA_OK(x)                                                                          \
-	do {                                                                                \
-		cudaError_t e_ = (x);                                                       \
-		if (e_ != cudaSuccess) {                                                    \
-			fprintf(stderr, "test_sparse_attention: %s:%d: %s: %s\n", __FILE__,  \
-				__LINE__, #x, cudaGetErrorString(e_));                      \
-			exit(1);                                                            \
-		}                                                                           \
-	} while (0)
 
 static const double LIMIT = 1e-2;
 static const double TIE = 2e-3;
@@ -58,57 +51,6 @@ struct layout {
 	std::vector<int> kseg; /* empty: k for every document */
 	bool ties = false;     /* every block's keys a copy of block 0's: all scores tie */
 };
-
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static double normal(uint64_t *s)
-{
-	double u = ((double)(splitmix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-	double v = ((double)(splitmix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-	return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
-
-static uint16_t to_bf16(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	u += 0x7fffu + ((u >> 16) & 1u);
-	return (uint16_t)(u >> 16);
-}
-
-static float from_bf16(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-struct buf {
-	void *p = nullptr;
-	explicit buf(size_t bytes) { CUDA_OK(cudaMalloc(&p, bytes > 0 ? bytes : 16)); }
-	~buf() { cudaFree(p); }
-	buf(const buf &) = delete;
-	buf &operator=(const buf &) = delete;
-};
-
-static double rel_err(const std::vector<double> &g, const std::vector<double> &r)
-{
-	double num = 0, den = 0;
-	for (size_t i = 0; i < r.size(); i++) {
-		double e = fabs(g[i] - r[i]);
-		if (!(e <= num))
-			num = e;
-		den = fmax(den, fabs(r[i]));
-	}
-	return num / fmax(den, 1e-6);
-}
 
 static int report(const layout &L, const char *what, double e)
 {
