@@ -23,7 +23,6 @@
 #include "gpu_util.h"
 #include "attn.h"
 
-
 static const double LIMIT = 1e-2;
 
 struct layout {

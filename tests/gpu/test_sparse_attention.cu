@@ -40,7 +40,6 @@
 #include "attn_sparse.h"
 #include "attn_sparse_ref.h"
 
-
 static const double LIMIT = 1e-2;
 static const double TIE = 2e-3;
 
