@@ -228,6 +228,12 @@ static int cmp_recip(const void *a, const void *b)
 	return (x->s > y->s) - (x->s < y->s);
 }
 
+struct memo {
+	double want;
+	int64_t have;
+	double prio;
+};
+
 /* Sec. 4.2 / App. E, restated from the code (distca.md sec. 4). */
 int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_opts *o,
 		   struct bp_ca_result *res, double *load_out, struct bp_error *err)
@@ -251,8 +257,15 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 	/* App. A: chunks per unit now, and the most a split may leave (the bound, or what the
 	 * placement already made) */
 	int *shards = bp_calloc(2 * nunits + 2, sizeof(int), err);
+	/* donors; per-server Item lists (srv_at offsets, srv_fill counts); units held */
+	size_t *don = bp_calloc(3 * pl->nitems + 2 * (size_t)nservers + 3, sizeof(size_t), err);
+	size_t *srv_items = don ? don + pl->nitems + 1 : NULL;
+	size_t *srv_at = don ? srv_items + pl->nitems + 1 : NULL;
+	size_t *srv_fill = don ? srv_at + nservers + 1 : NULL;
+	size_t *held = don ? srv_fill + nservers : NULL;
+	struct memo *memo = bp_calloc(pl->nitems + 1, sizeof(*memo), err);
 	int ret = -1;
-	if (!sd || !rc || !shards || (o->comm == BP_CA_COMM_EXACT && !have))
+	if (!sd || !rc || !shards || !don || !memo || (o->comm == BP_CA_COMM_EXACT && !have))
 		goto out;
 	int *shard_cap = shards + nunits + 1;
 	for (size_t i = 0; i < pl->nitems; i++)
@@ -284,46 +297,85 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 		if (sd[s] < 0)
 			rc[nrec++] = (struct recip){sd[s], s};
 	qsort(rc, (size_t)nrec, sizeof(*rc), cmp_recip);
+	/* The candidates: Items on surplus servers, in list order. A donor only loses load
+	 * and a recipient never ends above the mean (a move takes at most its deficit), so
+	 * the set only shrinks while recipients are served: the scan drops an Item once its
+	 * server has no surplus, and split-off Items (on a recipient) never join. Each
+	 * recipient's own Items are those it started with (nothing leaves a recipient), kept
+	 * per server for the prefixes it holds. */
+	size_t ndon = 0;
+	for (size_t i = 0; i < pl->nitems; i++)
+		if (sd[pl->items[i].server] > 0)
+			don[ndon++] = i;
+	for (size_t i = 0; i < pl->nitems; i++)
+		srv_at[pl->items[i].server + 1]++;
+	for (int s = 0; s < nservers; s++)
+		srv_at[s + 1] += srv_at[s];
+	for (size_t i = 0; i < pl->nitems; i++)
+		srv_items[srv_fill[pl->items[i].server]++ + srv_at[pl->items[i].server]] = i;
+	int bounded = o->max_shards > 0;
+	/* A donor's priority for the last (want, prefix held) it was priced at: the same
+	 * inputs give the same price, so recipients after the first mostly reuse it (not
+	 * with the App. A bound, whose check depends on the unit's current chunks). Only
+	 * the donors, all among the first nitems Items, are priced. */
+	for (size_t i = 0; i < pl->nitems; i++)
+		memo[i].want = -1;
 	for (int k = 0; k < nrec; k++) {
 		int r = rc[k].s;
 		double need = -sd[r];
-		if (have) {
-			memset(have, 0, (nunits + 1) * sizeof(int64_t));
-			for (size_t i = 0; i < pl->nitems; i++)
-				if (pl->items[i].server == r) {
-					int64_t e = item_kv_end(&pl->items[i]);
-					if (e > have[pl->items[i].unit])
-						have[pl->items[i].unit] = e;
+		size_t nheld = 0; /* units whose prefix r holds: have[] entries to clear */
+		if (have)
+			for (size_t a = srv_at[r]; a < srv_at[r + 1]; a++) {
+				const struct bp_ca_item *it = &pl->items[srv_items[a]];
+				int64_t e = item_kv_end(it);
+				if (e > have[it->unit]) {
+					if (!have[it->unit])
+						held[nheld++] = it->unit;
+					have[it->unit] = e;
 				}
-		}
+			}
 		while (need > thr) {
 			size_t best = pl->nitems;
 			double best_prio = 0, best_want = 0;
-			for (size_t i = 0; i < pl->nitems; i++) {
+			size_t keep = 0;
+			for (size_t a = 0; a < ndon; a++) {
+				size_t i = don[a];
 				const struct bp_ca_item *it = &pl->items[i];
 				double src_sd = sd[it->server];
+				if (src_sd <= 0)
+					continue; /* no surplus now, nor later */
+				don[keep++] = i;
 				int64_t units = bp_ca_item_units(it);
-				if (src_sd <= 0 || units <= 0)
+				if (units <= 0)
 					continue;
 				double want = need;
 				if ((double)units < want)
 					want = (double)units;
 				if (src_sd < want)
 					want = src_sd;
-				if (!split_fits(it, want, g, shards, shard_cap))
-					continue;
-				double prio = move_cost(it, want, g, have ? have[it->unit] : 0, o) / want;
+				int64_t hv = have ? have[it->unit] : 0;
+				double prio;
+				if (!bounded && memo[i].want == want && memo[i].have == hv) {
+					prio = memo[i].prio;
+				} else {
+					if (bounded && !split_fits(it, want, g, shards, shard_cap))
+						continue;
+					prio = move_cost(it, want, g, hv, o) / want;
+					memo[i] = (struct memo){want, hv, prio};
+				}
 				if (best == pl->nitems || prio < best_prio) {
 					best = i;
 					best_prio = prio;
 					best_want = want;
 				}
 			}
+			ndon = keep;
 			if (best == pl->nitems) /* no donor left */
 				break;
 			int donor = pl->items[best].server;
 			size_t before = pl->nitems;
 			int c0 = item_chunks(&pl->items[best]);
+			memo[best].want = -1; /* the Item changes */
 			int64_t moved = split_move(pl, best, best_want, r, g, err);
 			if (moved > 0 && pl->nitems > before)
 				shards[pl->items[best].unit] += item_chunks(&pl->items[best]) +
@@ -336,8 +388,11 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 				const struct bp_ca_item *nw = pl->items[best].server == r
 					? &pl->items[best] : &pl->items[pl->nitems - 1];
 				int64_t e = item_kv_end(nw);
-				if (e > have[nw->unit])
+				if (e > have[nw->unit]) {
+					if (!have[nw->unit])
+						held[nheld++] = nw->unit;
 					have[nw->unit] = e;
+				}
 			}
 			sd[donor] -= (double)moved;
 			sd[r] += (double)moved;
@@ -345,6 +400,8 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 			res->moved_pairs += moved;
 			res->moves++;
 		}
+		for (size_t a = 0; a < nheld; a++)
+			have[held[a]] = 0;
 	}
 	/* The paper's two-sided rule (Sec. 4.2: stop when every server is within eps * mean),
 	 * as an option: while the most loaded server is above the band, it gives to the
@@ -426,6 +483,8 @@ out:
 	free(rc);
 	free(have);
 	free(shards);
+	free(don);
+	free(memo);
 	return ret;
 }
 
@@ -558,6 +617,170 @@ out:
 	free(pc);
 	free(nd);
 	return ret;
+}
+
+static int cmp_doc_q0(const void *a, const void *b)
+{
+	return cmp_chunk(a, b);
+}
+
+/* Sorts one server's chunks by (doc, q0): insertion for the short runs a call gives most
+ * servers, qsort beyond. */
+static void sort_server_chunks(struct bp_ca_chunk *c, size_t n)
+{
+	if (n > 24) {
+		qsort(c, n, sizeof(*c), cmp_doc_q0);
+		return;
+	}
+	for (size_t i = 1; i < n; i++) {
+		struct bp_ca_chunk x = c[i];
+		size_t j = i;
+		while (j > 0 && cmp_chunk(&c[j - 1], &x) > 0) {
+			c[j] = c[j - 1];
+			j--;
+		}
+		c[j] = x;
+	}
+}
+
+/* Tokens of an Item's query ranges inside [0, end) (unit-relative). */
+static int64_t item_tokens_before(const struct bp_ca_item *it, int64_t end)
+{
+	if (it->complete)
+		return end < it->len ? end : it->len;
+	int64_t n = 0;
+	if (it->h1 > it->h0 && end > it->h0)
+		n += (end < it->h1 ? end : it->h1) - it->h0;
+	if (it->t1 > it->t0 && end > it->t0)
+		n += (end < it->t1 ? end : it->t1) - it->t0;
+	return n;
+}
+
+struct unit_need {
+	int server;
+	int64_t end;
+};
+
+/* bp_ca_chunks and bp_ca_bytes in one pass for the method (methods/distca.c), without
+ * their sorts: chunks come out ordered by (server, doc, q0), the order of a tick's task
+ * list, by a counting sort over servers; the bytes follow bp_ca_bytes's model from the
+ * Items alone, since a unit's Items partition its tokens among the linear ranks exactly as
+ * its placement pieces do (a split keeps the Item's src): per unit, each server needing
+ * it gets from every other rank that rank's tokens inside the longest prefix the server
+ * needs. Byte counts are whole multiples of q_bytes and kv_bytes, so the sums are exact
+ * in any order and equal bp_ca_bytes's (tests/unit/test_distca.c checks both). */
+double bp_ca_emit(const struct bp_ca_placement *pl, int nservers, double q_bytes,
+		  double kv_bytes, struct bp_ca_chunk **out, size_t *n, double *send,
+		  double *recv, struct bp_error *err)
+{
+	size_t nunits = 0;
+	for (size_t i = 0; i < pl->nitems; i++)
+		if (pl->items[i].unit + 1 > nunits)
+			nunits = pl->items[i].unit + 1;
+	struct bp_ca_chunk *tmp = bp_calloc(2 * pl->nitems + 1, sizeof(*tmp), err);
+	size_t *at = bp_calloc((size_t)nservers + 2 + nunits + 2 + pl->nitems, sizeof(size_t),
+			       err);
+	struct unit_need *un = bp_calloc(pl->nitems + 1, sizeof(*un), err);
+	double ret = -1;
+	*out = NULL;
+	*n = 0;
+	if (!tmp || !at || !un)
+		goto fail;
+	*out = bp_calloc(2 * pl->nitems + 1, sizeof(**out), err);
+	if (!*out)
+		goto fail;
+	memset(send, 0, (size_t)nservers * sizeof(double));
+	memset(recv, 0, (size_t)nservers * sizeof(double));
+	size_t nc = 0;
+	for (size_t i = 0; i < pl->nitems; i++) {
+		const struct bp_ca_item *it = &pl->items[i];
+		if (it->server < 0 || it->server >= nservers || it->src < 0 ||
+		    it->src >= nservers) {
+			bp_errorf(err, "item %zu names server %d from rank %d of %d", i, it->server,
+				  it->src, nservers);
+			goto fail;
+		}
+		struct bp_ca_chunk c = {it->doc, 0, 0, it->base, it->server, it->src};
+		int64_t r[2][2] = {{it->h0, it->h1}, {it->t0, it->t1}};
+		if (it->complete) {
+			r[0][0] = 0;
+			r[0][1] = it->len;
+			r[1][0] = r[1][1] = 0;
+		}
+		for (int h = 0; h < 2; h++) {
+			if (r[h][1] <= r[h][0])
+				continue;
+			c.q0 = it->base + r[h][0];
+			c.q1 = it->base + r[h][1];
+			tmp[nc++] = c;
+			if (it->src != it->server) {
+				double b = (double)(r[h][1] - r[h][0]) * q_bytes;
+				send[it->src] += b;
+				recv[it->server] += b;
+			}
+		}
+	}
+	/* counting sort by server (stable), then (doc, q0) within each server */
+	size_t *srv_at = at, *u_at = at + nservers + 2, *u_items = u_at + nunits + 2;
+	for (size_t i = 0; i < nc; i++)
+		srv_at[tmp[i].server + 2]++;
+	for (int s = 0; s < nservers; s++)
+		srv_at[s + 2] += srv_at[s + 1];
+	for (size_t i = 0; i < nc; i++)
+		(*out)[srv_at[tmp[i].server + 1]++] = tmp[i];
+	for (int s = 0; s < nservers; s++)
+		sort_server_chunks(*out + srv_at[s], srv_at[s + 1] - srv_at[s]);
+	*n = nc;
+	/* KV: Items grouped by unit (counting sort, list order kept) */
+	for (size_t i = 0; i < pl->nitems; i++)
+		u_at[pl->items[i].unit + 2]++;
+	for (size_t u = 0; u < nunits; u++)
+		u_at[u + 2] += u_at[u + 1];
+	for (size_t i = 0; i < pl->nitems; i++)
+		u_items[u_at[pl->items[i].unit + 1]++] = i;
+	for (size_t u = 0; u < nunits; u++) {
+		size_t a0 = u_at[u], a1 = u_at[u + 1], nn = 0;
+		for (size_t a = a0; a < a1; a++) { /* the longest prefix each server needs */
+			const struct bp_ca_item *it = &pl->items[u_items[a]];
+			if (!item_chunks(it))
+				continue;
+			int64_t e = item_kv_end(it);
+			size_t k = 0;
+			while (k < nn && un[k].server != it->server)
+				k++;
+			if (k == nn)
+				un[nn++] = (struct unit_need){it->server, e};
+			else if (e > un[k].end)
+				un[k].end = e;
+		}
+		for (size_t k = 0; k < nn; k++)
+			for (size_t a = a0; a < a1; a++) {
+				const struct bp_ca_item *it = &pl->items[u_items[a]];
+				if (it->src == un[k].server)
+					continue;
+				int64_t t = item_tokens_before(it, un[k].end);
+				if (t > 0) {
+					double b = (double)t * kv_bytes;
+					send[it->src] += b;
+					recv[un[k].server] += b;
+				}
+			}
+	}
+	ret = 0;
+	for (int s = 0; s < nservers; s++)
+		if (send[s] + recv[s] > ret)
+			ret = send[s] + recv[s];
+	free(tmp);
+	free(at);
+	free(un);
+	return ret;
+fail:
+	free(*out);
+	*out = NULL;
+	free(tmp);
+	free(at);
+	free(un);
+	return -1;
 }
 
 /* App. B (distca.md sec. 5): Comm(n_q) = size_q (n_q (1 + beta/2) + alpha beta X / (2 n_q))

@@ -135,6 +135,15 @@ double bp_ca_bytes(const struct bp_ca_placement *pl, const struct bp_ca_chunk *c
 		   int nranks, double q_bytes, double kv_bytes, double *send, double *recv,
 		   struct bp_error *err);
 
+/* bp_ca_chunks and bp_ca_bytes in one pass, as the distca method needs them: the chunks
+ * ordered by (server, doc, q0) instead of (doc, q0), send/recv and the return value as
+ * bp_ca_bytes's for the same Items (their pieces being the placement's), over nservers
+ * ranks (Items' src and server must be below it). Linear in the Items but for sorting
+ * each server's chunks. *out is owned by the caller (free); -1 on error. */
+double bp_ca_emit(const struct bp_ca_placement *pl, int nservers, double q_bytes,
+		  double kv_bytes, struct bp_ca_chunk **out, size_t *n, double *send,
+		  double *recv, struct bp_error *err);
+
 /* App. B, one shard: the fewest bytes a sub-shard of alpha of an Item's work (L_q queries
  * ending at L_kv) can move, min n_q size_q + n_kv size_kv over real n_q; the boundary
  * case with the corrected root n_q = (L_q - L_kv) + sqrt((L_q - L_kv)^2 + alpha X)

@@ -99,8 +99,8 @@ static int cmp_task(const void *a, const void *b)
 }
 
 /* One scheduler call: the Items of micro-batches t - r on stage r (r < pp) of nano-batch n,
- * moved onto server indices, scheduled at tolerance eps; appends its chunks to *ca. Returns
- * the call's buffer bytes, or -1. */
+ * moved onto server indices, scheduled at tolerance eps; *ch gets its chunks in task order
+ * (server, doc, q0). Returns the call's buffer bytes, or -1. */
 static double one_call(const struct dc_nano *nanos, size_t m, int pp, int dp, size_t t, int n,
 		       const int *srv, int nservers, const struct dc_opts *o, double eps,
 		       struct bp_ca_placement *pl, struct bp_ca_result *res,
@@ -147,9 +147,9 @@ static double one_call(const struct dc_nano *nanos, size_t m, int pp, int dp, si
 	double bytes = -1;
 	free(*ch);
 	*ch = NULL;
-	if (sr && bp_ca_chunks(pl, ch, nch, err) == 0)
-		bytes = bp_ca_bytes(pl, *ch, *nch, nservers, o->ca.q_bytes, o->ca.kv_bytes, sr,
-				    sr + nservers, err);
+	if (sr)
+		bytes = bp_ca_emit(pl, nservers, o->ca.q_bytes, o->ca.kv_bytes, ch, nch, sr,
+				   sr + nservers, err);
 	free(sr);
 	return bytes;
 }
@@ -159,15 +159,17 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 			 int nservers, const struct dc_opts *o, struct bp_step *st,
 			 struct dc_calls *calls, struct bp_error *err)
 {
-	size_t cap = 0;
+	size_t cap = 0, tmp_cap = 0;
 	int rc = -1;
 	struct bp_ca_placement pl;
 	struct bp_ca_chunk *ch = NULL;
+	struct bp_ca_task *tmp = NULL;
 	memset(&pl, 0, sizeof(pl));
 	size_t nch = 0;
 	for (size_t t = 0; t + 1 < m + (size_t)pp; t++) {
-		size_t tick_start = st->nca;
+		size_t tick_start = st->nca, mid = st->nca;
 		for (int n = 0; n < 2; n++) {
+			mid = st->nca; /* pong's tasks start here */
 			int any = 0;
 			for (int r = 0; r < pp; r++)
 				if (t >= (size_t)r && t - (size_t)r < m &&
@@ -217,11 +219,31 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 					(int64_t)t, ch[i].server, ch[i].doc, ch[i].q0, ch[i].q1,
 					ch[i].kv0, ch[i].q1};
 		}
-		/* ticks come in order: sorting each tick's tasks sorts the step's */
-		qsort(st->ca + tick_start, st->nca - tick_start, sizeof(*st->ca), cmp_task);
+		/* ticks come in order and each call's tasks are sorted: merging a tick's ping and
+		 * pong sorts the step's (no two tasks share a key) */
+		size_t nt = st->nca - tick_start;
+		if (mid > tick_start && mid < st->nca) {
+			if (nt > tmp_cap) {
+				struct bp_ca_task *nb = bp_realloc_array(tmp, 2 * nt, sizeof(*nb), err);
+				if (!nb)
+					goto out;
+				tmp = nb;
+				tmp_cap = 2 * nt;
+			}
+			size_t a = tick_start, b = mid, k = 0;
+			while (a < mid && b < st->nca)
+				tmp[k++] = cmp_task(&st->ca[a], &st->ca[b]) < 0 ? st->ca[a++]
+										: st->ca[b++];
+			while (a < mid)
+				tmp[k++] = st->ca[a++];
+			while (b < st->nca)
+				tmp[k++] = st->ca[b++];
+			memcpy(st->ca + tick_start, tmp, nt * sizeof(*tmp));
+		}
 	}
 	rc = 0;
 out:
+	free(tmp);
 	free(ch);
 	bp_ca_placement_release(&pl);
 	return rc;

@@ -352,6 +352,64 @@ static void test_modes(void)
 		}
 }
 
+/* bp_ca_emit (the method's one-pass chunks and bytes) against bp_ca_chunks + bp_ca_bytes on
+ * scheduled placements: random lengths, units cut from documents (bases), every comm mode,
+ * one- and two-sided: the same chunks (re-sorted by (doc, q0)), the same per-rank bytes
+ * and buffer, and the chunks in (server, doc, q0) order. */
+static void test_emit(void)
+{
+	unsigned x = 11;
+	for (int round = 0; round < 60; round++) {
+		int64_t doc[40], base[40], len[40], total = 0;
+		size_t n = 8 + (size_t)(round % 30);
+		for (size_t i = 0; i < n; i++) {
+			x = x * 1103515245u + 12345u;
+			len[i] = 1 + (x >> 8) % (round % 3 ? 3000 : 40);
+			/* every third unit a later piece of the document before it */
+			doc[i] = i && i % 3 == 0 ? doc[i - 1] : (int64_t)(1000 - 7 * i);
+			base[i] = i && i % 3 == 0 ? base[i - 1] + len[i - 1] : 0;
+			total += len[i];
+		}
+		int nranks = 2 + round % 7;
+		struct bp_ca_placement pl;
+		struct bp_error err;
+		CHECK(bp_ca_place(doc, base, len, n, nranks, (total + nranks - 1) / nranks, &pl,
+				  &err) == 0);
+		struct bp_ca_opts o = {0.02 + 0.01 * (round % 5), round % 2 ? 128 : 1,
+				       (enum bp_ca_comm)(round % BP_CA_COMM_NMODES), 1040, 512,
+				       round % 4 == 3, 0};
+		struct bp_ca_result res;
+		CHECK(bp_ca_schedule(&pl, nranks, &o, &res, NULL, &err) == 0);
+		struct bp_ca_chunk *a, *b;
+		size_t na, nb;
+		double sa[16], ra[16], sb[16], rb[16];
+		CHECK(bp_ca_chunks(&pl, &a, &na, &err) == 0);
+		double ba = bp_ca_bytes(&pl, a, na, nranks, 1040, 512, sa, ra, &err);
+		double bb = bp_ca_emit(&pl, nranks, 1040, 512, &b, &nb, sb, rb, &err);
+		CHECK(ba >= 0 && ba == bb && na == nb);
+		CHECK(!memcmp(sa, sb, (size_t)nranks * sizeof(double)) &&
+		      !memcmp(ra, rb, (size_t)nranks * sizeof(double)));
+		for (size_t i = 1; i < nb; i++)
+			CHECK(b[i - 1].server < b[i].server ||
+			      (b[i - 1].server == b[i].server &&
+			       (b[i - 1].doc < b[i].doc ||
+				(b[i - 1].doc == b[i].doc && b[i - 1].q0 < b[i].q0))));
+		/* the same set: b re-sorted by (doc, q0) is a (ties: same doc and q0 never) */
+		for (size_t i = 1; i < nb; i++)
+			for (size_t j = i; j > 0 && (b[j - 1].doc > b[j].doc ||
+						     (b[j - 1].doc == b[j].doc &&
+						      b[j - 1].q0 > b[j].q0)); j--) {
+				struct bp_ca_chunk t = b[j];
+				b[j] = b[j - 1];
+				b[j - 1] = t;
+			}
+		CHECK(na == nb && !memcmp(a, b, na * sizeof(*a)));
+		free(a);
+		free(b);
+		bp_ca_placement_release(&pl);
+	}
+}
+
 /* Invariant 9: pp = 4, M = 6. Every stage has M + pp - 1 forward and backward slots, M real;
  * forward tick t's micro-batches are backward tick t's with the stages reversed; F at
  * (t, r) pairs with B at tick t + pp - 1 - 2r; the tick count is 1F1B's 2 (M + pp - 1). */
@@ -467,5 +525,6 @@ int main(void)
 	test_bytes();
 	test_appendices();
 	test_modes();
+	test_emit();
 	return CHECK_DONE();
 }
