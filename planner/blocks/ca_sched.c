@@ -228,8 +228,12 @@ static int cmp_recip(const void *a, const void *b)
 	return (x->s > y->s) - (x->s < y->s);
 }
 
-struct memo {
-	double want;
+/* A donor Item in the scheduler's scan. */
+struct cand {
+	size_t i, unit;
+	int server;
+	int64_t units;
+	double want; /* priced at (want, have): prio; want -1: not priced */
 	int64_t have;
 	double prio;
 };
@@ -258,14 +262,15 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 	 * placement already made) */
 	int *shards = bp_calloc(2 * nunits + 2, sizeof(int), err);
 	/* donors; per-server Item lists (srv_at offsets, srv_fill counts); units held */
-	size_t *don = bp_calloc(3 * pl->nitems + 2 * (size_t)nservers + 3, sizeof(size_t), err);
-	size_t *srv_items = don ? don + pl->nitems + 1 : NULL;
-	size_t *srv_at = don ? srv_items + pl->nitems + 1 : NULL;
-	size_t *srv_fill = don ? srv_at + nservers + 1 : NULL;
-	size_t *held = don ? srv_fill + nservers : NULL;
-	struct memo *memo = bp_calloc(pl->nitems + 1, sizeof(*memo), err);
+	struct cand *don = bp_calloc(pl->nitems + 1, sizeof(*don), err);
+	size_t *srv_items = bp_calloc(2 * pl->nitems + 2 * (size_t)nservers + 3, sizeof(size_t),
+				      err);
+	size_t *srv_at = srv_items ? srv_items + pl->nitems + 1 : NULL;
+	size_t *srv_fill = srv_items ? srv_at + nservers + 1 : NULL;
+	size_t *held = srv_items ? srv_fill + nservers : NULL;
 	int ret = -1;
-	if (!sd || !rc || !shards || !don || !memo || (o->comm == BP_CA_COMM_EXACT && !have))
+	if (!sd || !rc || !shards || !don || !srv_items ||
+	    (o->comm == BP_CA_COMM_EXACT && !have))
 		goto out;
 	int *shard_cap = shards + nunits + 1;
 	for (size_t i = 0; i < pl->nitems; i++)
@@ -297,16 +302,22 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 		if (sd[s] < 0)
 			rc[nrec++] = (struct recip){sd[s], s};
 	qsort(rc, (size_t)nrec, sizeof(*rc), cmp_recip);
-	/* The candidates: Items on surplus servers, in list order. A donor only loses load
-	 * and a recipient never ends above the mean (a move takes at most its deficit), so
-	 * the set only shrinks while recipients are served: the scan drops an Item once its
-	 * server has no surplus, and split-off Items (on a recipient) never join. Each
-	 * recipient's own Items are those it started with (nothing leaves a recipient), kept
-	 * per server for the prefixes it holds. */
+	/* The candidates: Items on surplus servers, in list order, each with its server, unit,
+	 * pairs and the (want, prefix held) it was last priced at with that price: the same
+	 * inputs give the same price, so recipients after the first mostly reuse it (not
+	 * under the App. A bound, whose check depends on the unit's current chunks). A donor
+	 * only loses load and a recipient never ends above the mean (a move takes at most its
+	 * deficit), so the set only shrinks while recipients are served: the scan drops an
+	 * Item once its server has no surplus, and split-off Items (on a recipient) never
+	 * join. Each recipient's own Items are those it started with (nothing leaves a
+	 * recipient), kept per server for the prefixes it holds. */
 	size_t ndon = 0;
-	for (size_t i = 0; i < pl->nitems; i++)
-		if (sd[pl->items[i].server] > 0)
-			don[ndon++] = i;
+	for (size_t i = 0; i < pl->nitems; i++) {
+		const struct bp_ca_item *it = &pl->items[i];
+		if (sd[it->server] > 0)
+			don[ndon++] = (struct cand){i, it->unit, it->server,
+						    bp_ca_item_units(it), -1, 0, 0};
+	}
 	for (size_t i = 0; i < pl->nitems; i++)
 		srv_at[pl->items[i].server + 1]++;
 	for (int s = 0; s < nservers; s++)
@@ -314,12 +325,6 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 	for (size_t i = 0; i < pl->nitems; i++)
 		srv_items[srv_fill[pl->items[i].server]++ + srv_at[pl->items[i].server]] = i;
 	int bounded = o->max_shards > 0;
-	/* A donor's priority for the last (want, prefix held) it was priced at: the same
-	 * inputs give the same price, so recipients after the first mostly reuse it (not
-	 * with the App. A bound, whose check depends on the unit's current chunks). Only
-	 * the donors, all among the first nitems Items, are priced. */
-	for (size_t i = 0; i < pl->nitems; i++)
-		memo[i].want = -1;
 	for (int k = 0; k < nrec; k++) {
 		int r = rc[k].s;
 		double need = -sd[r];
@@ -335,37 +340,39 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 				}
 			}
 		while (need > thr) {
-			size_t best = pl->nitems;
+			size_t best = pl->nitems, best_a = 0;
 			double best_prio = 0, best_want = 0;
 			size_t keep = 0;
 			for (size_t a = 0; a < ndon; a++) {
-				size_t i = don[a];
-				const struct bp_ca_item *it = &pl->items[i];
-				double src_sd = sd[it->server];
+				struct cand cd = don[a];
+				double src_sd = sd[cd.server];
 				if (src_sd <= 0)
 					continue; /* no surplus now, nor later */
-				don[keep++] = i;
-				int64_t units = bp_ca_item_units(it);
-				if (units <= 0)
+				if (cd.units <= 0) {
+					don[keep++] = cd;
 					continue;
+				}
 				double want = need;
-				if ((double)units < want)
-					want = (double)units;
+				if ((double)cd.units < want)
+					want = (double)cd.units;
 				if (src_sd < want)
 					want = src_sd;
-				int64_t hv = have ? have[it->unit] : 0;
-				double prio;
-				if (!bounded && memo[i].want == want && memo[i].have == hv) {
-					prio = memo[i].prio;
-				} else {
-					if (bounded && !split_fits(it, want, g, shards, shard_cap))
+				int64_t hv = have ? have[cd.unit] : 0;
+				if (bounded || cd.want != want || cd.have != hv) {
+					const struct bp_ca_item *it = &pl->items[cd.i];
+					if (bounded && !split_fits(it, want, g, shards, shard_cap)) {
+						don[keep++] = cd;
 						continue;
-					prio = move_cost(it, want, g, hv, o) / want;
-					memo[i] = (struct memo){want, hv, prio};
+					}
+					cd.prio = move_cost(it, want, g, hv, o) / want;
+					cd.want = want;
+					cd.have = hv;
 				}
-				if (best == pl->nitems || prio < best_prio) {
-					best = i;
-					best_prio = prio;
+				don[keep++] = cd;
+				if (best == pl->nitems || cd.prio < best_prio) {
+					best = cd.i;
+					best_a = keep - 1;
+					best_prio = cd.prio;
 					best_want = want;
 				}
 			}
@@ -375,13 +382,16 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 			int donor = pl->items[best].server;
 			size_t before = pl->nitems;
 			int c0 = item_chunks(&pl->items[best]);
-			memo[best].want = -1; /* the Item changes */
 			int64_t moved = split_move(pl, best, best_want, r, g, err);
 			if (moved > 0 && pl->nitems > before)
 				shards[pl->items[best].unit] += item_chunks(&pl->items[best]) +
 					item_chunks(&pl->items[pl->nitems - 1]) - c0;
 			if (moved < 0)
 				goto out;
+			/* the Item changed (or left for r): price it afresh */
+			don[best_a].server = pl->items[best].server;
+			don[best_a].units = bp_ca_item_units(&pl->items[best]);
+			don[best_a].want = -1;
 			if (!moved) /* the best candidate moves no whole pair: stop this recipient */
 				break;
 			if (have) {
@@ -484,7 +494,7 @@ out:
 	free(have);
 	free(shards);
 	free(don);
-	free(memo);
+	free(srv_items);
 	return ret;
 }
 
