@@ -106,18 +106,23 @@ static double one_call(const struct dc_nano *nanos, size_t m, int pp, int dp, si
 		       struct bp_ca_placement *pl, struct bp_ca_result *res,
 		       struct bp_ca_chunk **ch, size_t *nch, struct bp_error *err)
 {
-	memset(pl, 0, sizeof(*pl));
-	size_t units = 0;
+	size_t units = 0, need = 1;
+	for (int r = 0; r < pp; r++)
+		if (t >= (size_t)r && t - (size_t)r < m)
+			need += nanos[2 * (t - (size_t)r) + (size_t)n].pl.nitems;
+	if (need > pl->cap) { /* pl keeps its Items' capacity from call to call */
+		struct bp_ca_item *ni = bp_realloc_array(pl->items, 2 * need, sizeof(*ni), err);
+		if (!ni)
+			return -1;
+		pl->items = ni;
+		pl->cap = 2 * need;
+	}
+	/* Items only: the scheduler and bp_ca_emit need no pieces (an Item keeps its src) */
+	pl->nitems = 0;
 	for (int r = 0; r < pp; r++) {
 		if (t < (size_t)r || t - (size_t)r >= m)
 			continue;
 		const struct bp_ca_placement *src = &nanos[2 * (t - (size_t)r) + (size_t)n].pl;
-		struct bp_ca_item *ni = bp_realloc_array(pl->items, pl->nitems + src->nitems + 1,
-							 sizeof(*ni), err);
-		if (!ni)
-			return -1;
-		pl->items = ni;
-		pl->cap = pl->nitems + src->nitems + 1;
 		size_t maxu = 0;
 		for (size_t i = 0; i < src->nitems; i++) {
 			struct bp_ca_item it = src->items[i];
@@ -128,16 +133,6 @@ static double one_call(const struct dc_nano *nanos, size_t m, int pp, int dp, si
 			pl->items[pl->nitems++] = it;
 		}
 		units += maxu;
-		struct bp_ca_piece *np = bp_realloc_array(pl->pieces, pl->npieces + src->npieces + 1,
-							  sizeof(*np), err);
-		if (!np)
-			return -1;
-		pl->pieces = np;
-		for (size_t i = 0; i < src->npieces; i++) {
-			struct bp_ca_piece pc = src->pieces[i];
-			pc.rank = srv[r * dp + pc.rank];
-			pl->pieces[pl->npieces++] = pc;
-		}
 	}
 	struct bp_ca_opts co = o->ca;
 	co.eps = eps;
@@ -166,6 +161,18 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 	struct bp_ca_task *tmp = NULL;
 	memset(&pl, 0, sizeof(pl));
 	size_t nch = 0;
+	/* room for about what the calls emit: every stage's call sees each nano-batch's Items,
+	 * most one chunk, split ones two, plus the split-offs */
+	size_t guess = 16;
+	for (size_t j = 0; j < 2 * m; j++)
+		guess += 2 * (size_t)pp * nanos[j].pl.nitems;
+	if (guess > cap) {
+		struct bp_ca_task *na = bp_realloc_array(st->ca, guess, sizeof(*na), err);
+		if (!na)
+			goto out;
+		st->ca = na;
+		cap = guess;
+	}
 	for (size_t t = 0; t + 1 < m + (size_t)pp; t++) {
 		size_t tick_start = st->nca, mid = st->nca;
 		for (int n = 0; n < 2; n++) {
@@ -182,7 +189,6 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 			size_t rung = 0;
 			double bytes;
 			for (;;) {
-				bp_ca_placement_release(&pl);
 				bytes = one_call(nanos, m, pp, dp, t, n, srv, nservers, o, eps, &pl,
 						 &res, &ch, &nch, err);
 				if (bytes < 0)
