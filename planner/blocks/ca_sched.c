@@ -262,7 +262,7 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 	 * placement already made) */
 	int *shards = bp_calloc(2 * nunits + 2, sizeof(int), err);
 	/* donors; per-server Item lists (srv_at offsets, srv_fill counts); units held */
-	struct cand *don = bp_calloc(pl->nitems + 1, sizeof(*don), err);
+	struct cand *don = bp_realloc_array(NULL, pl->nitems + 1, sizeof(*don), err);
 	size_t *srv_items = bp_calloc(2 * pl->nitems + 2 * (size_t)nservers + 3, sizeof(size_t),
 				      err);
 	size_t *srv_at = srv_items ? srv_items + pl->nitems + 1 : NULL;
@@ -308,15 +308,15 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 	 * under the App. A bound, whose check depends on the unit's current chunks). A donor
 	 * only loses load and a recipient never ends above the mean (a move takes at most its
 	 * deficit), so the set only shrinks while recipients are served: the scan drops an
-	 * Item once its server has no surplus, and split-off Items (on a recipient) never
-	 * join. Each recipient's own Items are those it started with (nothing leaves a
+	 * Item once its server has no surplus or it has no pairs left, and split-off Items
+	 * (on a recipient) never join. Each recipient's own Items are those it started with (nothing leaves a
 	 * recipient), kept per server for the prefixes it holds. */
 	size_t ndon = 0;
 	for (size_t i = 0; i < pl->nitems; i++) {
 		const struct bp_ca_item *it = &pl->items[i];
-		if (sd[it->server] > 0)
-			don[ndon++] = (struct cand){i, it->unit, it->server,
-						    bp_ca_item_units(it), -1, 0, 0};
+		int64_t units = bp_ca_item_units(it);
+		if (sd[it->server] > 0 && units > 0)
+			don[ndon++] = (struct cand){i, it->unit, it->server, units, -1, 0, 0};
 	}
 	for (size_t i = 0; i < pl->nitems; i++)
 		srv_at[pl->items[i].server + 1]++;
@@ -344,35 +344,30 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 			double best_prio = 0, best_want = 0;
 			size_t keep = 0;
 			for (size_t a = 0; a < ndon; a++) {
-				struct cand cd = don[a];
-				double src_sd = sd[cd.server];
-				if (src_sd <= 0)
-					continue; /* no surplus now, nor later */
-				if (cd.units <= 0) {
-					don[keep++] = cd;
-					continue;
-				}
+				double src_sd = sd[don[a].server];
+				if (src_sd <= 0 || don[a].units <= 0)
+					continue; /* no surplus now, nor later; nothing to move */
+				if (keep != a)
+					don[keep] = don[a];
+				struct cand *cd = &don[keep++];
 				double want = need;
-				if ((double)cd.units < want)
-					want = (double)cd.units;
+				if ((double)cd->units < want)
+					want = (double)cd->units;
 				if (src_sd < want)
 					want = src_sd;
-				int64_t hv = have ? have[cd.unit] : 0;
-				if (bounded || cd.want != want || cd.have != hv) {
-					const struct bp_ca_item *it = &pl->items[cd.i];
-					if (bounded && !split_fits(it, want, g, shards, shard_cap)) {
-						don[keep++] = cd;
+				int64_t hv = have ? have[cd->unit] : 0;
+				if (bounded || cd->want != want || cd->have != hv) {
+					const struct bp_ca_item *it = &pl->items[cd->i];
+					if (bounded && !split_fits(it, want, g, shards, shard_cap))
 						continue;
-					}
-					cd.prio = move_cost(it, want, g, hv, o) / want;
-					cd.want = want;
-					cd.have = hv;
+					cd->prio = move_cost(it, want, g, hv, o) / want;
+					cd->want = want;
+					cd->have = hv;
 				}
-				don[keep++] = cd;
-				if (best == pl->nitems || cd.prio < best_prio) {
-					best = cd.i;
+				if (best == pl->nitems || cd->prio < best_prio) {
+					best = cd->i;
 					best_a = keep - 1;
-					best_prio = cd.prio;
+					best_prio = cd->prio;
 					best_want = want;
 				}
 			}
@@ -687,7 +682,8 @@ double bp_ca_emit(const struct bp_ca_placement *pl, int nservers, double q_bytes
 	for (size_t i = 0; i < pl->nitems; i++)
 		if (pl->items[i].unit + 1 > nunits)
 			nunits = pl->items[i].unit + 1;
-	struct bp_ca_chunk *tmp = bp_calloc(2 * pl->nitems + 1, sizeof(*tmp), err);
+	/* tmp and *out are written before they are read: no zeroing */
+	struct bp_ca_chunk *tmp = bp_realloc_array(NULL, 2 * pl->nitems + 1, sizeof(*tmp), err);
 	size_t *at = bp_calloc((size_t)nservers + 2 + nunits + 2 + pl->nitems, sizeof(size_t),
 			       err);
 	struct unit_need *un = bp_calloc(pl->nitems + 1, sizeof(*un), err);
@@ -696,7 +692,7 @@ double bp_ca_emit(const struct bp_ca_placement *pl, int nservers, double q_bytes
 	*n = 0;
 	if (!tmp || !at || !un)
 		goto fail;
-	*out = bp_calloc(2 * pl->nitems + 1, sizeof(**out), err);
+	*out = bp_realloc_array(NULL, 2 * pl->nitems + 1, sizeof(**out), err);
 	if (!*out)
 		goto fail;
 	memset(send, 0, (size_t)nservers * sizeof(double));
