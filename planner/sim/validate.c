@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "predict.h"
+#include "ticks.h"
 
 /* Which drawn document a span refers to, and its coverage bookkeeping. */
 struct doc_slot {
@@ -112,6 +113,10 @@ static int check_ca(const struct bp_plan *p, const struct bp_step *st, size_t i,
 	if (ndis && !l->nservers)
 		return bp_errorf(err, "step %zu has disaggregated micro-batches but layout %d has "
 				 "no attention servers", i, st->layout);
+	/* distca.md sec. 9: with pipeline stages the backward resends */
+	if (!bp_ticks_resend(st) && l->npipes && l->pipes[0].sc.pp > 1)
+		return bp_errorf(err, "step %zu runs non-resend mode on pp %d (only pp 1 may keep "
+				 "Q, K and V on the servers)", i, l->pipes[0].sc.pp);
 	sp = bp_calloc(nsp + 1, sizeof(*sp), err);
 	ta = bp_calloc(st->nca + 1, sizeof(*ta), err);
 	if (!sp || !ta)
