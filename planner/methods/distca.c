@@ -780,6 +780,6 @@ void bp_distca_warn(const struct bp_plan *p, char *buf, size_t n)
 			back++;
 	}
 	if (back)
-		snprintf(buf, n, "distca: %zu of %zu steps resend: the servers' kept Q, K, V, O "
-			 "and LSE would not fit HBM (non-resend asked)", back, p->nsteps);
+		snprintf(buf, n, "%zu of %zu steps fell back to resend: the servers' kept Q, K, V, "
+			 "O and LSE would pass the memory cap", back, p->nsteps);
 }
