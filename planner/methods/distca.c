@@ -405,9 +405,10 @@ static int kept_fits(const struct bp_method_ctx *ctx, const struct bp_plan *out,
 	for (int k = 0; k < dp && *fits; k++)
 		for (size_t j = 0; j < m; j++) {
 			const struct bp_pipe *pi = &st->pipes[k];
-			int64_t act = j < pi->nmbs ? bp_cost_act_bytes(cm, 0, pi->mbs[j].tokens) : 0;
-			int64_t need = state + act + (int64_t)ceil(kept[j * (size_t)nservers +
-									(size_t)srv[k]]);
+			int64_t act = j < pi->nmbs ? bp_cost_act_bytes(cm, 0, pi->mbs[j].tokens)
+						   : 0;
+			double held = kept[j * (size_t)nservers + (size_t)srv[k]];
+			int64_t need = state + act + (int64_t)ceil(held);
 			if (need > cap) {
 				*fits = 0;
 				break;
@@ -479,7 +480,8 @@ static int read_opts(struct bp_plan *out, int tp, int app_a, struct dc_opts *o,
 		return bp_errorf(err, "parameter resend '%s' is not auto, 0 or 1", resend);
 	if (!o->resend && pp > 1)
 		return bp_errorf(err, "parameter resend 0 needs pp 1, not pp %d (with pipeline "
-				 "stages the backward must resend Q, K and V, distca.md sec. 9)", pp);
+				 "stages the backward must resend Q, K and V, distca.md sec. 9)",
+				 pp);
 	o->ca.eps = eps;
 	o->ca.block = (int)block;
 	o->pingpong = (int)pingpong;

@@ -421,9 +421,10 @@ static int kept_memory(const struct tick_ctx *c, double L, double *kept, struct 
 	bp_ca_kept_bytes(st->ca, st->nca, qk, kvk, per);
 	for (size_t t = 0; t < st->nca; t++)
 		for (size_t k = c->pos[2 * t]; k <= c->pos[2 * t + 1]; k++)
-			for (int i = 0; i < c->tp; i++)
-				kept[k * (size_t)c->world + (size_t)server_rank(c, st->ca[t].server, i)] +=
-					L * per[t];
+			for (int i = 0; i < c->tp; i++) {
+				int r = server_rank(c, st->ca[t].server, i);
+				kept[k * (size_t)c->world + (size_t)r] += L * per[t];
+			}
 	free(per);
 	return 0;
 }
