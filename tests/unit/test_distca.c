@@ -1,5 +1,7 @@
 /* test_distca.c: DistCA's building blocks (blocks/ca_sched.h) against the spec's known
- * answers (specs/distca.md sec. 3 and sec. 15 K1-K6) and its invariants 1, 2, 7, 8, 10. */
+ * answers (specs/distca.md sec. 3 and sec. 15 K1-K6) and its invariants 1, 2, 6 (the
+ * non-resend servers' memory), 7, 8, 10; the resend and non-resend byte models (sec. 9) on
+ * a hand-made plan; the method's mode and its memory fallback. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
