@@ -565,12 +565,7 @@ static void test_modes_by_hand(void)
 	}
 	CHECK(peak[0][0] - peak[1][0] == 329728);
 	CHECK(peak[0][1] - peak[1][1] == 1054720);
-	/* non-resend at pp > 1 is refused (the backward resends there) */
-	struct bp_plan p;
-	hand_plan(&p, 0);
-	p.layouts[0].pipes[0].sc.pp = 2;
-	CHECK(bp_plan_validate(&p, NULL, &err) < 0);
-	bp_plan_release(&p);
+	/* non-resend at pp > 1 is refused by validation: tests/cli/bad-plan-distca-resend */
 	free(mat);
 	bp_profile_release(&prof);
 }
