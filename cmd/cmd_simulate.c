@@ -9,6 +9,7 @@
 #include "validate.h"
 #include "commands.h"
 #include "solve.h"
+#include "ticks.h"
 
 static void simulate_usage(FILE *f)
 {
@@ -17,7 +18,9 @@ static void simulate_usage(FILE *f)
 		   "Re-predicts a plan with the shared cost model and 1F1B simulator: on the profile\n"
 		   "it was made with (regenerated when analytic), or on another --profile to see\n"
 		   "what the same plan costs elsewhere. Prints a table per step, or with --step the\n"
-		   "busy and idle time of every (pipeline, stage) rank and each micro-batch's times.\n"
+		   "busy and idle time of every (pipeline, stage) rank and each micro-batch's times\n"
+		   "(DistCA's ticks: also the resend mode, the all-to-all bytes per layer and what\n"
+		   "the attention servers keep until the backward).\n"
 		   "--svg FILE draws the 1F1B timeline of that step (step 0 by default); with\n"
 		   "'-' the SVG alone goes to standard output. -o FILE writes the plan with every\n"
 		   "predicted number recomputed on that profile (and the profile's name and\n"
@@ -171,6 +174,35 @@ static int write_repredicted(struct bp_plan *plan, const struct bp_profile *prof
 	return EXIT_OK;
 }
 
+/* DistCA's ticks (distca.md sec. 9, 11; planner/sim/ticks.h): the step's mode, the bytes
+ * its all-to-alls move per layer (every rank's sends over the step's ticks, in and out, and
+ * the busiest rank's send + receive in one tick) and the most a server keeps (non-resend). */
+static int print_ticks_detail(const struct bp_plan *p, const struct bp_step *st,
+			      struct bp_costs *cm, struct bp_error *err)
+{
+	struct bp_ticks tk;
+	if (bp_ticks_eval(p, st, cm, &tk, err) < 0) {
+		bp_ticks_release(&tk);
+		return -1;
+	}
+	double sent = 0, busiest = 0, kept = 0;
+	for (size_t k = 0; k < tk.nticks; k++)
+		for (int r = 0; r < tk.world; r++) {
+			size_t i = k * (size_t)tk.world + (size_t)r;
+			sent += tk.send[i];
+			if (tk.send[i] + tk.recv[i] > busiest)
+				busiest = tk.send[i] + tk.recv[i];
+			if (tk.kept[i] > kept)
+				kept = tk.kept[i];
+		}
+	printf("ticks %zu, %s: all-to-all per layer %.3f MB sent over the step, busiest rank "
+	       "%.3f MB in a tick; servers keep up to %.3f GiB\n", tk.nticks,
+	       tk.resend ? "resend" : "non-resend", sent / 1e6, busiest / 1e6,
+	       kept / 1073741824.0);
+	bp_ticks_release(&tk);
+	return 0;
+}
+
 static void print_step_detail(const struct bp_plan *p, const struct bp_step *st)
 {
 	const struct bp_layout *l = bp_plan_layout(p, st);
@@ -296,6 +328,11 @@ int cmd_simulate(int argc, char **argv)
 	}
 	if (step >= 0) {
 		print_step_detail(&plan, &plan.steps[step]);
+		if (!strcmp(bp_plan_layout(&plan, &plan.steps[step])->schedule, BP_SCHEDULE_TICKS) &&
+		    print_ticks_detail(&plan, &plan.steps[step], &cm, &err) < 0) {
+			rc = cmd_error("cannot simulate plan '%s': %s", path, err.text);
+			goto out;
+		}
 		rc = EXIT_OK;
 		goto out;
 	}

@@ -9,24 +9,28 @@
  * rank receives its micro-batch's activation or gradient from the neighbour stage, runs the
  * layer loop (engine.c bp_eng_op) with, per layer between the pre- and post-attention
  * GEMMs, the all-to-all in (queries and KV of each CA-task to its server; backward in resend
- * mode Q, O, dO, the log-sum-exp and KV again), the attention it serves (one call over the
- * CA-tasks of that tick placed on its server: q = the task's queries, kv = its causal
- * prefix), and the all-to-all out (O and LSE; backward dQ, dK, dV), then sends to the other
- * neighbour. The all-to-alls run over the layout's ranks with the byte matrix of
- * bp_ticks_bytes (resend mode, per TP slice, self traffic excluded), capped at max_bytes /
+ * mode Q, O, dO, the log-sum-exp and KV again, in non-resend mode dO alone), the attention
+ * it serves (one call over the CA-tasks of that tick placed on its server: q = the task's
+ * queries, kv = its causal prefix), and the all-to-all out (O, with the LSE in resend mode;
+ * backward dQ, dK, dV), then sends to the other neighbour. The all-to-alls run over the
+ * layout's ranks with the byte matrix of bp_ticks_bytes (the step's mode, ticks.h
+ * bp_ticks_resend; per TP slice, self traffic excluded), capped at max_bytes /
  * group size per pair; every rank calls them the same number of times (L per tick and
  * direction: layers per stage are equal on a ticks layout), so the ticks are
  * world-synchronous through them and need no barrier.
  *
- * Emulated time follows the simulator's single-stream pricing of a tick (ticks.h): a rank's
- * primitives end at deadlines from the tick's start, the running sum of its own work (its
- * op's shares, shares.h), the all-to-all per layer (the tick's a2a_us / L, split between in
- * and out by bp_cost_alltoallv of each direction's busiest rank) and the attention it
- * serves (its attn / L); its all-to-alls stay in flight meanwhile (stream-ordered), and at
- * the tick's end the world waits for the slowest rank (tick_end), whose end starts the next
- * tick's clock. So a tick takes max over
- * ranks of (work + attention served) + all-to-all, the simulator's tick_us, plus what the
- * real communication adds beyond it. The emulation reproduces that pricing; it does not
+ * Emulated time follows the simulator's pricing of a tick (ticks.h): a rank's primitives end
+ * at deadlines from the tick's start, the running sum of its own work (its op's shares,
+ * shares.h), the all-to-all per layer (what the simulator's tick_us holds beyond its
+ * slowest rank's work and served attention, / L: all of a2a_us single-stream, with Fig. 7's
+ * ping-pong slots what they do not hide; split between in and out by bp_cost_alltoallv of
+ * each direction's busiest rank) and the attention it serves (its attn / L); its
+ * all-to-alls stay in flight meanwhile (stream-ordered), and at the tick's end the world
+ * waits for the slowest rank (tick_end), whose end starts the next tick's clock. So a tick
+ * takes the simulator's tick_us, plus what the real communication adds beyond it. (Before
+ * this share, ping-pong plans replayed the whole all-to-all as if single-stream, 2-6% over
+ * the plan; on test-balexec-kinds' pp-1 distca-3d plan 4-5.5% median.) The emulation
+ * reproduces that pricing; it does not
  * check it: with compute and attention each waiting for the slowest rank at every layer's
  * all-to-all (DistCA's single stream without ping-pong), a tick would take max compute + max
  * attention per layer, 1.3-3.8% more on tests/slurm/test-balexec-kinds' plans; and waiting
@@ -92,7 +96,7 @@ static int cmp_span_key(const void *a, const void *b)
 
 /* The CA-tasks this rank serves, as attention segments by timeline position: a task runs at
  * its forward tick's position and, mirrored, at its micro-batch's backward position
- * (bp_tick_bwd_position; resend mode reuses the forward placement). The plan is validated:
+ * (bp_tick_bwd_position; both modes reuse the forward placement). The plan is validated:
  * every task lies in one span of its micro-batch (validate.c check_ca). */
 static int served_segments(struct bp_engine *e, const struct bp_step *st,
 			   const struct bp_layout *l, struct ticks_run *t, struct bp_error *err)
@@ -258,9 +262,18 @@ int bp_eng_ticks_prepare(struct bp_engine *e, size_t si, struct ticks_run **out,
 			if (td[dir] < 0)
 				goto fail;
 		}
-		/* the simulator's per-layer all-to-all, split between in and out by their
-		 * own times (equal to them while the simulator prices it the same way) */
-		double per_layer = t->tk.a2a_us[k] / t->L, sum = td[0] + td[1];
+		/* what the simulator's tick holds beyond its slowest rank's work and served
+		 * attention, per layer (single-stream: the all-to-all), split between in and
+		 * out by their own times */
+		double worst = 0.0;
+		for (size_t q = 0; q < world; q++) {
+			double w = t->tk.compute[k * world + q] + t->tk.attn[k * world + q];
+			if (w > worst)
+				worst = w;
+		}
+		double per_layer = (t->tk.tick_us[k] - worst) / t->L, sum = td[0] + td[1];
+		if (per_layer < 0)
+			per_layer = 0;
 		t->a2a[2 * k] = sum > 0 ? per_layer * td[0] / sum : per_layer / 2;
 		t->a2a[2 * k + 1] = sum > 0 ? per_layer * td[1] / sum : per_layer / 2;
 	}

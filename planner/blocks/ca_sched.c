@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan.h"
+
 static const char *const comm_names[BP_CA_COMM_NMODES] = {"code", "appb", "exact"};
 
 const char *bp_ca_comm_name(enum bp_ca_comm c)
@@ -836,6 +838,33 @@ void bp_ca_token_bytes(const struct bp_model *md, int tp, double *q_bytes, doubl
 	int64_t q = e * (md->heads / tp) * hd;
 	*q_bytes = (double)((q + 15) / 16 * 16);
 	*kv_bytes = (double)(2 * e * (md->kv_heads / tp) * hd);
+}
+
+void bp_ca_kept_token_bytes(const struct bp_model *md, int tp, double *q_bytes,
+			    double *kv_bytes)
+{
+	const int64_t e = 2, hd = md->hidden / md->heads, hq = md->heads / tp;
+	int64_t q = e * hq * hd;
+	*q_bytes = (double)((q + 15) / 16 * 16 + q + 4 * hq);
+	*kv_bytes = (double)(2 * e * (md->kv_heads / tp) * hd);
+}
+
+void bp_ca_kept_bytes(const struct bp_ca_task *ca, size_t n, double q_bytes, double kv_bytes,
+		      double *kept)
+{
+	for (size_t a = 0; a < n;) {
+		int64_t kv_end = ca[a].kv0;
+		size_t b = a;
+		while (b < n && ca[b].tick == ca[a].tick && ca[b].server == ca[a].server &&
+		       ca[b].doc == ca[a].doc && ca[b].kv0 == ca[a].kv0) {
+			kept[b] = (double)(ca[b].q1 - ca[b].q0) * q_bytes;
+			if (ca[b].kv1 > kv_end)
+				kv_end = ca[b].kv1;
+			b++;
+		}
+		kept[a] += (double)(kv_end - ca[a].kv0) * kv_bytes;
+		a = b;
+	}
 }
 
 void bp_ca_record_release(struct bp_ca_record *r)

@@ -163,8 +163,30 @@ double bp_ca_max_shards(double t_per_token, double bw, double h_q, double h_kv);
  * V) into a server, bf16 (distca.md sec. 9; sim/ticks.c's forward-in rule). */
 void bp_ca_token_bytes(const struct bp_model *md, int tp, double *q_bytes, double *kv_bytes);
 
+/* Non-resend mode (distca.md sec. 9, 11; the public code's 3D default): what a server keeps
+ * per layer and TP slice from a CA-task's forward until its backward, bf16 with an fp32
+ * log-sum-exp: per query token the received Q (padded as received, 16 bytes), its output O
+ * and the log-sum-exp (Llama-3-8B at tp 8: 1024 + 1024 + 16 = 2064); per KV token K and V
+ * (512). */
+void bp_ca_kept_token_bytes(const struct bp_model *md, int tp, double *q_bytes,
+			    double *kv_bytes);
+
+struct bp_ca_task; /* plan/plan.h */
+/* The bytes the server of each of the n CA-tasks ca (plan order: by tick, server, document,
+ * q0) keeps per layer and TP slice for it in non-resend mode: its queries at q_bytes, and
+ * the KV prefix [kv0, longest kv1) of each run of consecutive tasks with the same tick,
+ * server, document and kv0 once at kv_bytes (deduplicated as the all-to-all sends it,
+ * distca.md sec. 9), charged to the run's first task. Self traffic counts: the local copy
+ * lands in the same buffer. kept[n] is filled. */
+void bp_ca_kept_bytes(const struct bp_ca_task *ca, size_t n, double q_bytes, double kv_bytes,
+		      double *kept);
+
 /* The distca method's per-step record (plan steps[i].record, kind "distca"; codec in
- * methods/distca.c), read by the tick simulator for the nano-batches:
+ * methods/distca.c), read by the tick simulator for the nano-batches and the mode:
+ *   resend      1: the backward sends Q, O, dO, LSE, K and V to the servers again, which
+ *               keep nothing (mandatory with pp > 1); 0: non-resend, the servers keep the
+ *               received Q, KV, O and LSE until the backward (distca.md sec. 9, 11); plans
+ *               without it read as resend;
  *   ping_spans  per micro-batch (pipeline-major, in execution order) how many of its first
  *               spans form the ping nano-batch (the rest are pong), NULL without ping-pong
  *               (distca.md sec. 8);
@@ -174,6 +196,7 @@ void bp_ca_token_bytes(const struct bp_model *md, int tp, double *q_bytes, doubl
  *               (after escalation), mean and largest server load before and after (pairs),
  *               pairs moved and the largest per-rank bytes of one layer's all-to-all in. */
 struct bp_ca_record {
+	int resend;         /* 1 resend, 0 non-resend (the servers keep Q, KV, O, LSE) */
 	int max_shards;     /* App. A's bound the calls kept (0: none) */
 	double *ping_spans; /* [nmbs] or NULL; owned */
 	size_t nmbs;

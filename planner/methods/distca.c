@@ -15,17 +15,25 @@
  *      bp_ca_schedule) over all dp x pp servers with the Items of every stage's current
  *      micro-batch (t - r on stage r, Fig. 8; stages in warm-up and drain run dummies that
  *      only serve attention). The backward tick that mirrors t holds the same micro-batches
- *      and, in resend mode, the same Items, so its two calls would return the same plan: the
- *      plan stores one placement per (micro-batch, stage) and the backward reuses it
- *      (plan.h struct bp_ca_task);
+ *      and Items, so in resend mode its two calls would return the same plan, and in
+ *      non-resend mode it must run where the forward left Q, K and V: either way the plan
+ *      stores one placement per (micro-batch, stage) and the backward reuses it (plan.h
+ *      struct bp_ca_task);
  *   5. App. A (distca.md sec. 6): a split never cuts a document into more chunks per call
  *      than `max_shards` (0, the default: no cap, as the paper's scheduler and the code;
  *      -1: App. A's bound for the model and GPU, 31 for Llama-34B on H200-class GPUs at
  *      50 GiB/s, 16 for Llama-3-8B), or than its placement pieces;
  *   6. the buffer (distca.md sec. 4, 11): one layer's all-to-all in of a call must fit
  *      `ca_buffer_bytes` per rank; `escalate` 1 raises the tolerance along the code's list
- *      until it fits (the code's hidden rule, made explicit), else the plan is infeasible.
- * The step's record ("distca") keeps the ping/pong split and every call's loads and bytes. */
+ *      until it fits (the code's hidden rule, made explicit), else the plan is infeasible;
+ *   7. the mode (distca.md sec. 9, 11; `resend`): auto (the code's choice) runs non-resend
+ *      at pp 1 (the servers keep the received Q, deduplicated K and V, O and the LSE per
+ *      layer until the backward, which then moves dO in and dQ, dK, dV out) and resend at
+ *      pp > 1 (mandatory there); a non-resend step whose kept buffers would push a rank
+ *      over HBM minus the reserve (with its activations and model state, as the simulator
+ *      charges them, sim/predict.c) falls back to resend, the step's record saying so.
+ * The step's record ("distca") keeps the mode, the ping/pong split and every call's loads
+ * and bytes. */
 #include "method.h"
 
 #include "ca_sched.h"
@@ -44,6 +52,7 @@ static const double eps_ladder[] = {0.05, 0.1, 0.15, 0.2, 0.22, 0.25, 0.28, 0.3,
 struct dc_opts {
 	struct bp_ca_opts ca;
 	int pingpong, escalate;
+	int resend; /* the mode asked for, auto resolved: 1 resend, 0 non-resend */
 	double buffer;
 	int64_t rank_tokens; /* a linear rank's token budget per micro-batch */
 };
@@ -395,6 +404,51 @@ static int app_a_shards(const struct bp_model *md, const struct bp_method_ctx *c
 	return s >= 1 ? (int)floor(s) : 1;
 }
 
+/* Step 7 of the header, one step of pp 1: whether the CA-tasks' kept bytes (per server,
+ * forward tick j = micro-batch j) with micro-batch j's activations and the model state fit
+ * every rank's cap, computed as sim/predict.c's simulate_ticks charges them (same sums in
+ * the same order). Sets *fits. */
+static int kept_fits(const struct bp_method_ctx *ctx, const struct bp_plan *out,
+		     const struct bp_step *st, int dp, const int *srv, int nservers, int *fits,
+		     struct bp_error *err)
+{
+	const struct bp_costmodel *cm = ctx->cm;
+	size_t m = 0;
+	*fits = 1;
+	for (int k = 0; k < dp; k++)
+		if (st->pipes[k].nmbs > m)
+			m = st->pipes[k].nmbs;
+	double qk, kvk, L = out->layouts[0].pipes[0].stage_layers[0];
+	double *per = bp_calloc(st->nca + 1, sizeof(double), err);
+	double *kept = bp_calloc(m * (size_t)nservers + 1, sizeof(double), err);
+	int rc = -1;
+	if (!per || !kept)
+		goto out;
+	bp_ca_kept_token_bytes(&out->model, out->layouts[0].pipes[0].sc.tp, &qk, &kvk);
+	bp_ca_kept_bytes(st->ca, st->nca, qk, kvk, per);
+	for (size_t t = 0; t < st->nca; t++)
+		kept[(size_t)st->ca[t].tick * (size_t)nservers + (size_t)st->ca[t].server] +=
+			L * per[t];
+	int64_t cap = bp_cost_mem_cap(cm), state = bp_cost_state_bytes(cm, 0);
+	for (int k = 0; k < dp && *fits; k++)
+		for (size_t j = 0; j < m; j++) {
+			const struct bp_pipe *pi = &st->pipes[k];
+			int64_t act = j < pi->nmbs ? bp_cost_act_bytes(cm, 0, pi->mbs[j].tokens)
+						   : 0;
+			double held = kept[j * (size_t)nservers + (size_t)srv[k]];
+			int64_t need = state + act + (int64_t)ceil(held);
+			if (need > cap) {
+				*fits = 0;
+				break;
+			}
+		}
+	rc = 0;
+out:
+	free(per);
+	free(kept);
+	return rc;
+}
+
 static int read_opts(struct bp_plan *out, int tp, int app_a, struct dc_opts *o,
 		     struct bp_error *err)
 {
@@ -438,6 +492,24 @@ static int read_opts(struct bp_plan *out, int tp, int app_a, struct dc_opts *o,
 	}
 	if (bp_ca_comm_parse(comm, &o->ca.comm) < 0)
 		return bp_errorf(err, "parameter ca_comm '%s' is not code, appb or exact", comm);
+	/* distca.md sec. 9, 11: the code's 3D default is non-resend; with PP it must resend */
+	const char *resend = bp_plan_param(out, "resend");
+	int pp = out->layouts[0].pipes[0].sc.pp;
+	if (!resend) {
+		resend = "auto";
+		if (bp_plan_set_param(out, "resend", resend, err) < 0)
+			return -1;
+	}
+	if (!strcmp(resend, "auto"))
+		o->resend = pp > 1;
+	else if (!strcmp(resend, "0") || !strcmp(resend, "1"))
+		o->resend = resend[0] == '1';
+	else
+		return bp_errorf(err, "parameter resend '%s' is not auto, 0 or 1", resend);
+	if (!o->resend && pp > 1)
+		return bp_errorf(err, "parameter resend 0 needs pp 1, not pp %d (with pipeline "
+				 "stages the backward must resend Q, K and V, distca.md sec. 9)",
+				 pp);
 	o->ca.eps = eps;
 	o->ca.block = (int)block;
 	o->pingpong = (int)pingpong;
@@ -510,6 +582,12 @@ int bp_method_distca(const struct bp_method_ctx *ctx, const struct bp_batches *i
 				   rec, &nanos, &m, err);
 		if (r == 0)
 			r = schedule_step(nanos, m, pp, dp, srv, nservers, &o, st, &calls, err);
+		rec->resend = o.resend;
+		if (r == 0 && !o.resend && ctx->cm) {
+			int fits;
+			r = kept_fits(ctx, out, st, dp, srv, nservers, &fits, err);
+			rec->resend = !fits;
+		}
 		for (size_t j = 0; j < 2 * m; j++)
 			bp_ca_placement_release(&nanos[j].pl);
 		free(nanos);
@@ -528,7 +606,7 @@ out:
 
 static const char *const rec_keys[] = {"max_shards", "ping_spans", "tick", "nano", "tolerance", "mean_pairs",
 				       "max_before_pairs", "max_after_pairs", "moved_pairs",
-				       "a2a_bytes_max", NULL};
+				       "a2a_bytes_max", "resend", NULL};
 
 static double **rec_arrays(struct bp_ca_record *r, size_t i)
 {
@@ -548,6 +626,7 @@ static json_t *rec_to_json(const void *p)
 		bp_json_set(o, rec_keys[i + 2], bp_json_real_array(*rec_arrays(r, i), r->ncalls),
 			    &ok);
 	bp_json_set(o, "max_shards", json_integer(r->max_shards), &ok);
+	bp_json_set(o, "resend", json_integer(r->resend), &ok);
 	if (!ok) {
 		json_decref(o);
 		return NULL;
@@ -560,6 +639,11 @@ static int rec_from_json(void *p, json_t *o, const char *where, struct bp_error 
 	struct bp_ca_record *r = p;
 	if (bp_json_check_keys(o, rec_keys, where, err) < 0 ||
 	    bp_json_get_int32(o, "max_shards", 1, 0, 1 << 20, &r->max_shards, where, err) < 0)
+		return -1;
+	/* plans written before non-resend mode resent (distca.md sec. 9) */
+	r->resend = 1;
+	if (json_object_get(o, "resend") &&
+	    bp_json_get_int32(o, "resend", 1, 0, 1, &r->resend, where, err) < 0)
 		return -1;
 	size_t n;
 	if (json_object_get(o, "ping_spans")) {
@@ -689,6 +773,11 @@ static void rec_diff(const void *a, const void *b, char *buf, size_t n)
 		by += y->bytes[i];
 	}
 	buf[0] = 0;
+	if (x->resend != y->resend) {
+		snprintf(buf, n, "distca %s -> %s", x->resend ? "resend" : "non-resend",
+			 y->resend ? "resend" : "non-resend");
+		return;
+	}
 	if (mx != my || bx != by || x->ncalls != y->ncalls)
 		snprintf(buf, n, "distca %zu calls, %.0f pairs moved, %.0f buffer bytes -> %zu "
 			 "calls, %.0f pairs moved, %.0f buffer bytes", x->ncalls, mx, bx, y->ncalls,
@@ -704,3 +793,23 @@ const struct bp_record_ops bp_record_distca = {
 	"distca", sizeof(struct bp_ca_record), rec_to_json, rec_from_json, rec_validate,
 	rec_diff, rec_release,
 };
+
+/* The front end's warning: non-resend steps that fell back to resend (header step 7). */
+void bp_distca_warn(const struct bp_plan *p, char *buf, size_t n)
+{
+	const char *asked = bp_plan_param(p, "resend");
+	size_t back = 0;
+	buf[0] = 0;
+	if (!asked || !strcmp(asked, "1") || (!strcmp(asked, "auto") && p->layouts[0].npipes &&
+					      p->layouts[0].pipes[0].sc.pp > 1))
+		return;
+	for (size_t i = 0; i < p->nsteps; i++) {
+		const struct bp_step *st = &p->steps[i];
+		if (st->record && st->record_ops == &bp_record_distca &&
+		    ((const struct bp_ca_record *)st->record)->resend)
+			back++;
+	}
+	if (back)
+		snprintf(buf, n, "%zu of %zu steps fell back to resend: the servers' kept Q, K, V, "
+			 "O and LSE would pass the memory cap", back, p->nsteps);
+}

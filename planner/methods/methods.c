@@ -28,7 +28,7 @@ static const char *const sb_params[] = {"sb_block", "sb_k_base", "sb_k_set", "sb
 
 static const char *const distca_params[] = {"tolerance", "ca_block", "ca_comm", "pingpong",
 					    "escalate", "ca_buffer_bytes", "rank_tokens", "two_sided",
-					    "max_shards", NULL};
+					    "max_shards", "resend", NULL};
 
 static const struct bp_method methods[] = {
 	{"plain", bp_method_plain,
@@ -71,7 +71,8 @@ static const struct bp_method methods[] = {
 	 &bp_record_sparsebalance, bp_sb_warn},
 	{"distca", bp_method_distca,
 	 "core attention disaggregated onto in-place servers, greedy comm-aware CA-task moves",
-	 "DistCA Sec. 3-4, 6.1, App. A, B, E", distca_params, &bp_record_distca, NULL},
+	 "DistCA Sec. 3-4, 6.1, App. A, B, E", distca_params, &bp_record_distca,
+	 bp_distca_warn},
 };
 
 int bp_method_in_all(const struct bp_method *m)

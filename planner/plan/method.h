@@ -103,6 +103,7 @@ int bp_sb_recheck(const struct bp_plan *p, const struct bp_costmodel *cm,
 int bp_method_distca(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		     struct bp_plan *out, struct bp_error *err);
 extern const struct bp_record_ops bp_record_distca; /* methods/distca.c */
+void bp_distca_warn(const struct bp_plan *p, char *buf, size_t n);
 
 /* Reads an integer / real method parameter from the plan, or records the default there.
  * Fails naming the parameter when the value is not a number in [lo, hi]. */

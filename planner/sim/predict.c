@@ -302,8 +302,12 @@ out:
 
 /* The distca-ticks schedule of a step (ticks.h): every pipeline ends with the last tick; a
  * stage's busy time is its token-wise work plus the attention its ranks serve; its memory
- * holds each micro-batch's activations from its forward tick to its backward tick (resend
- * mode keeps nothing on the servers, distca.md sec. 9). */
+ * holds each micro-batch's activations from its forward tick to its backward tick, and in
+ * non-resend mode what its first rank keeps as a server (the received Q, deduplicated K
+ * and V, O and the LSE of the CA-tasks it served, forward to backward; distca.md sec. 11,
+ * 16; resend mode keeps nothing on the servers, sec. 9). A server rank's TP slices keep
+ * equal bytes, and with pp 1 at most one micro-batch is between its forward and backward,
+ * so the stage's first rank stands for its group. */
 static int simulate_ticks(const struct bp_plan *p, struct bp_step *st,
 			  const struct bp_costmodel *const *cms, struct bp_costs *costs,
 			  struct bp_error *err)
@@ -339,12 +343,14 @@ static int simulate_ticks(const struct bp_plan *p, struct bp_step *st,
 				pi->busy_us[s] += tk.compute[k * tk.world + r] +
 						  tk.attn[k * tk.world + r];
 				int64_t j = bp_tick_op(tk.pp, tk.m, k, s, &bwd, &phase);
-				if (j < 0 || (size_t)j >= pi->nmbs)
-					continue;
-				int64_t act = bp_cost_act_bytes(cm, s, pi->mbs[j].tokens);
-				held[s] += bwd ? -act : act;
-				if (held[s] > pi->peak_mem[s])
-					pi->peak_mem[s] = held[s];
+				if (j >= 0 && (size_t)j < pi->nmbs) {
+					int64_t act = bp_cost_act_bytes(cm, s, pi->mbs[j].tokens);
+					held[s] += bwd ? -act : act;
+				}
+				/* non-resend: what the rank keeps as a server (ticks.h kept) */
+				int64_t now = held[s] + (int64_t)ceil(tk.kept[k * tk.world + r]);
+				if (now > pi->peak_mem[s])
+					pi->peak_mem[s] = now;
 			}
 		for (int s = 0; s < tk.pp; s++)
 			pi->peak_mem[s] += bp_cost_state_bytes(cm, s);

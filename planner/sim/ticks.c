@@ -98,6 +98,8 @@ struct tick_ctx {
 	int pingpong;           /* the step's micro-batches run as two nano-batches */
 	const double *ping;     /* the record's ping_spans (pipeline-major), or NULL */
 	size_t *mb_at;          /* [npipes + 1]: micro-batches before each pipeline */
+	size_t *pos;            /* [2 * nca]: each task's forward and backward positions */
+	int resend;             /* the step's mode (bp_ticks_resend) */
 };
 
 static void ctx_release(struct tick_ctx *c)
@@ -105,6 +107,7 @@ static void ctx_release(struct tick_ctx *c)
 	free(c->sp);
 	free(c->nano);
 	free(c->mb_at);
+	free(c->pos);
 	free(c->ti);
 	free(c->order);
 	free(c->start);
@@ -150,8 +153,12 @@ static int ctx_init(struct tick_ctx *c, const struct bp_plan *p, const struct bp
 	c->start = bp_calloc(c->nticks + 2, sizeof(size_t), err);
 	c->srv_place_pipe = bp_calloc(c->l->nservers + 1, sizeof(int), err);
 	c->srv_place_stage = bp_calloc(c->l->nservers + 1, sizeof(int), err);
-	size_t *pos = bp_calloc(2 * st->nca + 1, sizeof(size_t), err);
+	size_t *pos = c->pos = bp_calloc(2 * st->nca + 1, sizeof(size_t), err);
 	size_t *mb_at = NULL;
+	c->resend = bp_ticks_resend(st);
+	if (!c->resend && c->pp > 1)
+		return bp_errorf(err, "non-resend mode needs pp 1, not pp %d (distca.md sec. 9: "
+				 "with PP the backward resends)", c->pp);
 	int rc = -1;
 	if (!sp || !c->nano || !c->ti || !c->order || !c->start || !c->srv_place_pipe ||
 	    !c->srv_place_stage || !pos)
@@ -220,7 +227,6 @@ static int ctx_init(struct tick_ctx *c, const struct bp_plan *p, const struct bp
 	}
 	rc = 0;
 out:
-	free(pos);
 	return rc;
 }
 
@@ -239,7 +245,8 @@ static size_t pad16(size_t b)
 	return (b + 15) / 16 * 16;
 }
 
-struct bp_ca_bytes bp_ca_bytes_per_token(const struct bp_model *md, int tp, int bwd, int dir)
+struct bp_ca_bytes bp_ca_bytes_per_token(const struct bp_model *md, int tp, int bwd, int dir,
+					 int resend)
 {
 	const size_t e = 2, hd = (size_t)(md->hidden / md->heads);
 	const size_t hq = (size_t)md->heads / (size_t)tp, hkv = (size_t)md->kv_heads / (size_t)tp;
@@ -248,16 +255,25 @@ struct bp_ca_bytes bp_ca_bytes_per_token(const struct bp_model *md, int tp, int 
 	if (!bwd && dir == 0) {        /* Q, then K and V once per (span, server) */
 		b.q_in = (double)pad16(q);
 		b.kv_in = (double)kv;
-	} else if (!bwd) {             /* O with its log-sum-exp */
-		b.q_out = (double)pad16(q + lse);
-	} else if (dir == 0) {         /* resend: Q, O, dO, LSE; K and V again */
+	} else if (!bwd) {             /* O, with its log-sum-exp only in resend mode */
+		b.q_out = resend ? (double)pad16(q + lse) : (double)q;
+	} else if (dir == 0 && resend) { /* Q, O, dO, LSE; K and V again */
 		b.q_in = (double)pad16(3 * q + lse);
 		b.kv_in = (double)kv;
+	} else if (dir == 0) {         /* non-resend: dO alone, the server kept the rest */
+		b.q_in = (double)q;
 	} else {                       /* dQ; dK and dV summed on the server */
 		b.q_out = (double)q;
 		b.kv_out = (double)kv;
 	}
 	return b;
+}
+
+int bp_ticks_resend(const struct bp_step *st)
+{
+	if (!st->record || !st->record_ops || strcmp(st->record_ops->name, "distca"))
+		return 1;
+	return ((const struct bp_ca_record *)st->record)->resend != 0;
 }
 
 typedef void (*flow_fn)(void *arg, int src, int dst, double bytes);
@@ -274,7 +290,7 @@ static void tick_flows(const struct tick_ctx *c, size_t k, int dir, int nano, fl
 	int bwd;
 	size_t phase;
 	position_phase(c->pp, c->m, k, &bwd, &phase);
-	struct bp_ca_bytes tb = bp_ca_bytes_per_token(&c->p->model, c->tp, bwd, dir);
+	struct bp_ca_bytes tb = bp_ca_bytes_per_token(&c->p->model, c->tp, bwd, dir, c->resend);
 	const struct bp_step *st = c->st;
 	for (size_t a = c->start[k]; a < c->start[k + 1];) {
 		size_t t = c->order[a];
@@ -368,6 +384,7 @@ void bp_ticks_release(struct bp_ticks *t)
 	free(t->exposed_us);
 	free(t->send);
 	free(t->recv);
+	free(t->kept);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -389,6 +406,27 @@ static double a2a_time(const struct bp_profile *prof, int slice_ranks, int inter
 	tmp_s[0] = ms;
 	tmp_r[0] = mr;
 	return bp_cost_alltoallv(prof, slice_ranks, inter, tmp_s, tmp_r, err);
+}
+
+/* Non-resend mode (distca.md sec. 11, 16): each CA-task's kept bytes (bp_ca_kept_bytes, all
+ * L layers) on every TP slice of its server, from its forward position to its backward
+ * position, both included (the backward reads them). */
+static int kept_memory(const struct tick_ctx *c, double L, double *kept, struct bp_error *err)
+{
+	const struct bp_step *st = c->st;
+	double qk, kvk, *per = bp_calloc(st->nca + 1, sizeof(double), err);
+	if (!per)
+		return -1;
+	bp_ca_kept_token_bytes(&c->p->model, c->tp, &qk, &kvk);
+	bp_ca_kept_bytes(st->ca, st->nca, qk, kvk, per);
+	for (size_t t = 0; t < st->nca; t++)
+		for (size_t k = c->pos[2 * t]; k <= c->pos[2 * t + 1]; k++)
+			for (int i = 0; i < c->tp; i++) {
+				int r = server_rank(c, st->ca[t].server, i);
+				kept[k * (size_t)c->world + (size_t)r] += L * per[t];
+			}
+	free(per);
+	return 0;
 }
 
 int bp_ticks_eval(const struct bp_plan *p, const struct bp_step *st, struct bp_costs *costs,
@@ -422,15 +460,19 @@ int bp_ticks_eval(const struct bp_plan *p, const struct bp_step *st, struct bp_c
 	out->attn = bp_calloc(cells, sizeof(double), err);
 	out->send = bp_calloc(cells, sizeof(double), err);
 	out->recv = bp_calloc(cells, sizeof(double), err);
+	out->kept = bp_calloc(cells, sizeof(double), err);
 	send1 = bp_calloc((size_t)world, sizeof(double), err);
 	recv1 = bp_calloc((size_t)world, sizeof(double), err);
 	tmp_s = bp_calloc((size_t)slice, sizeof(double), err);
 	tmp_r = bp_calloc((size_t)slice, sizeof(double), err);
 	if (!cm || !out->tick_us || !out->a2a_us || !out->exposed_us || !nano_w || !out->compute || !out->attn || !out->send ||
-	    !out->recv || !send1 || !recv1 || !tmp_s || !tmp_r)
+	    !out->recv || !out->kept || !send1 || !recv1 || !tmp_s || !tmp_r)
 		goto out;
 	const int inter = p->cluster.gpus > p->cluster.gpus_per_node;
 	const double L = out->layers;
+	out->resend = c.resend;
+	if (!c.resend && kept_memory(&c, L, out->kept, err) < 0)
+		goto out;
 	for (size_t k = 0; k < c.nticks; k++) {
 		double *comp = &out->compute[k * world], *att = &out->attn[k * world];
 		/* per nano-batch (ping 0, pong 1): the slowest rank's token-wise work and

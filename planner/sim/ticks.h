@@ -19,8 +19,11 @@
  * Fig. 7's four slots per layer, each slot the longer of its compute (the slowest rank's
  * token-wise work or served attention of one nano-batch) and the other nano-batch's
  * all-to-all: 0 lin_P | out_Q(l-1), 1 lin_Q | in_P, 2 CA_P | in_Q, 3 CA_Q | out_P. The backward reuses the
- * forward tick's CA-tasks (the micro-batch's placement) in resend mode (distca.md sec. 9:
- * Q, O, dO and the log-sum-exp go to the server with K and V, dQ, dK, dV come back).
+ * forward tick's CA-tasks (the micro-batch's placement) in both modes (distca.md sec. 9):
+ * in resend mode Q, O, dO and the log-sum-exp go to the server with K and V again; in
+ * non-resend mode (pp 1 only, as the public code) the server kept Q, K, V, O and the LSE
+ * since the forward (its memory, bp_ticks.kept) and gets dO alone; dQ, dK, dV come back in
+ * both.
  *
  * A server (plan "servers", an index into the layout's server ranks) is the TP group of its
  * rank: TP rank i of the owner's group sends its head slice to TP rank i of the server's
@@ -51,14 +54,22 @@ static inline size_t bp_tick_fwd(size_t mb, int s)
 size_t bp_tick_bwd_position(int pp, size_t m, size_t mb, int s);
 
 /* Bytes per query token (q_*) and per deduplicated KV token (kv_*) that one TP slice moves
- * for a CA-task, per layer, bf16 (distca.md sec. 9, resend mode as with PP): forward in
- * (dir 0) Q padded to 16 bytes and K, V; forward out (dir 1) O with its fp32 log-sum-exp,
- * padded; backward in Q, O, dO and the log-sum-exp, padded, and K, V again; backward out dQ,
- * dK, dV. Llama-3-8B at tp 8: 1024, 512, 1040, 3088 + 512, 1024 + 512. */
+ * for a CA-task, per layer, bf16 (distca.md sec. 9). Forward in (dir 0): Q padded to 16
+ * bytes and K, V, in both modes. resend 1 (mandatory with PP): forward out (dir 1) O with
+ * its fp32 log-sum-exp, padded; backward in Q, O, dO and the log-sum-exp, padded, and K, V
+ * again; backward out dQ, dK, dV. resend 0 (non-resend, the 3D default; the servers kept Q,
+ * K, V, O and the LSE): forward out O alone; backward in dO alone; backward out dQ, dK, dV
+ * (dK, dV summed on the server, per deduplicated KV token). Llama-3-8B at tp 8: resend
+ * 1024 + 512, 1040, 3088 + 512, 1024 + 512; non-resend 1024 + 512, 1024, 1024, 1024 + 512. */
 struct bp_ca_bytes {
 	double q_in, kv_in, q_out, kv_out;
 };
-struct bp_ca_bytes bp_ca_bytes_per_token(const struct bp_model *md, int tp, int bwd, int dir);
+struct bp_ca_bytes bp_ca_bytes_per_token(const struct bp_model *md, int tp, int bwd, int dir,
+					 int resend);
+
+/* Whether step st runs DistCA's resend mode: its "distca" record's resend, 1 without one
+ * (hand-written plans and plans written before non-resend). */
+int bp_ticks_resend(const struct bp_step *st);
 
 /* One step's ticks, evaluated (all times us, for all of a stage's layers). */
 struct bp_ticks {
@@ -73,6 +84,11 @@ struct bp_ticks {
 			     * attention: the all-to-all ping-pong does not hide */
 	double *send, *recv; /* [nticks * world]: per-layer bytes each rank sends and receives,
 			      * in and out all-to-alls together, self traffic excluded */
+	double *kept;       /* [nticks * world]: non-resend mode, the bytes each server rank
+			     * keeps during the tick for the CA-tasks it served forward and has
+			     * not yet served backward (all of the stage's layers,
+			     * bp_ca_kept_bytes); 0 in resend mode */
+	int resend;         /* the step's mode (bp_ticks_resend) */
 };
 
 void bp_ticks_release(struct bp_ticks *t);

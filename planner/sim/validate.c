@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "predict.h"
+#include "ticks.h"
 
 /* Which drawn document a span refers to, and its coverage bookkeeping. */
 struct doc_slot {
@@ -112,6 +113,15 @@ static int check_ca(const struct bp_plan *p, const struct bp_step *st, size_t i,
 	if (ndis && !l->nservers)
 		return bp_errorf(err, "step %zu has disaggregated micro-batches but layout %d has "
 				 "no attention servers", i, st->layout);
+	/* distca.md sec. 9: with pipeline stages the backward resends; a plan that asked for
+	 * resend resends everywhere (non-resend may fall back, never the other way) */
+	if (!bp_ticks_resend(st) && l->npipes && l->pipes[0].sc.pp > 1)
+		return bp_errorf(err, "step %zu runs non-resend mode on pp %d (only pp 1 may keep "
+				 "Q, K and V on the servers)", i, l->pipes[0].sc.pp);
+	const char *asked = bp_plan_param(p, "resend");
+	if (!bp_ticks_resend(st) && !strcmp(p->method, "distca") && asked && !strcmp(asked, "1"))
+		return bp_errorf(err, "step %zu runs non-resend mode but the plan's parameter "
+				 "resend is 1", i);
 	sp = bp_calloc(nsp + 1, sizeof(*sp), err);
 	ta = bp_calloc(st->nca + 1, sizeof(*ta), err);
 	if (!sp || !ta)

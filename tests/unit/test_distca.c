@@ -1,5 +1,7 @@
 /* test_distca.c: DistCA's building blocks (blocks/ca_sched.h) against the spec's known
- * answers (specs/distca.md sec. 3 and sec. 15 K1-K6) and its invariants 1, 2, 7, 8, 10. */
+ * answers (specs/distca.md sec. 3 and sec. 15 K1-K6) and its invariants 1, 2, 6 (the
+ * non-resend servers' memory), 7, 8, 10; the resend and non-resend byte models (sec. 9) on
+ * a hand-made plan; the method's mode and its memory fallback. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +11,8 @@
 #include "ca_sched.h"
 #include "check.h"
 #include "jsonutil.h"
+#include "method.h"
+#include "predict.h"
 #include "solve.h"
 #include "ticks.h"
 #include "validate.h"
@@ -515,8 +519,182 @@ static void test_method(void)
 	bp_profile_release(&prof);
 }
 
+/* A hand-made pp-1 plan on 16 H100s, Llama-3-8B at tp 8, two pipelines (ranks 0-7 and
+ * 8-15), servers 0 and 8 (their TP groups), one micro-batch: document 0 (8 tokens) on
+ * pipeline 0, document 1 (8 tokens) on pipeline 1; CA-tasks at tick 0: doc 0's queries
+ * [0, 4) stay on server 0, its queries [4, 8) with the prefix [0, 8) go to server 1, doc 1
+ * stays on server 1. Record: the distca kind with the given mode. */
+static void hand_plan(struct bp_plan *p, int resend)
+{
+	struct bp_error err;
+	bp_plan_init(p);
+	p->model = *bp_model_preset("llama3-8b");
+	snprintf(p->cluster.gpu, sizeof(p->cluster.gpu), "H100");
+	p->cluster.gpus = 16;
+	p->cluster.gpus_per_node = 8;
+	p->max_tokens = 16;
+	p->nsteps_drawn = 1;
+	p->docs_per_step = 2;
+	struct bp_scheme sc = {8, 1, 1};
+	CHECK(bp_plan_add_megatron(p, sc, 2, 16, &err) == 0);
+	struct bp_layout *l = &p->layouts[0];
+	snprintf(l->schedule, sizeof(l->schedule), "%s", BP_SCHEDULE_TICKS);
+	l->servers = calloc(2, sizeof(int));
+	l->servers[0] = 0;
+	l->servers[1] = 8;
+	l->nservers = 2;
+	p->steps = calloc(1, sizeof(*p->steps));
+	p->nsteps = 1;
+	struct bp_step *st = &p->steps[0];
+	snprintf(st->sync, sizeof(st->sync), "%s", "dp-allreduce");
+	st->docs = calloc(2, sizeof(*st->docs));
+	st->docs[0] = (struct bp_doc){0, 8};
+	st->docs[1] = (struct bp_doc){1, 8};
+	st->ndocs = 2;
+	st->pipes = calloc(2, sizeof(*st->pipes));
+	st->npipes = 2;
+	for (int k = 0; k < 2; k++) {
+		struct bp_span sp = {k, 0, 8};
+		CHECK(bp_pipe_add_mb(&st->pipes[k], &sp, 1, BP_SHARD_SEQUENCE, &err) == 0);
+		st->pipes[k].mbs[0].attn = BP_ATTN_DISAGG;
+	}
+	st->ca = calloc(3, sizeof(*st->ca));
+	st->ca[0] = (struct bp_ca_task){0, 0, 0, 0, 4, 0, 4};
+	st->ca[1] = (struct bp_ca_task){0, 1, 0, 4, 8, 0, 8};
+	st->ca[2] = (struct bp_ca_task){0, 1, 1, 0, 8, 0, 8};
+	st->nca = 3;
+	struct bp_ca_record *r = bp_step_set_record(st, &bp_record_distca, &err);
+	CHECK(r != NULL);
+	r->resend = resend;
+}
+
+/* distca.md sec. 9 by hand on hand_plan: per TP slice i, only doc 0's queries [4, 8) leave
+ * their rank (i -> 8 + i). Forward in: 4 Q x 1024 + 8 KV x 512 = 8192 in both modes;
+ * forward out: 4 x 1040 = 4160 (resend, O and LSE) or 4 x 1024 = 4096 (non-resend, O);
+ * backward in: 4 x 3088 + 8 x 512 = 16448 (resend: Q, O, dO, LSE, K, V) or 4 x 1024 = 4096
+ * (non-resend: dO); backward out: 4 dQ x 1024 + 8 dKV x 512 = 8192 in both. Memory
+ * (sec. 11), per layer and slice: server 1 keeps 4 x 2064 + 8 x 512 (doc 0) and 8 x 2064 +
+ * 8 x 512 (doc 1) = 32960 bytes, x 32 layers = 1054720; server 0 4 x 2064 + 4 x 512 = 10304,
+ * x 32 = 329728; resend keeps nothing, so the peaks differ by exactly that. */
+static void test_modes_by_hand(void)
+{
+	struct bp_error err;
+	struct bp_scheme sc = {8, 1, 1};
+	struct bp_profile prof;
+	bp_profile_init(&prof);
+	CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"), bp_model_preset("llama3-8b"), &sc,
+				  1, 16384, &err) == 0);
+	const double want[2][2][2] = {{{8192, 4096}, {4096, 8192}}, {{8192, 4160}, {16448, 8192}}};
+	int64_t peak[2][2];
+	double *mat = calloc(16 * 16, sizeof(double));
+	for (int resend = 0; resend < 2; resend++) {
+		struct bp_plan p;
+		struct bp_costs costs;
+		hand_plan(&p, resend);
+		bp_costs_init(&costs, &prof);
+		CHECK(bp_plan_predict(&p, &costs, NULL, &err) == 0);
+		CHECK(bp_plan_validate(&p, &costs, &err) == 0);
+		for (size_t pos = 0; pos < 2; pos++) /* forward, then backward */
+			for (int dir = 0; dir < 2; dir++) {
+				CHECK(bp_ticks_bytes(&p, &p.steps[0], pos, dir, mat, &err) == 0);
+				double total = 0;
+				for (int a = 0; a < 256; a++)
+					total += mat[a];
+				for (int i = 0; i < 8; i++) {
+					int src = dir ? 8 + i : i, dst = dir ? i : 8 + i;
+					CHECK_NEAR(mat[src * 16 + dst], want[resend][pos][dir], 0);
+				}
+				CHECK_NEAR(total, 8 * want[resend][pos][dir], 0);
+			}
+		for (int k = 0; k < 2; k++)
+			peak[resend][k] = p.steps[0].pipes[k].peak_mem[0];
+		if (!resend) { /* one micro-batch: every rank's peak is at the forward tick */
+			struct bp_ticks tk;
+			CHECK(bp_ticks_eval(&p, &p.steps[0], &costs, &tk, &err) == 0);
+			for (size_t pos = 0; pos < 2; pos++)
+				for (int i = 0; i < 8; i++) {
+					CHECK_NEAR(tk.kept[pos * 16 + (size_t)i], 329728, 0);
+					CHECK_NEAR(tk.kept[pos * 16 + 8 + (size_t)i], 1054720, 0);
+				}
+			bp_ticks_release(&tk);
+		}
+		bp_costs_release(&costs);
+		bp_plan_release(&p);
+	}
+	CHECK(peak[0][0] - peak[1][0] == 329728);
+	CHECK(peak[0][1] - peak[1][1] == 1054720);
+	/* non-resend at pp > 1 is refused by validation: tests/cli/bad-plan-distca-resend */
+	free(mat);
+	bp_profile_release(&prof);
+}
+
+/* The method's mode (header step 7 of methods/distca.c): auto runs non-resend at pp 1 and
+ * resend at pp 2; resend=0 with pp 2 is a request error; a pp-1 step whose kept buffers
+ * would pass the cap (Llama-3-8B at 120K tokens per rank on 80 GiB H100s: the activations
+ * alone fill 74.8 of 76 GiB) falls back to resend, and its peak stays under the cap. */
+static void test_method_modes(void)
+{
+	struct bp_dataset ds;
+	struct bp_error err;
+	bp_dataset_init(&ds);
+	CHECK(bp_dataset_preset(&ds, "synthetic-longtail", &err) == 0);
+	const struct {
+		int tp, pp;
+		int64_t L;
+		const char *resend;
+		int rc, want;
+	} cases[] = {
+		{4, 1, 16384, "auto", 0, 0}, {4, 2, 16384, "auto", 0, 1}, {4, 1, 16384, "1", 0, 1},
+		{4, 2, 16384, "0", -1, 0}, {8, 1, 122880, "auto", 0, 1},
+	};
+	for (size_t c = 0; c < BP_ARRAY_LEN(cases); c++) {
+		struct bp_scheme sc = {cases[c].tp, 1, cases[c].pp};
+		struct bp_profile prof;
+		bp_profile_init(&prof);
+		CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"),
+					  bp_model_preset("llama3-8b"), &sc, 1, cases[c].L,
+					  &err) == 0);
+		struct bp_param par[] = {{"resend", ""}};
+		snprintf(par[0].value, sizeof(par[0].value), "%s", cases[c].resend);
+		struct bp_solve_opts o = {
+			.method = "distca",
+			.cluster = {.gpus = 16, .tp = cases[c].tp, .cp = 1, .pp = cases[c].pp,
+				    .dp = 16 / (cases[c].tp * cases[c].pp)},
+			.steps = 2, .max_tokens = cases[c].L, .tokens_per_step = 2 * cases[c].L,
+			.overlen = BP_OVERLEN_TRUNCATE, .seed = 1, .shard = BP_SHARD_SEQUENCE,
+			.dataset_name = "synthetic-longtail",
+			.dataset_sha = "0000000000000000000000000000000000000000000000000000000000000000",
+			.profile_sha = "1111111111111111111111111111111111111111111111111111111111111111",
+			.params = par, .nparams = 1,
+		};
+		struct bp_plan a;
+		bp_plan_init(&a);
+		int rc = bp_solve(&ds, &prof, &o, &a, &err);
+		CHECK(rc == cases[c].rc);
+		for (size_t i = 0; rc == 0 && i < a.nsteps; i++) {
+			const struct bp_ca_record *r = a.steps[i].record;
+			CHECK(r != NULL && r->resend == cases[c].want);
+		}
+		if (rc == 0 && cases[c].L > 16384) {
+			char buf[256];
+			bp_distca_warn(&a, buf, sizeof(buf));
+			CHECK(strstr(buf, "fell back to resend") != NULL);
+			struct bp_costs costs;
+			bp_costs_init(&costs, &prof);
+			const struct bp_costmodel *cm = bp_costs_pipe(&costs, &a.layouts[0], 0, &err);
+			CHECK(cm && a.summary.peak_mem <= bp_cost_mem_cap(cm));
+			bp_costs_release(&costs);
+		}
+		bp_plan_release(&a);
+		bp_profile_release(&prof);
+	}
+	bp_dataset_release(&ds);
+}
+
 int main(void)
 {
+	test_modes_by_hand();
+	test_method_modes();
 	test_ticks_identities();
 	test_method();
 	test_known_answers();

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ca_sched.h"
 #include "check.h"
 #include "ticks.h"
 
@@ -53,7 +54,11 @@ static void test_order(void)
 		}
 }
 
-/* The known-answer example of distca.md sec. 9: Llama-3-8B at TP 8. */
+/* The known-answer example of distca.md sec. 9: Llama-3-8B at TP 8, per token: Q 1024, K+V
+ * 512, O 1024 without the log-sum-exp and 1040 with it; resend's backward Q side 3088 (Q, O,
+ * dO, LSE) and K, V again; non-resend's backward dO alone (1024 per query token, no KV) in,
+ * dQ 1024 and dK + dV 512 per deduplicated KV token out. The servers keep (non-resend) Q, O
+ * and the LSE, 2064 per query token, and K, V, 512. */
 static void test_bytes(void)
 {
 	struct bp_model md;
@@ -62,17 +67,24 @@ static void test_bytes(void)
 	md.hidden = 4096;
 	md.heads = 32;
 	md.kv_heads = 8;
-	struct bp_ca_bytes f_in = bp_ca_bytes_per_token(&md, 8, 0, 0);
-	struct bp_ca_bytes f_out = bp_ca_bytes_per_token(&md, 8, 0, 1);
-	struct bp_ca_bytes b_in = bp_ca_bytes_per_token(&md, 8, 1, 0);
-	struct bp_ca_bytes b_out = bp_ca_bytes_per_token(&md, 8, 1, 1);
-	CHECK_NEAR(f_in.q_in, 1024, 0);
-	CHECK_NEAR(f_in.kv_in, 512, 0);
-	CHECK_NEAR(f_out.q_out, 1040, 0);
-	CHECK_NEAR(b_in.q_in, 3088, 0);
-	CHECK_NEAR(b_in.kv_in, 512, 0);
-	CHECK_NEAR(b_out.q_out, 1024, 0);
-	CHECK_NEAR(b_out.kv_out, 512, 0);
+	for (int resend = 0; resend < 2; resend++) {
+		struct bp_ca_bytes f_in = bp_ca_bytes_per_token(&md, 8, 0, 0, resend);
+		struct bp_ca_bytes f_out = bp_ca_bytes_per_token(&md, 8, 0, 1, resend);
+		struct bp_ca_bytes b_in = bp_ca_bytes_per_token(&md, 8, 1, 0, resend);
+		struct bp_ca_bytes b_out = bp_ca_bytes_per_token(&md, 8, 1, 1, resend);
+		CHECK_NEAR(f_in.q_in, 1024, 0);
+		CHECK_NEAR(f_in.kv_in, 512, 0);
+		CHECK_NEAR(f_out.q_out, resend ? 1040 : 1024, 0);
+		CHECK_NEAR(f_out.kv_out, 0, 0);
+		CHECK_NEAR(b_in.q_in, resend ? 3088 : 1024, 0);
+		CHECK_NEAR(b_in.kv_in, resend ? 512 : 0, 0);
+		CHECK_NEAR(b_out.q_out, 1024, 0);
+		CHECK_NEAR(b_out.kv_out, 512, 0);
+	}
+	double qk, kvk;
+	bp_ca_kept_token_bytes(&md, 8, &qk, &kvk);
+	CHECK_NEAR(qk, 2064, 0);
+	CHECK_NEAR(kvk, 512, 0);
 }
 
 int main(void)
