@@ -877,3 +877,40 @@ void bp_ca_record_release(struct bp_ca_record *r)
 	}
 	r->nmbs = r->ncalls = 0;
 }
+
+size_t bp_ticks_count(int pp, size_t m)
+{
+	return m ? 2 * (m + (size_t)pp - 1) : 0;
+}
+
+/* distca.md sec. 10: F_0 .. F_{pp-2}, then (F_{pp-1+i}, B_i) for i < m, then B_m ..
+ * B_{m+pp-2}. */
+void bp_tick_phase(int pp, size_t m, size_t tick, int *bwd, size_t *phase_tick)
+{
+	size_t warm = (size_t)pp - 1;
+	if (tick < warm) {
+		*bwd = 0;
+		*phase_tick = tick;
+	} else if (tick < warm + 2 * m) {
+		size_t i = (tick - warm) / 2;
+		*bwd = (int)((tick - warm) % 2);
+		*phase_tick = *bwd ? i : warm + i;
+	} else {
+		*bwd = 1;
+		*phase_tick = m + (tick - warm - 2 * m);
+	}
+}
+
+int64_t bp_tick_op(int pp, size_t m, size_t tick, int s, int *bwd, size_t *phase_tick)
+{
+	bp_tick_phase(pp, m, tick, bwd, phase_tick);
+	/* forward tick t: micro-batch t - s; backward tick j: j - (pp - 1) + s */
+	int64_t mb = *bwd ? (int64_t)*phase_tick - (pp - 1) + s : (int64_t)*phase_tick - s;
+	return mb >= 0 && mb < (int64_t)m ? mb : -1;
+}
+
+size_t bp_tick_bwd_position(int pp, size_t m, size_t mb, int s)
+{
+	size_t j = mb + (size_t)(pp - 1 - s), warm = (size_t)pp - 1;
+	return j < m ? warm + 2 * j + 1 : warm + 2 * m + (j - m);
+}

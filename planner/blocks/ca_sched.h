@@ -205,4 +205,26 @@ struct bp_ca_record {
 };
 void bp_ca_record_release(struct bp_ca_record *r);
 
+/* DistCA Fig. 8's tick order in closed form (distca.md sec. 10; the tick simulator,
+ * sim/ticks.h, and the distca method's memory check use it). */
+/* Ticks in a step of m micro-batches per pipeline on pp stages: 2 (m + pp - 1), 0 for m 0. */
+size_t bp_ticks_count(int pp, size_t m);
+
+/* The phase of timeline position tick: *bwd 0 forward, 1 backward; *phase_tick the forward
+ * tick t or backward tick j. */
+void bp_tick_phase(int pp, size_t m, size_t tick, int *bwd, size_t *phase_tick);
+
+/* What stage s runs at timeline position tick (0 <= tick < bp_ticks_count): sets *bwd (0
+ * forward, 1 backward) and *phase_tick (the forward tick t or backward tick j) and returns the
+ * micro-batch, or -1 for a dummy. */
+int64_t bp_tick_op(int pp, size_t m, size_t tick, int s, int *bwd, size_t *phase_tick);
+
+/* The forward tick of micro-batch mb on stage s (CA-tasks name it), and the timeline position
+ * of its backward. */
+static inline size_t bp_tick_fwd(size_t mb, int s)
+{
+	return mb + (size_t)s;
+}
+size_t bp_tick_bwd_position(int pp, size_t m, size_t mb, int s);
+
 #endif

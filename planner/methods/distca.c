@@ -449,6 +449,63 @@ out:
 	return rc;
 }
 
+/* Fig. 8's ticks keep a stage's micro-batch from its forward tick to its backward tick:
+ * up to 2 (pp - s) - 1 of them on stage s in the steady state, against the pp - s of 1F1B
+ * that solve's memory check before the method assumes. Charged as sim/predict.c's
+ * simulate_ticks does for the linear ranks (activations in flight plus the model state; the
+ * non-resend servers' kept buffers are kept_fits's); a step over the cap makes the plan
+ * infeasible with the way out named, rather than invalid. */
+static int ticks_memory(const struct bp_method_ctx *ctx, const struct bp_step *st, int pp,
+			int64_t rank_tokens, struct bp_error *err)
+{
+	const struct bp_costmodel *cm = ctx->cm;
+	size_t m = 0;
+	for (size_t k = 0; k < st->npipes; k++)
+		if (st->pipes[k].nmbs > m)
+			m = st->pipes[k].nmbs;
+	/* per stage: bytes held, their peak, micro-batches held, and how many at the peak */
+	int64_t *held = bp_calloc(4 * (size_t)pp, sizeof(int64_t), err);
+	if (!held)
+		return -1;
+	int64_t *peak = held + pp, *count = peak + pp, *most = count + pp;
+	int64_t cap = bp_cost_mem_cap(cm);
+	int rc = 0;
+	for (size_t k = 0; k < st->npipes && !rc; k++) {
+		const struct bp_pipe *pi = &st->pipes[k];
+		memset(held, 0, 4 * (size_t)pp * sizeof(int64_t));
+		for (size_t t = 0; t < bp_ticks_count(pp, m); t++)
+			for (int s = 0; s < pp; s++) {
+				int bwd;
+				size_t phase;
+				int64_t j = bp_tick_op(pp, m, t, s, &bwd, &phase);
+				if (j < 0 || (size_t)j >= pi->nmbs)
+					continue;
+				held[s] += (bwd ? -1 : 1) * bp_cost_act_bytes(cm, s, pi->mbs[j].tokens);
+				count[s] += bwd ? -1 : 1;
+				if (held[s] > peak[s]) {
+					peak[s] = held[s];
+					most[s] = count[s];
+				}
+			}
+		for (int s = 0; s < pp; s++) {
+			int64_t need = peak[s] + bp_cost_state_bytes(cm, s);
+			if (need > cap) {
+				rc = bp_infeasiblef(err, "step %lld: stage %d of pipeline %zu holds %lld "
+						    "micro-batches in flight in DistCA's tick schedule "
+						    "(Fig. 8: up to 2 (pp - stage) - 1) and needs %.1f "
+						    "GiB, more than the %.1f GiB usable; lower --param "
+						    "rank_tokens (now %lld) or raise pp",
+						    (long long)st->index, s, k, (long long)most[s],
+						    need / 1073741824.0, cap / 1073741824.0,
+						    (long long)rank_tokens);
+				break;
+			}
+		}
+	}
+	free(held);
+	return rc;
+}
+
 static int read_opts(struct bp_plan *out, int tp, int app_a, struct dc_opts *o,
 		     struct bp_error *err)
 {
@@ -583,6 +640,8 @@ int bp_method_distca(const struct bp_method_ctx *ctx, const struct bp_batches *i
 		if (r == 0)
 			r = schedule_step(nanos, m, pp, dp, srv, nservers, &o, st, &calls, err);
 		rec->resend = o.resend;
+		if (r == 0 && ctx->cm)
+			r = ticks_memory(ctx, st, pp, o.rank_tokens, err);
 		if (r == 0 && !o.resend && ctx->cm) {
 			int fits;
 			r = kept_fits(ctx, out, st, dp, srv, nservers, &fits, err);

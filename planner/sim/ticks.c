@@ -9,43 +9,6 @@
 #include "ca_sched.h"
 #include "costkinds.h"
 
-size_t bp_ticks_count(int pp, size_t m)
-{
-	return m ? 2 * (m + (size_t)pp - 1) : 0;
-}
-
-/* distca.md sec. 10: F_0 .. F_{pp-2}, then (F_{pp-1+i}, B_i) for i < m, then B_m ..
- * B_{m+pp-2}. */
-static void position_phase(int pp, size_t m, size_t tick, int *bwd, size_t *phase_tick)
-{
-	size_t warm = (size_t)pp - 1;
-	if (tick < warm) {
-		*bwd = 0;
-		*phase_tick = tick;
-	} else if (tick < warm + 2 * m) {
-		size_t i = (tick - warm) / 2;
-		*bwd = (int)((tick - warm) % 2);
-		*phase_tick = *bwd ? i : warm + i;
-	} else {
-		*bwd = 1;
-		*phase_tick = m + (tick - warm - 2 * m);
-	}
-}
-
-int64_t bp_tick_op(int pp, size_t m, size_t tick, int s, int *bwd, size_t *phase_tick)
-{
-	position_phase(pp, m, tick, bwd, phase_tick);
-	/* forward tick t: micro-batch t - s; backward tick j: j - (pp - 1) + s */
-	int64_t mb = *bwd ? (int64_t)*phase_tick - (pp - 1) + s : (int64_t)*phase_tick - s;
-	return mb >= 0 && mb < (int64_t)m ? mb : -1;
-}
-
-size_t bp_tick_bwd_position(int pp, size_t m, size_t mb, int s)
-{
-	size_t j = mb + (size_t)(pp - 1 - s), warm = (size_t)pp - 1;
-	return j < m ? warm + 2 * j + 1 : warm + 2 * m + (j - m);
-}
-
 struct span_ref {
 	int64_t doc, off, len;
 	size_t pipe, mb, q; /* q: the span's index in its micro-batch */
@@ -289,7 +252,7 @@ static void tick_flows(const struct tick_ctx *c, size_t k, int dir, int nano, fl
 {
 	int bwd;
 	size_t phase;
-	position_phase(c->pp, c->m, k, &bwd, &phase);
+	bp_tick_phase(c->pp, c->m, k, &bwd, &phase);
 	struct bp_ca_bytes tb = bp_ca_bytes_per_token(&c->p->model, c->tp, bwd, dir, c->resend);
 	const struct bp_step *st = c->st;
 	for (size_t a = c->start[k]; a < c->start[k + 1];) {
@@ -518,7 +481,7 @@ int bp_ticks_eval(const struct bp_plan *p, const struct bp_step *st, struct bp_c
 				}
 			}
 		}
-		position_phase(c.pp, c.m, k, &bwd, &phase);
+		bp_tick_phase(c.pp, c.m, k, &bwd, &phase);
 		/* attention served: each task on its server's TP group, all of a stage's layers */
 		for (size_t a = c.start[k]; a < c.start[k + 1]; a++) {
 			const struct bp_ca_task *ca = &st->ca[c.order[a]];

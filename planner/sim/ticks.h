@@ -34,24 +34,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ca_sched.h"
 #include "costmodel.h"
 #include "plan.h"
 
-/* Ticks in a step of m micro-batches per pipeline on pp stages: 2 (m + pp - 1), 0 for m 0. */
-size_t bp_ticks_count(int pp, size_t m);
-
-/* What stage s runs at timeline position tick (0 <= tick < bp_ticks_count): sets *bwd (0
- * forward, 1 backward) and *phase_tick (the forward tick t or backward tick j) and returns the
- * micro-batch, or -1 for a dummy. */
-int64_t bp_tick_op(int pp, size_t m, size_t tick, int s, int *bwd, size_t *phase_tick);
-
-/* The forward tick of micro-batch mb on stage s (CA-tasks name it), and the timeline position
- * of its backward. */
-static inline size_t bp_tick_fwd(size_t mb, int s)
-{
-	return mb + (size_t)s;
-}
-size_t bp_tick_bwd_position(int pp, size_t m, size_t mb, int s);
 
 /* Bytes per query token (q_*) and per deduplicated KV token (kv_*) that one TP slice moves
  * for a CA-task, per layer, bf16 (distca.md sec. 9). Forward in (dir 0): Q padded to 16
