@@ -160,65 +160,98 @@ double bp_sp_eval(const struct bp_sp_problem *p, struct bp_sp_sol *s)
 	return worst;
 }
 
+/* LPT of every bucket's documents, longest bucket first, onto the k groups gl (all marked
+ * used): each to the group whose time grows least, with the per-micro-batch cost; ties to
+ * the earlier group in gl. Returns cur's makespan, INFINITY when a bucket fits none. */
+static double lpt_on(const struct bp_sp_problem *p, const size_t *gl, size_t k,
+		     struct bp_sp_sol *cur, double *load, int64_t *tok)
+{
+	memset(cur->used, 0, p->ng);
+	memset(cur->n, 0, p->nb * p->ng * sizeof(int64_t));
+	for (size_t q = 0; q < k; q++) {
+		load[gl[q]] = 0.0;
+		tok[gl[q]] = 0;
+		cur->used[gl[q]] = 1;
+	}
+	for (size_t b = 0; b < p->nb; b++)
+		for (int64_t c = 0; c < p->count[b]; c++) {
+			size_t best = p->ng;
+			double bv = INFINITY;
+			for (size_t q = 0; q < k; q++) {
+				size_t g = gl[q];
+				if (p->len[b] > p->cap[g])
+					continue;
+				double v = load[g] + p->t[b * p->ng + g] +
+					   (double)(ceil_div(tok[g] + p->len[b], p->cap[g]) -
+						    ceil_div(tok[g], p->cap[g])) * p->fix[g];
+				if (v < bv) {
+					bv = v;
+					best = g;
+				}
+			}
+			if (best == p->ng)
+				return INFINITY;
+			load[best] += p->t[b * p->ng + best];
+			tok[best] += p->len[b];
+			cur->n[b * p->ng + best]++;
+		}
+	return bp_sp_eval(p, cur);
+}
+
+/* The group of the given first unit and size (groups come size ascending, then first). */
+static size_t group_at(const struct bp_sp_problem *p, int first, int size)
+{
+	for (size_t g = 0; g < p->ng; g++)
+		if (p->g[g].first == first && p->g[g].size == size)
+			return g;
+	return p->ng;
+}
+
 int bp_sp_greedy(const struct bp_sp_problem *p, struct bp_sp_sol *s, int *size, double *obj,
 		 struct bp_error *err)
 {
 	struct bp_sp_sol cur;
 	double *load = bp_calloc(p->ng + 1, sizeof(double), err);
 	int64_t *tok = bp_calloc(p->ng + 1, sizeof(int64_t), err);
-	int rc = -1;
+	size_t *gl = bp_calloc(p->ng + 1, sizeof(size_t), err);
+	int rc = -1, maxs = 0;
 	memset(&cur, 0, sizeof(cur));
 	*obj = INFINITY;
 	*size = 0;
-	if (!load || !tok || bp_sp_sol_alloc(&cur, p->nb, p->ng, err) < 0)
+	if (!load || !tok || !gl || bp_sp_sol_alloc(&cur, p->nb, p->ng, err) < 0)
 		goto out;
-	for (size_t g0 = 0; g0 < p->ng;) {
-		int sz = p->g[g0].size;
-		size_t g1 = g0;
-		while (g1 < p->ng && p->g[g1].size == sz)
-			g1++;
-		int fits = 1;
-		for (size_t b = 0; b < p->nb && fits; b++)
-			for (size_t g = g0; g < g1; g++)
-				fits &= !p->count[b] || p->len[b] <= p->cap[g];
-		if (fits) {
-			memset(cur.used, 0, p->ng);
-			memset(cur.n, 0, p->nb * p->ng * sizeof(int64_t));
-			for (size_t g = g0; g < g1; g++) {
-				load[g] = 0.0;
-				tok[g] = 0;
-			}
-			for (size_t b = 0; b < p->nb; b++)
-				for (int64_t k = 0; k < p->count[b]; k++) {
-					size_t best = g0;
-					double bv = INFINITY;
-					for (size_t g = g0; g < g1; g++) {
-						double v = load[g] + p->t[b * p->ng + g] +
-							   (double)(ceil_div(tok[g] + p->len[b],
-									     p->cap[g]) -
-								    ceil_div(tok[g], p->cap[g])) *
-								   p->fix[g];
-						if (v < bv) {
-							bv = v;
-							best = g;
-						}
+	for (size_t g = 0; g < p->ng; g++)
+		if (p->g[g].size > maxs)
+			maxs = p->g[g].size;
+	/* Partitions tried, in this order: every homogeneous one (size ascending), then k
+	 * groups of size S from unit 0 and the rest in groups of a smaller size s2 (S
+	 * ascending, k descending, s2 ascending): canonical placements, so they also satisfy
+	 * the program's canonical rows. */
+	for (int pass = 0; pass < 2; pass++)
+		for (int S = 1; S <= maxs; S *= 2)
+			for (int kk = p->units / S; kk >= 1; kk--)
+				for (int s2 = pass ? 1 : S; s2 <= S; s2 *= 2) {
+					if (pass ? (s2 == S || kk * S == p->units) : kk * S != p->units - p->units % S)
+						continue;
+					size_t k = 0;
+					for (int q = 0; q < kk; q++)
+						gl[k++] = group_at(p, q * S, S);
+					for (int a = kk * S; pass && a + s2 <= p->units; a += s2)
+						gl[k++] = group_at(p, a, s2);
+					int miss = 0;
+					for (size_t q = 0; q < k; q++)
+						miss |= gl[q] == p->ng;
+					if (miss)
+						continue;
+					double v = lpt_on(p, gl, k, &cur, load, tok);
+					if (v < *obj) {
+						*obj = v;
+						*size = S;
+						memcpy(s->used, cur.used, p->ng);
+						memcpy(s->n, cur.n, p->nb * p->ng * sizeof(int64_t));
+						memcpy(s->m, cur.m, p->ng * sizeof(int64_t));
 					}
-					load[best] += p->t[b * p->ng + best];
-					tok[best] += p->len[b];
-					cur.n[b * p->ng + best]++;
-					cur.used[best] = 1;
 				}
-			double v = bp_sp_eval(p, &cur);
-			if (v < *obj) {
-				*obj = v;
-				*size = sz;
-				memcpy(s->used, cur.used, p->ng);
-				memcpy(s->n, cur.n, p->nb * p->ng * sizeof(int64_t));
-				memcpy(s->m, cur.m, p->ng * sizeof(int64_t));
-			}
-		}
-		g0 = g1;
-	}
 	if (!isfinite(*obj)) {
 		int64_t capmax = 0;
 		for (size_t g = 0; g < p->ng; g++)
@@ -234,6 +267,7 @@ out:
 	bp_sp_sol_release(&cur);
 	free(load);
 	free(tok);
+	free(gl);
 	return rc;
 }
 

@@ -92,11 +92,14 @@ void bp_sp_sol_release(struct bp_sp_sol *s);
  * over a group's cap). */
 double bp_sp_eval(const struct bp_sp_problem *p, struct bp_sp_sol *s);
 
-/* The warm start: for every size, the homogeneous partition of groups of that size (every
- * bucket within their cap), documents by bucket, longest first, each to the group whose
- * time grows least (LPT with the per-micro-batch cost; ties to the lowest group); the best
- * makespan wins (ties: the smaller size). *size gets its size, *obj its makespan.
- * Returns 0, or BP_INFEASIBLE when a bucket fits no group. */
+/* The warm start: LPT (documents by bucket, longest first, each to the group whose time
+ * grows least, with the per-micro-batch cost; ties to the earlier group) over a few
+ * partitions: every homogeneous one (one size over all units, a remainder of units idle),
+ * then every "k groups of size S, the rest in groups of a smaller size" (a long document's
+ * group beside short documents' ones); the best makespan wins, the first on ties. Every
+ * group of the chosen partition is marked used, empty or not. *size gets the size of its
+ * largest group, *obj its makespan. Returns 0, or BP_INFEASIBLE when a bucket fits no
+ * partition's groups. */
 int bp_sp_greedy(const struct bp_sp_problem *p, struct bp_sp_sol *s, int *size, double *obj,
 		 struct bp_error *err);
 
