@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pack.h"
 
 size_t bp_sp_groups(int units, int max_size, struct bp_sp_group *g)
 {
@@ -46,6 +45,13 @@ static int cmp_len_desc(const void *a, const void *b)
 	return (x->i > y->i) - (x->i < y->i);
 }
 
+/* The weight buckets share: attention's len^2 and the GEMMs' coef len (the proxy of
+ * pack.h's bp_kk_proxy, in floating point). */
+static double weight(int64_t len, int64_t coef)
+{
+	return (double)len * ((double)len + (double)coef);
+}
+
 /* FlexSP's bucketing keeps its MILP small (arXiv 2412.01523: sequences of similar length
  * share a variable); here by equal shares of the quadratic proxy (sp_ilp.h). */
 int bp_sp_bucketize(const int64_t *len, size_t ndocs, size_t max_buckets, int64_t coef,
@@ -71,7 +77,7 @@ int bp_sp_bucketize(const int64_t *len, size_t ndocs, size_t max_buckets, int64_
 			goto out;
 		}
 		o[i] = (struct len_idx){len[i], i};
-		total += (double)bp_kk_proxy(len[i], coef);
+		total += weight(len[i], coef);
 	}
 	qsort(o, ndocs, sizeof(*o), cmp_len_desc);
 	for (size_t i = 0; i < ndocs; i++)
@@ -88,7 +94,7 @@ int bp_sp_bucketize(const int64_t *len, size_t ndocs, size_t max_buckets, int64_
 		}
 		b->count[b->n - 1]++;
 		b->of[o[i].i] = b->n - 1;
-		acc += (double)bp_kk_proxy(o[i].len, coef);
+		acc += weight(o[i].len, coef);
 	}
 	rc = 0;
 out:
