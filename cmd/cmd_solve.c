@@ -604,14 +604,16 @@ int cmd_solve(int argc, char **argv)
 	if (fsp && !profile) {
 		struct bp_scheme fsc[32];
 		size_t nfsc = 0;
-		long long maxg = dp;
+		long long mg = 0;
 		for (size_t i = 0; i < nparams; i++)
 			if (!strcmp(params[i].key, "max_group")) {
 				char *end;
 				long long v = strtoll(params[i].value, &end, 10);
-				if (!*end && v > 0 && v < maxg)
-					maxg = v; /* a bad value is the method's error */
+				if (!*end && v > 0) /* a bad value is the method's error */
+					mg = v;
 			}
+		const struct bp_model *md = bp_model_preset(model);
+		long long maxg = md ? bp_flexsp_max_group(md, (int)tp, (int)dp, mg) : 1;
 		for (long long s = 1; s <= maxg && nfsc < BP_ARRAY_LEN(fsc); s *= 2)
 			fsc[nfsc++] = (struct bp_scheme){(int)tp, (int)s, 1};
 		if (cmd_analytic_profile(gpu, model, fsc, nfsc, max_tokens, &fprof, fprof_sha,

@@ -83,12 +83,18 @@ int bp_sp_bucketize(const int64_t *len, size_t ndocs, size_t max_buckets, int64_
 	for (size_t i = 0; i < ndocs; i++)
 		distinct += !i || o[i].len != o[i - 1].len;
 	b->exact = distinct <= max_buckets;
-	double share = total / (double)max_buckets, acc = 0.0;
+	/* a bucket closes at a length change once it holds its share of what is left: the
+	 * weight from its first document on over the buckets still free, so a few heavy
+	 * documents do not leave the many light ones one bucket */
+	double left = total, acc = 0.0;
 	for (size_t i = 0; i < ndocs; i++) {
 		int open = !b->n;
 		if (!open && o[i].len != o[i - 1].len)
-			open = b->exact || (acc >= share && b->n < max_buckets);
+			open = b->exact || (b->n < max_buckets &&
+					    acc >= left / (double)(max_buckets - b->n + 1));
 		if (open) {
+			if (b->n)
+				left -= acc;
 			b->len[b->n++] = o[i].len;
 			acc = 0.0;
 		}

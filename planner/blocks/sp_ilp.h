@@ -56,9 +56,10 @@ struct bp_sp_buckets {
 
 /* Buckets for ndocs lengths (each >= 1): one per distinct length when there are at most
  * max_buckets of them (exact); otherwise lengths in descending order cut into at most
- * max_buckets runs of about equal total weight len^2 + coef len (pack.h bp_kk_proxy's
- * attention-plus-GEMM proxy, coef from bp_kk_coef), equal lengths never apart, so long documents get buckets of
- * their own and the many short ones share. Fills an initialised (zeroed) b; release it
+ * max_buckets runs, each closed once it holds its share (the weight left over the buckets
+ * left) of the weight len^2 + coef len (pack.h bp_kk_proxy's attention-plus-GEMM proxy,
+ * coef from bp_kk_coef), equal lengths never apart, so long documents get buckets of their
+ * own and the many short ones share. Fills an initialised (zeroed) b; release it
  * after success or failure. Returns 0 or -1. */
 int bp_sp_bucketize(const int64_t *len, size_t ndocs, size_t max_buckets, int64_t coef,
 		    struct bp_sp_buckets *b, struct bp_error *err);

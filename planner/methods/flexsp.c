@@ -7,7 +7,9 @@
  *      longest document);
  *   2. the warm start (bp_sp_greedy): the best homogeneous partition, LPT by bucket;
  *   3. FlexSP's MILP (bp_sp_solve, sp_ilp.h): a partition of the units into aligned
- *      power-of-two groups (sizes up to `max_group`) and counts of every bucket's documents
+ *      power-of-two groups (sizes up to `max_group`; by default Ulysses's own limit, the
+ *      largest power of two dividing a TP rank's query heads, heads / tp, so every rank of
+ *      a group keeps whole heads; bp_flexsp_max_group) and counts of every bucket's documents
  *      per group, minimising the slowest group's time, by GLPK with the deterministic
  *      budget of ilp.h (ilp_node_limit, ilp_work_limit; never the clock), never worse than
  *      the warm start;
@@ -499,7 +501,7 @@ static int catalog_layouts(struct fsp_ctx *c, struct bp_plan *out, struct bp_err
 	cover = bp_calloc((size_t)c->units + 1, 1, err);
 	if (!used || !part || !pgroup || !cover)
 		goto out;
-	for (int s = 1; s <= c->units && (!c->max_group || s <= c->max_group); s *= 2) {
+	for (int s = 1; s <= c->units && s <= c->max_group; s *= 2) {
 		for (size_t g = 0; g < c->ng; g++)
 			used[g] = c->g[g].size == s;
 		size_t np = partition_of(c, used, part, pgroup, cover);
@@ -735,6 +737,21 @@ out:
 	return rc;
 }
 
+int bp_flexsp_max_group(const struct bp_model *m, int tp, int units, int64_t max_group)
+{
+	int64_t lim = 1;
+	if (max_group > 0) {
+		lim = max_group;
+	} else if (tp > 0 && m->heads % tp == 0) {
+		int heads = m->heads / tp; /* Ulysses splits a TP rank's query heads */
+		while (heads % (2 * lim) == 0)
+			lim *= 2;
+	}
+	while (lim > units && lim > 1)
+		lim /= 2;
+	return (int)lim;
+}
+
 int bp_method_flexsp(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		     struct bp_plan *out, struct bp_error *err)
 {
@@ -765,12 +782,13 @@ int bp_method_flexsp(const struct bp_method_ctx *ctx, const struct bp_batches *i
 	    bp_ilp_read_params(out, &c.ilp, err) < 0)
 		goto out;
 	if (max_group & (max_group - 1)) {
-		bp_errorf(err, "parameter max_group is %lld, not a power of two (0: all units)",
+		bp_errorf(err, "parameter max_group is %lld, not a power of two (0: Ulysses's limit, "
+			  "heads / tp)",
 			  (long long)max_group);
 		goto out;
 	}
 	c.buckets = (size_t)buckets;
-	c.max_group = (int)max_group;
+	c.max_group = bp_flexsp_max_group(&out->model, c.tp, c.units, max_group);
 	c.coef = bp_kk_coef(&out->model);
 	if (fsp_prepare(&c, ctx, out, err) < 0 || catalog_layouts(&c, out, err) < 0)
 		goto out;

@@ -112,6 +112,11 @@ int bp_method_flexsp(const struct bp_method_ctx *ctx, const struct bp_batches *i
 		     struct bp_plan *out, struct bp_error *err);
 extern const struct bp_record_ops bp_record_flexsp; /* methods/flexsp.c */
 void bp_flexsp_warn(const struct bp_plan *p, char *buf, size_t n);
+/* flexsp's largest group, in units of tp GPUs: max_group when > 0 (a power of two), else
+ * the largest power of two dividing the model's heads / tp (Ulysses gives each rank whole
+ * heads); at most the largest power of two <= units. cmd_solve.c makes flexsp's analytic
+ * profile with a scheme per size up to it. */
+int bp_flexsp_max_group(const struct bp_model *m, int tp, int units, int64_t max_group);
 
 /* Reads an integer / real method parameter from the plan, or records the default there.
  * Fails naming the parameter when the value is not a number in [lo, hi]. */
