@@ -21,9 +21,13 @@
  *      the largest aligned free runs, so every unit stays a data-parallel replica
  *      (costmodel.h sync_ranks: the gradient sync and the optimizer's sharding span all
  *      units whatever the partition). Equal partitions share a layout.
- * Costs: t(b, g) = the cost model's fwd+bwd time of bucket b's representative alone in a
- * micro-batch of group g, less fix_g, the time of a one-token micro-batch (the per
- * micro-batch cost); a group's cap is the most tokens whose activations fit beside the
+ * Costs (the shared cost model, bp_cost_mb's parts): t(b, g) = the attention of bucket b's
+ * representative on group g (exact: spans attend apart) plus its tokens at the group's
+ * token rate, the chord of the token-wise time (GEMMs, TP all-reduces, Ulysses
+ * all-to-alls, LM head) from one token to a full micro-batch; fix_g = the token-wise time
+ * of one token, per micro-batch. Pricing each document alone instead (less a one-token
+ * micro-batch) underestimated large groups by up to a third: a document's share of a rank
+ * sits on the kernels' and collectives' flat floor, a full micro-batch does not. A group's cap is the most tokens whose activations fit beside the
  * model state on each of its GPUs (pp 1: one micro-batch in flight). A document no group
  * holds makes the step infeasible.
  * The step's record (kind "flexsp") keeps the partition, the program's size, the greedy's
@@ -251,7 +255,11 @@ struct fsp_ctx {
 	struct bp_costmodel *cm; /* [ng] */
 	size_t ncm;
 	int64_t *cap;            /* [ng] */
-	double *fix;             /* [ng] */
+	double *fix;             /* [ng] us per micro-batch: the token-wise time of 1 token */
+	double *slope;           /* [ng] us per token: the token-wise time's chord from 1 token
+				  * to a full micro-batch (cap), so fix + slope x tokens bounds a
+				  * micro-batch's token-wise time from above where that time is
+				  * convex in tokens (flat kernel and latency floors, then linear) */
 	int canonical;
 	int *ranks;              /* [units * tp]: the request's rank of (unit, TP position) */
 	struct bp_ilp_opts ilp;
@@ -263,15 +271,32 @@ struct fsp_ctx {
 	size_t nlayouts;
 };
 
-/* fwd + bwd of one document of len tokens alone in a micro-batch of the group (pp 1). */
-static double doc_us(const struct bp_costmodel *cm, int64_t len, struct bp_error *err)
+/* One span of len tokens alone in a micro-batch of the group (pp 1): its attention (fwd +
+ * bwd) into *attn, the rest (GEMMs, TP all-reduces, Ulysses all-to-alls, LM head) into
+ * *rest. Returns 0 or -1. */
+static int span_parts(const struct bp_costmodel *cm, int64_t len, double *attn, double *rest,
+		      struct bp_error *err)
 {
 	struct bp_span sp = {0, 0, len};
 	struct bp_mb_desc d = {&sp, 1, BP_SHARD_ULYSSES, BP_ATTN_DENSE, 0, NULL};
 	double f = 0.0, b = 0.0;
-	if (bp_cost_mb(cm, &d, &f, &b, NULL, NULL, err) < 0)
+	struct bp_mb_part pf, pb;
+	if (bp_cost_mb(cm, &d, &f, &b, &pf, &pb, err) < 0)
+		return -1;
+	*attn = pf.attn + pb.attn;
+	*rest = f + b - *attn;
+	return 0;
+}
+
+/* The program's time of one document of len tokens in group g, beside the group's fixed
+ * cost per micro-batch (fsp_prepare): its own attention (spans attend apart, so attention
+ * adds up exactly) plus len tokens at the group's token rate. */
+static double doc_us(const struct fsp_ctx *c, size_t g, int64_t len, struct bp_error *err)
+{
+	double attn, rest;
+	if (span_parts(&c->cm[g], len, &attn, &rest, err) < 0)
 		return -1.0;
-	return f + b;
+	return attn + c->slope[g] * (double)len;
 }
 
 /* The most tokens a micro-batch of the group may hold: the largest per-rank count whose
@@ -346,6 +371,7 @@ static void fsp_release(struct fsp_ctx *c)
 	free(c->cm);
 	free(c->cap);
 	free(c->fix);
+	free(c->slope);
 	free(c->g);
 	free(c->ranks);
 }
@@ -361,9 +387,10 @@ static int fsp_prepare(struct fsp_ctx *c, const struct bp_method_ctx *ctx,
 	c->cm = bp_calloc(c->ng, sizeof(*c->cm), err);
 	c->cap = bp_calloc(c->ng, sizeof(int64_t), err);
 	c->fix = bp_calloc(c->ng, sizeof(double), err);
+	c->slope = bp_calloc(c->ng, sizeof(double), err);
 	int *part = bp_calloc(2 * (size_t)c->units + 2, sizeof(int), err);
 	int rc = -1;
-	if (!c->g || !c->cm || !c->cap || !c->fix || !part)
+	if (!c->g || !c->cm || !c->cap || !c->fix || !c->slope || !part)
 		goto out;
 	bp_sp_groups(c->units, c->max_group, c->g);
 	c->canonical = 1;
@@ -392,12 +419,16 @@ static int fsp_prepare(struct fsp_ctx *c, const struct bp_method_ctx *ctx,
 			goto out;
 		}
 		c->cap[g] = group_cap(&c->cm[g]);
-		c->fix[g] = doc_us(&c->cm[g], 1, err);
-		if (c->fix[g] < 0)
+		double a1, r1, ac, rc2;
+		if (span_parts(&c->cm[g], 1, &a1, &r1, err) < 0 ||
+		    (c->cap[g] > 1 && span_parts(&c->cm[g], c->cap[g], &ac, &rc2, err) < 0))
 			goto out;
+		c->fix[g] = r1;
+		c->slope[g] = c->cap[g] > 1 && rc2 > r1 ? (rc2 - r1) / (double)(c->cap[g] - 1) : 0.0;
 		for (size_t h = 0; h < g; h++)
 			if (c->g[h].size == c->g[g].size &&
 			    (c->cap[h] != c->cap[g] || c->fix[h] != c->fix[g] ||
+			     c->slope[h] != c->slope[g] ||
 			     c->cm[h].cp_inter != c->cm[g].cp_inter ||
 			     c->cm[h].tp_inter != c->cm[g].tp_inter))
 				c->canonical = 0;
@@ -565,10 +596,9 @@ static int realise(struct fsp_ctx *c, const struct bp_batch *b, const struct bp_
 		for (size_t g = 0; g < ng; g++) {
 			if (!rem[bb * ng + g])
 				continue;
-			double t = doc_us(&c->cm[g], b->docs[i].len, err);
+			double t = doc_us(c, g, b->docs[i].len, err);
 			if (t < 0)
 				goto out;
-			t -= c->fix[g];
 			if (load[g] + t < bv) {
 				bv = load[g] + t;
 				bt = t;
@@ -698,10 +728,9 @@ static int plan_step(struct fsp_ctx *c, const struct bp_batch *b, struct bp_step
 		for (size_t g = 0; g < ng; g++) {
 			if (bk.len[q] > c->cap[g])
 				continue;
-			double v = doc_us(&c->cm[g], bk.len[q], err);
-			if (v < 0)
+			t[q * ng + g] = doc_us(c, g, bk.len[q], err);
+			if (t[q * ng + g] < 0)
 				goto out;
-			t[q * ng + g] = v > c->fix[g] ? v - c->fix[g] : 0.0;
 		}
 	struct bp_sp_problem p = {c->units, c->g, ng, bk.len, bk.count, bk.n, t, c->fix, c->cap,
 				  c->canonical};
