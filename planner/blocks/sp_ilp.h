@@ -23,8 +23,9 @@
  *   T >= max_b min_g (t_bg + fix_g), T >= sum_b c_b min_g (|g| t_bg) / U
  *                                               certified bounds, as T's lower bound
  *   y binary, n and m integer; n_bg exists only where len_b <= cap_g.
- * t_bg and fix_g come from the shared cost model (flexsp.c): a bucket's representative is
- * its longest document, so the program's times are upper bounds of the documents'. */
+ * t_bg and fix_g come from the shared cost model (flexsp.c: a document's attention plus its
+ * tokens at the group's token rate, and a per-micro-batch floor); a bucket's representative
+ * is its longest document, so the program's times bound the documents' from above. */
 #ifndef BP_SP_ILP_H
 #define BP_SP_ILP_H
 

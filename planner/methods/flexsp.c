@@ -419,7 +419,7 @@ static int fsp_prepare(struct fsp_ctx *c, const struct bp_method_ctx *ctx,
 			goto out;
 		}
 		c->cap[g] = group_cap(&c->cm[g]);
-		double a1, r1, ac, rc2;
+		double a1 = 0.0, r1 = 0.0, ac = 0.0, rc2 = 0.0;
 		if (span_parts(&c->cm[g], 1, &a1, &r1, err) < 0 ||
 		    (c->cap[g] > 1 && span_parts(&c->cm[g], c->cap[g], &ac, &rc2, err) < 0))
 			goto out;
