@@ -243,7 +243,8 @@ int bp_sp_greedy(const struct bp_sp_problem *p, struct bp_sp_sol *s, int *size, 
 		for (int S = 1; S <= maxs; S *= 2)
 			for (int kk = p->units / S; kk >= 1; kk--)
 				for (int s2 = pass ? 1 : S; s2 <= S; s2 *= 2) {
-					if (pass ? (s2 == S || kk * S == p->units) : kk * S != p->units - p->units % S)
+					int homog = kk * S == p->units - p->units % S;
+					if (pass ? s2 == S || kk * S == p->units : !homog)
 						continue;
 					size_t k = 0;
 					for (int q = 0; q < kk; q++)

@@ -27,9 +27,9 @@
  * all-to-alls, LM head) from one token to a full micro-batch; fix_g = the token-wise time
  * of one token, per micro-batch. Pricing each document alone instead (less a one-token
  * micro-batch) underestimated large groups by up to a third: a document's share of a rank
- * sits on the kernels' and collectives' flat floor, a full micro-batch does not. A group's cap is the most tokens whose activations fit beside the
- * model state on each of its GPUs (pp 1: one micro-batch in flight). A document no group
- * holds makes the step infeasible.
+ * sits on the kernels' and collectives' flat floor, a full micro-batch does not. A group's
+ * cap is the most tokens whose activations fit beside the model state on each of its GPUs
+ * (pp 1: one micro-batch in flight). A document no group holds makes the step infeasible.
  * The step's record (kind "flexsp") keeps the partition, the program's size, the greedy's
  * and the program's makespan estimates, the bound, what GLPK spent and whether the budget
  * ended the search. */
