@@ -514,9 +514,16 @@ int cmd_solve(int argc, char **argv)
 	struct bp_profile hprof; /* hydraulis's: the file, or analytic with its layouts' schemes */
 	struct bp_hyd_set hset;
 	char hprof_sha[65];
+	/* flexsp's analytic profile: one scheme per group size it may use ({tp, s, 1} for s a
+	 * power of two up to dp or its max_group), the schemes of the layouts its plans hold, so
+	 * that check regenerates the same profile */
+	struct bp_profile fprof;
+	char fprof_sha[65];
+	int fsp = 0;
 	bp_dataset_init(&ds);
 	bp_profile_init(&prof);
 	bp_profile_init(&hprof);
+	bp_profile_init(&fprof);
 	bp_hyd_set_init(&hset);
 	struct bp_sb_coverage sbcov; /* sparsebalance's sb_coverage=measured:FILE */
 	bp_sb_coverage_init(&sbcov);
@@ -592,6 +599,29 @@ int cmd_solve(int argc, char **argv)
 			}
 			have_sbcov = 1;
 		}
+	for (size_t i = 0; i < nm; i++)
+		fsp |= list[i]->solve == bp_method_flexsp;
+	if (fsp && !profile) {
+		struct bp_scheme fsc[32];
+		size_t nfsc = 0;
+		long long mg = 0;
+		for (size_t i = 0; i < nparams; i++)
+			if (!strcmp(params[i].key, "max_group")) {
+				char *end;
+				long long v = strtoll(params[i].value, &end, 10);
+				if (!*end && v > 0) /* a bad value is the method's error */
+					mg = v;
+			}
+		const struct bp_model *md = bp_model_preset(model);
+		long long maxg = md ? bp_flexsp_max_group(md, (int)tp, (int)dp, mg) : 1;
+		for (long long s = 1; s <= maxg && nfsc < BP_ARRAY_LEN(fsc); s *= 2)
+			fsc[nfsc++] = (struct bp_scheme){(int)tp, (int)s, 1};
+		if (cmd_analytic_profile(gpu, model, fsc, nfsc, max_tokens, &fprof, fprof_sha,
+					 &err)) {
+			rc = cmd_error("%s", err.text);
+			goto out;
+		}
+	}
 	if (hyd) {
 		struct cmd_hyd_req hr = {strategies, &ds, ds_sha, profile, gpu, model, (int)gpus,
 					 sc, max_tokens, tps, dps, overlen};
@@ -625,6 +655,9 @@ int cmd_solve(int argc, char **argv)
 			use = &hprof;
 			o.profile_sha = hprof_sha;
 			o.method_input = &hset;
+		} else if (list[i]->solve == bp_method_flexsp && !profile) {
+			use = &fprof;
+			o.profile_sha = fprof_sha;
 		} else if (have_sbcov) {
 			o.method_input = &sbcov;
 		}
@@ -698,6 +731,7 @@ out:
 	bp_dataset_release(&ds);
 	bp_profile_release(&prof);
 	bp_profile_release(&hprof);
+	bp_profile_release(&fprof);
 	bp_hyd_set_release(&hset);
 	bp_sb_coverage_release(&sbcov);
 	return rc;

@@ -97,8 +97,9 @@ double bp_eng_wall_us(void)
 
 /* The members of this rank's group of a kind in layout l: TP (same pipeline, stage and CP
  * position), CP (same pipeline, stage and TP position), gradient sync (the same stage and
- * TP position in every pipeline of the same scheme, all CP positions: the replicas
- * predict.c's dp-allreduce reduces over) or all-to-all (every rank of the layout: its
+ * TP position in every pipeline of the same tp and pp, all CP positions, whatever the
+ * pipeline's cp: the replicas predict.c's dp-allreduce reduces over, costmodel.h
+ * sync_ranks) or all-to-all (every rank of the layout: its
  * pipelines' and its attention servers; distca-ticks only). A rank outside every such group
  * is a group of one. */
 enum { G_TP, G_CP, G_SYNC, G_A2A };
@@ -136,8 +137,7 @@ static int group_members(const struct bp_layout *l, const struct bp_place *me, i
 		else if (kind == G_CP)
 			same = o.pipe == me->pipe && o.tp_i == me->tp_i;
 		else
-			same = o.tp_i == me->tp_i && op->sc.tp == mp->sc.tp && op->sc.cp == mp->sc.cp &&
-			       op->sc.pp == mp->sc.pp;
+			same = o.tp_i == me->tp_i && op->sc.tp == mp->sc.tp && op->sc.pp == mp->sc.pp;
 		if (same)
 			ranks[cnt++] = r;
 	}

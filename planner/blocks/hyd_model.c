@@ -206,8 +206,9 @@ static int64_t align_down(int64_t l, int64_t align)
 
 int64_t bp_hyd_maxlen(const struct bp_costmodel *cm, int replicas, int64_t align)
 {
-	struct bp_costmodel c = *cm; /* shallow: only dp changes, nothing is freed */
+	struct bp_costmodel c = *cm; /* shallow: only the replicas change, nothing is freed */
 	c.dp = replicas < 1 ? 1 : replicas;
+	c.sync_ranks = c.dp * cm->sc.cp;
 	int64_t cap = bp_cost_mem_cap(cm), best = INT64_MAX;
 	for (int s = 0; s < cm->sc.pp; s++) {
 		int64_t l = stage_fit(cm, s, bp_cost_state_bytes(&c, s), cm->sc.pp - s, cap);

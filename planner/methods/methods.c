@@ -30,6 +30,10 @@ static const char *const distca_params[] = {"tolerance", "ca_block", "ca_comm", 
 					    "escalate", "ca_buffer_bytes", "rank_tokens", "two_sided",
 					    "max_shards", "resend", NULL};
 
+static const char *const flexsp_params[] = {"buckets", "max_group", "ilp_time_limit_s", "ilp_gap",
+					    "ilp_node_limit", "ilp_work_limit", "ilp_max_vars",
+					    NULL};
+
 static const struct bp_method methods[] = {
 	{"plain", bp_method_plain,
 	 "documents in loader order cut into fixed context windows, dealt round-robin",
@@ -73,14 +77,25 @@ static const struct bp_method methods[] = {
 	 "core attention disaggregated onto in-place servers, greedy comm-aware CA-task moves",
 	 "DistCA Sec. 3-4, 6.1, App. A, B, E", distca_params, &bp_record_distca,
 	 bp_distca_warn},
+	{"flexsp", bp_method_flexsp,
+	 "per-step power-of-two Ulysses SP groups of TP groups, documents assigned by a MILP",
+	 "FlexSP (arXiv 2412.01523) as DistCA Sec. 6's FlexSP+", flexsp_params,
+	 &bp_record_flexsp, bp_flexsp_warn},
 };
 
 int bp_method_in_all(const struct bp_method *m)
 {
 	/* sparsebalance and sb-lbb need cp 1 and a profile's sparse table; distca brings its own
-	 * schedule (distca-ticks) and needs cp 1 */
+	 * schedule (distca-ticks) and needs cp 1; flexsp brings its own layouts and needs cp 1
+	 * and pp 1 */
 	return m->solve != bp_method_hydraulis && m->solve != bp_method_sparsebalance &&
-	       m->solve != bp_method_sb_lbb && m->solve != bp_method_distca;
+	       m->solve != bp_method_sb_lbb && m->solve != bp_method_distca &&
+	       m->solve != bp_method_flexsp;
+}
+
+int bp_method_own_memory(const struct bp_method *m)
+{
+	return m->solve == bp_method_flexsp;
 }
 
 size_t bp_method_count(void)

@@ -198,9 +198,11 @@ int bp_costmodel_init_pipe(struct bp_costmodel *cm, const struct bp_profile *p,
 	struct bp_scheme sc = pi->sc;
 	cm->prof = p;
 	cm->sc = sc;
-	for (size_t j = 0; j < l->npipes; j++)
-		cm->dp += l->pipes[j].sc.tp == sc.tp && l->pipes[j].sc.cp == sc.cp &&
-			  l->pipes[j].sc.pp == sc.pp;
+	for (size_t j = 0; j < l->npipes; j++) {
+		int same = l->pipes[j].sc.tp == sc.tp && l->pipes[j].sc.pp == sc.pp;
+		cm->dp += same && l->pipes[j].sc.cp == sc.cp;
+		cm->sync_ranks += same ? l->pipes[j].sc.cp : 0;
+	}
 	const struct bp_model *m = &p->model;
 	if (sc.tp < 1 || sc.cp < 1 || sc.pp < 1)
 		return bp_errorf(err, "parallel degrees must be >= 1");
@@ -231,10 +233,10 @@ int bp_costmodel_init_pipe(struct bp_costmodel *cm, const struct bp_profile *p,
 	bp_coll_pick(&cm->cp_allgather, p, BP_COLL_ALLGATHER, sc.cp, cm->cp_inter);
 	bp_coll_pick(&cm->cp_reducescatter, p, BP_COLL_REDUCESCATTER, sc.cp, cm->cp_inter);
 	bp_coll_pick(&cm->pp_sendrecv, p, BP_COLL_SENDRECV, 2, cm->pp_inter);
-	int sync_inter = cm->dp > 1 ? cm->dp_inter : cm->cp_inter;
-	bp_coll_pick(&cm->sync_reducescatter, p, BP_COLL_REDUCESCATTER, cm->dp * sc.cp,
+	int sync_inter = cm->sync_ranks > sc.cp ? cm->dp_inter : cm->cp_inter;
+	bp_coll_pick(&cm->sync_reducescatter, p, BP_COLL_REDUCESCATTER, cm->sync_ranks,
 		     sync_inter);
-	bp_coll_pick(&cm->sync_allgather, p, BP_COLL_ALLGATHER, cm->dp * sc.cp, sync_inter);
+	bp_coll_pick(&cm->sync_allgather, p, BP_COLL_ALLGATHER, cm->sync_ranks, sync_inter);
 	return 0;
 }
 
@@ -672,7 +674,7 @@ double bp_cost_stage_params(const struct bp_costmodel *cm, int stage)
 
 double bp_cost_grad_sync(const struct bp_costmodel *cm, int stage)
 {
-	int n = cm->dp * cm->sc.cp;
+	int n = cm->sync_ranks;
 	if (n < 2)
 		return 0.0;
 	double bytes = 2.0 * bp_cost_stage_params(cm, stage) / cm->sc.tp;
@@ -710,11 +712,11 @@ int64_t bp_cost_state_bytes(const struct bp_costmodel *cm, int stage)
 {
 	/* Hydraulis App. B.1 (b) with the distributed optimizer: weights and gradients (6 of
 	 * the 18 bytes per parameter) stay per TP shard, the optimizer's 12 are sharded over
-	 * the dp*cp replicas. alpha = 12/18 = 2/3. */
+	 * the replicas (sync_ranks: dp*cp in a homogeneous layout). alpha = 12/18 = 2/3. */
 	double per = bp_cost_stage_params(cm, stage) / cm->sc.tp;
 	double spb = cm->prof->mem.state_bytes_per_param;
 	double alpha = 2.0 / 3.0;
-	return (int64_t)(per * spb * ((1.0 - alpha) + alpha / (cm->dp * cm->sc.cp)));
+	return (int64_t)(per * spb * ((1.0 - alpha) + alpha / cm->sync_ranks));
 }
 
 int64_t bp_cost_state_bytes_full(const struct bp_costmodel *cm, int stage, int gpus)

@@ -59,7 +59,13 @@ double bp_coll_cost(const struct bp_coll_pick *k, double bytes);
 struct bp_costmodel {
 	const struct bp_profile *prof; /* borrowed; outlives the cost model, unchanged */
 	struct bp_scheme sc;
-	int dp;
+	int dp; /* the layout's pipelines of this scheme */
+	/* Ranks that hold the same (stage, TP shard) parameters: cp summed over the layout's
+	 * pipelines of this tp and pp, whatever their cp (a CP or Ulysses group holds whole
+	 * layers, so every such pipeline is a data-parallel replica; FlexSP's SP groups of
+	 * different sizes, arXiv 2412.01523 Sec. 3, are one gradient-sync group). dp * cp in a
+	 * homogeneous layout. The gradient sync and the optimizer's sharding use it. */
+	int sync_ranks;
 	const struct bp_attn_table *attn;     /* borrowed from prof, for sc.tp */
 	const struct bp_linear_table *linear; /* borrowed from prof, for sc.tp */
 	int *stage_layers; /* transformer layers per stage (first stages take the remainder) */
@@ -169,7 +175,7 @@ double bp_cost_p2p(const struct bp_costmodel *cm, int64_t tokens);
 /* Parameters a stage holds before TP division: its layers, plus the embedding on the first
  * stage and the LM head on the last. */
 double bp_cost_stage_params(const struct bp_costmodel *cm, int stage);
-/* Gradient synchronisation at the end of a step over the dp*cp replicas of a stage: a
+/* Gradient synchronisation at the end of a step over the sync_ranks replicas of a stage: a
  * reduce-scatter and an all-gather of the stage's bf16 gradients (distributed optimizer). */
 double bp_cost_grad_sync(const struct bp_costmodel *cm, int stage);
 /* Hydraulis's LNK operator (Sec. 5.2, Fig. 7): batched send/receive of mutual slices

@@ -291,14 +291,17 @@ int bp_layout_sync_inter(const struct bp_layout *l, size_t pipe, int gpn)
 	/* the pipeline's own CP replicas */
 	if (bp_lpipe_cp_inter(p, gpn))
 		return 1;
+	/* every pipeline of the same tp and pp holds the same parameters whatever its cp
+	 * (costmodel.h sync_ranks): the sync group crosses a node when any of their ranks of a
+	 * stage lies on another node than this pipeline's */
 	for (size_t j = 0; j < l->npipes; j++) {
 		const struct bp_lpipe *q = &l->pipes[j];
-		if (j == pipe || q->sc.tp != p->sc.tp || q->sc.cp != p->sc.cp ||
-		    q->sc.pp != p->sc.pp)
+		size_t m = (size_t)q->sc.tp * q->sc.cp;
+		if (j == pipe || q->sc.tp != p->sc.tp || q->sc.pp != p->sc.pp)
 			continue;
 		for (int s = 0; s < p->sc.pp; s++)
-			for (size_t k = 0; k < n; k++)
-				if (p->ranks[s * n + k] / gpn != q->ranks[s * n + k] / gpn)
+			for (size_t k = 0; k < m; k++)
+				if (p->ranks[s * n] / gpn != q->ranks[s * m + k] / gpn)
 					return 1;
 	}
 	return 0;

@@ -82,8 +82,9 @@ static inline int bp_lpipe_rank(const struct bp_lpipe *p, int stage, int cp_i, i
 int bp_lpipe_tp_inter(const struct bp_lpipe *p, int gpus_per_node);
 int bp_lpipe_cp_inter(const struct bp_lpipe *p, int gpus_per_node);
 int bp_lpipe_pp_inter(const struct bp_lpipe *p, int gpus_per_node);
-/* Do the gradient-sync groups of stage s (the same (stage, cp_i, tp_i) position in every
- * pipeline of the same scheme, and all cp ranks) cross a node boundary? */
+/* Do the gradient-sync groups of a stage (the same (stage, tp_i) position in every pipeline
+ * of the same tp and pp, whatever its cp, and all cp ranks: costmodel.h sync_ranks) cross
+ * a node boundary? */
 int bp_layout_sync_inter(const struct bp_layout *l, size_t pipe, int gpus_per_node);
 
 /* Are all pipelines of the same scheme and stage layers (a homogeneous layout)? */

@@ -54,9 +54,14 @@ struct bp_method {
 };
 
 /* Whether `solve -m all` runs the method: every method but hydraulis, which brings its own
- * layouts and candidate strategies, and distca, which brings its own schedule; they run
- * only when named. */
+ * layouts and candidate strategies, distca, which brings its own schedule, flexsp (its own
+ * layouts, cp 1 and pp 1) and the sparse methods; they run only when named. */
 int bp_method_in_all(const struct bp_method *m);
+
+/* Whether the method checks memory itself, so solve skips its max_tokens-on-one-pipeline
+ * check (flexsp: a long document runs on a sequence-parallel group of several pipelines of
+ * the request, and a document no group holds is the method's infeasibility). */
+int bp_method_own_memory(const struct bp_method *m);
 
 /* The record codec of a kind ("ilp"), searched in the method table; NULL when unknown. */
 const struct bp_record_ops *bp_record_find(const char *kind);
@@ -104,6 +109,15 @@ int bp_method_distca(const struct bp_method_ctx *ctx, const struct bp_batches *i
 		     struct bp_plan *out, struct bp_error *err);
 extern const struct bp_record_ops bp_record_distca; /* methods/distca.c */
 void bp_distca_warn(const struct bp_plan *p, char *buf, size_t n);
+int bp_method_flexsp(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		     struct bp_plan *out, struct bp_error *err);
+extern const struct bp_record_ops bp_record_flexsp; /* methods/flexsp.c */
+void bp_flexsp_warn(const struct bp_plan *p, char *buf, size_t n);
+/* flexsp's largest group, in units of tp GPUs: max_group when > 0 (a power of two), else
+ * the largest power of two dividing the model's heads / tp (Ulysses gives each rank whole
+ * heads); at most the largest power of two <= units. cmd_solve.c makes flexsp's analytic
+ * profile with a scheme per size up to it. */
+int bp_flexsp_max_group(const struct bp_model *m, int tp, int units, int64_t max_group);
 
 /* Reads an integer / real method parameter from the plan, or records the default there.
  * Fails naming the parameter when the value is not a number in [lo, hi]. */

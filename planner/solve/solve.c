@@ -146,7 +146,7 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 		if (v >= 1 && v < mem_tokens)
 			mem_tokens = v;
 	}
-	rc = check_memory(cm, mem_tokens, err);
+	rc = bp_method_own_memory(m) ? 0 : check_memory(cm, mem_tokens, err);
 	if (rc < 0)
 		goto out;
 	rc = -1;

@@ -770,6 +770,7 @@ static void test_maxlen(void)
 			last = l;
 			struct bp_costmodel c2 = cm;
 			c2.dp = r;
+			c2.sync_ranks = r * cm.sc.cp;
 			int fits = 1, over = 0;
 			for (int s = 0; s < cm.sc.pp; s++) {
 				int64_t st = bp_cost_state_bytes(&c2, s), cap = bp_cost_mem_cap(&cm);
