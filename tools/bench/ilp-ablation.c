@@ -16,6 +16,7 @@
 #include "costmodel.h"
 #include "ilp_pack.h"
 #include "pack.h"
+#include "bench_util.h"
 
 struct variant {
 	const char *name;
@@ -27,12 +28,6 @@ static double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
 }
 
 int main(int argc, char **argv)
