@@ -13,6 +13,7 @@
 
 #include "analytic.h"
 #include "check.h"
+#include "kat_sparse.h"
 #include "costkinds.h"
 #include "costmodel.h"
 #include "jsonutil.h"
@@ -56,24 +57,6 @@ static void test_pairs(void)
 
 /* ---- sparse Perf.predict on the KAT-2 table -------------------------------------------------- */
 
-static double kat_x[] = {4096, 8192, 16384, 32768};
-static int kat_k[] = {8, 16, 24, 32, 48, 64};
-static double kat_fwd[] = {
-	6.031,	8.391,	 8.391,	  8.391,   8.391,   8.391,  /* 4096 */
-	13.898, 24.646,	 31.199,  33.559,  33.559,  33.559, /* 8192 */
-	29.630, 57.156,	 80.486,  99.623,  125.313, 134.226, /* 16384 */
-	61.096, 122.175, 179.061, 231.752, 324.551, 400.572, /* 32768 */
-};
-static double kat_bwd[24];
-
-static struct bp_sparse_table kat_table(void)
-{
-	struct bp_sparse_table t = {.tp = 1, .block = 256, .nx = 4, .nk = 6, .x = kat_x,
-				    .k = kat_k, .fwd = kat_fwd, .bwd = kat_bwd};
-	for (size_t i = 0; i < 24; i++)
-		kat_bwd[i] = 2.0 * kat_fwd[i];
-	return t;
-}
 
 /* Non-decreasing in x and k over a fine sweep, inside and outside the grid. */
 static void check_monotone(const struct bp_sparse_table *t, double xmax)
