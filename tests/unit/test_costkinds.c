@@ -57,7 +57,6 @@ static void test_pairs(void)
 
 /* ---- sparse Perf.predict on the KAT-2 table -------------------------------------------------- */
 
-
 /* Non-decreasing in x and k over a fine sweep, inside and outside the grid. */
 static void check_monotone(const struct bp_sparse_table *t, double xmax)
 {

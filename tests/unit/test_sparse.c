@@ -15,7 +15,6 @@
 #include "rng.h"
 #include "sparse_dst.h"
 
-
 static const int64_t kat_mb[4] = {32768, 16384, 8192, 4096};
 
 /* The table itself against P(x, 256, k) / 1e6 (the KAT-2 definition). */
