@@ -182,6 +182,21 @@ int bp_prof_group(const struct bp_prof_world *w, int inter, int r, int *nodes, i
 	return 1;
 }
 
+/* A task of a kind at cell (i, j) of profile table `table`, the rest zero. */
+static struct bp_task task_at(enum bp_task_kind kind, int tp, size_t table, size_t i, size_t j,
+			      int bwd)
+{
+	struct bp_task t;
+	memset(&t, 0, sizeof(t));
+	t.kind = kind;
+	t.tp = tp;
+	t.table = table;
+	t.i = i;
+	t.j = j;
+	t.bwd = bwd;
+	return t;
+}
+
 int bp_prof_tasks(const struct bp_profile *p, const struct bp_prof_world *w,
 		  struct bp_task **out, size_t *n, struct bp_error *err)
 {
@@ -189,8 +204,7 @@ int bp_prof_tasks(const struct bp_profile *p, const struct bp_prof_world *w,
 	size_t cnt = 0, cap = 0;
 	*out = NULL;
 	*n = 0;
-	memset(&t, 0, sizeof(t));
-	t.kind = BP_TASK_MEMORY;
+	t = task_at(BP_TASK_MEMORY, 0, 0, 0, 0, 0);
 	snprintf(t.key, sizeof(t.key), "memory reserved");
 	if (push_task(&v, &cnt, &cap, &t, err) < 0)
 		goto fail;
@@ -200,10 +214,7 @@ int bp_prof_tasks(const struct bp_profile *p, const struct bp_prof_world *w,
 		if (!bp_prof_group(w, ct->inter, ct->ranks, &gn, &gp))
 			continue;
 		for (size_t i = 0; i < ct->n; i++) {
-			memset(&t, 0, sizeof(t));
-			t.kind = BP_TASK_COLL;
-			t.table = a;
-			t.i = i;
+			t = task_at(BP_TASK_COLL, 0, a, i, 0, 0);
 			t.q = (int64_t)llround(ct->bytes[i]);
 			t.op = (int)ct->op;
 			t.inter = ct->inter;
@@ -221,12 +232,7 @@ int bp_prof_tasks(const struct bp_profile *p, const struct bp_prof_world *w,
 		const struct bp_linear_table *lt = &p->linear[a];
 		for (size_t i = 0; i < lt->n; i++)
 			for (int b = 0; b < 2; b++) {
-				memset(&t, 0, sizeof(t));
-				t.kind = BP_TASK_LINEAR;
-				t.tp = lt->tp;
-				t.table = a;
-				t.i = i;
-				t.bwd = b;
+				t = task_at(BP_TASK_LINEAR, lt->tp, a, i, 0, b);
 				t.q = (int64_t)llround(lt->tokens[i]);
 				snprintf(t.key, sizeof(t.key), "linear tp=%d t=%lld %s", t.tp,
 					 (long long)t.q, b ? "bwd" : "fwd");
@@ -241,13 +247,7 @@ int bp_prof_tasks(const struct bp_profile *p, const struct bp_prof_world *w,
 				if (at->kv[j] < at->q[i])
 					continue;
 				for (int b = 0; b < 2; b++) {
-					memset(&t, 0, sizeof(t));
-					t.kind = BP_TASK_ATTN;
-					t.tp = at->tp;
-					t.table = a;
-					t.i = i;
-					t.j = j;
-					t.bwd = b;
+					t = task_at(BP_TASK_ATTN, at->tp, a, i, j, b);
 					t.q = (int64_t)llround(at->q[i]);
 					t.kv = (int64_t)llround(at->kv[j]);
 					snprintf(t.key, sizeof(t.key), "attn tp=%d q=%lld kv=%lld %s",
@@ -265,13 +265,7 @@ int bp_prof_tasks(const struct bp_profile *p, const struct bp_prof_world *w,
 		for (size_t i = 0; i < st->nx; i++)
 			for (size_t j = 0; j < st->nk; j++)
 				for (int b = 0; b < 2; b++) {
-					memset(&t, 0, sizeof(t));
-					t.kind = BP_TASK_SPARSE;
-					t.tp = st->tp;
-					t.table = a;
-					t.i = i;
-					t.j = j;
-					t.bwd = b;
+					t = task_at(BP_TASK_SPARSE, st->tp, a, i, j, b);
 					t.q = t.kv = (int64_t)llround(st->x[i]);
 					t.block = st->block;
 					t.budget = st->k[j];
