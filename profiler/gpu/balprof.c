@@ -339,6 +339,44 @@ static int64_t attn_copies(const struct dims *d, int64_t q, int64_t kv, int bwd)
 	return n < 1 ? 1 : (int64_t)n;
 }
 
+/* The device buffers one attention launch reads and writes, for tq query and tk key tokens
+ * (bf16 Q, O, dO, dQ; fp32 log-sum-exp; bf16 K, V, dK, dV): dense and sparse alike. */
+static int ensure_attn_io(const struct dims *d, size_t tq, size_t tk, struct bp_error *err)
+{
+	size_t nq = (size_t)d->nq, nkv = (size_t)d->nkv;
+	if (ensure(&G.q, tq * nq * 2, FILL_BF16, err) < 0 ||
+	    ensure(&G.o, tq * nq * 2, FILL_BF16, err) < 0 ||
+	    ensure(&G.dout, tq * nq * 2, FILL_BF16, err) < 0 ||
+	    ensure(&G.dq, tq * nq * 2, FILL_NONE, err) < 0 ||
+	    ensure(&G.lse, tq * (size_t)d->hl * 4, FILL_LSE, err) < 0 ||
+	    ensure(&G.k, tk * nkv * 2, FILL_BF16, err) < 0 ||
+	    ensure(&G.v, tk * nkv * 2, FILL_BF16, err) < 0 ||
+	    ensure(&G.dk, tk * nkv * 2, FILL_NONE, err) < 0 ||
+	    ensure(&G.dv, tk * nkv * 2, FILL_NONE, err) < 0)
+		return -1;
+	return 0;
+}
+
+/* n equal segments' cumulative offsets into G.cu: [0, q, 2q, .. nq], then, when kv > 0, the
+ * same for kv (the dense kernel's cu_q and cu_kv; the sparse one takes cu_q alone). */
+static int upload_offsets(int64_t n, int64_t q, int64_t kv, struct bp_error *err)
+{
+	size_t len = (size_t)(n + 1) * (kv > 0 ? 2 : 1);
+	if (ensure(&G.cu, len * sizeof(int32_t), FILL_NONE, err) < 0)
+		return -1;
+	int32_t *h = bp_calloc(len, sizeof(int32_t), err);
+	if (!h)
+		return -1;
+	for (int64_t i = 0; i <= n; i++) {
+		h[i] = (int32_t)(i * q);
+		if (kv > 0)
+			h[n + 1 + i] = (int32_t)(i * kv);
+	}
+	cudaError_t e = cudaMemcpy(G.cu.p, h, len * sizeof(int32_t), cudaMemcpyHostToDevice);
+	free(h);
+	return e != cudaSuccess ? cu_fail(err, e, "cudaMemcpy", __LINE__) : 0;
+}
+
 static int measure_attn(const struct bp_model *m, const struct bp_task *t, int warmup,
 			int reps, struct bp_meas *out, struct bp_error *err)
 {
@@ -359,32 +397,10 @@ static int measure_attn(const struct bp_model *m, const struct bp_task *t, int w
 	c.s.max_q = (int)t->q;
 	c.s.max_kv = (int)t->kv;
 	c.s.scale = 1.0f / sqrtf((float)d.hd);
-	size_t tq = (size_t)c.s.total_q, tk = (size_t)c.s.total_kv, nq = (size_t)d.nq;
-	size_t nkv = (size_t)d.nkv;
-	if (ensure(&G.q, tq * nq * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.o, tq * nq * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.dout, tq * nq * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.dq, tq * nq * 2, FILL_NONE, err) < 0 ||
-	    ensure(&G.lse, tq * (size_t)d.hl * 4, FILL_LSE, err) < 0 ||
-	    ensure(&G.k, tk * nkv * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.v, tk * nkv * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.dk, tk * nkv * 2, FILL_NONE, err) < 0 ||
-	    ensure(&G.dv, tk * nkv * 2, FILL_NONE, err) < 0 ||
-	    ensure(&G.cu, (size_t)(2 * (n + 1)) * sizeof(int32_t), FILL_NONE, err) < 0 ||
-	    (t->bwd && ensure(&G.ws, bp_attn_bwd_workspace(&c.s), FILL_NONE, err) < 0))
+	if (ensure_attn_io(&d, (size_t)c.s.total_q, (size_t)c.s.total_kv, err) < 0 ||
+	    (t->bwd && ensure(&G.ws, bp_attn_bwd_workspace(&c.s), FILL_NONE, err) < 0) ||
+	    upload_offsets(n, t->q, t->kv, err) < 0)
 		return -1;
-	int32_t *h = bp_calloc((size_t)(2 * (n + 1)), sizeof(int32_t), err);
-	if (!h)
-		return -1;
-	for (int64_t i = 0; i <= n; i++) {
-		h[i] = (int32_t)(i * t->q);
-		h[n + 1 + i] = (int32_t)(i * t->kv);
-	}
-	cudaError_t e = cudaMemcpy(G.cu.p, h, (size_t)(2 * (n + 1)) * sizeof(int32_t),
-				   cudaMemcpyHostToDevice);
-	free(h);
-	if (e != cudaSuccess)
-		return cu_fail(err, e, "cudaMemcpy", __LINE__);
 	if (t->bwd) { /* the forward's O and lse, what the backward reads */
 		struct attn_ctx f = c;
 		f.bwd = 0;
@@ -476,29 +492,10 @@ static int measure_sparse(const struct bp_model *m, const struct bp_task *t, int
 	sparse_shape(&d, t, n, &c.s);
 	if (bp_sparse_check(&c.s, err) < 0)
 		return -1;
-	size_t tt = (size_t)c.s.total, nq = (size_t)d.nq, nkv = (size_t)d.nkv;
-	if (ensure(&G.q, tt * nq * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.o, tt * nq * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.dout, tt * nq * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.dq, tt * nq * 2, FILL_NONE, err) < 0 ||
-	    ensure(&G.lse, tt * (size_t)d.hl * 4, FILL_LSE, err) < 0 ||
-	    ensure(&G.k, tt * nkv * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.v, tt * nkv * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.dk, tt * nkv * 2, FILL_NONE, err) < 0 ||
-	    ensure(&G.dv, tt * nkv * 2, FILL_NONE, err) < 0 ||
-	    ensure(&G.cu, (size_t)(n + 1) * sizeof(int32_t), FILL_NONE, err) < 0 ||
-	    ensure(&G.ws, bp_sparse_workspace(&c.s), FILL_NONE, err) < 0)
+	if (ensure_attn_io(&d, (size_t)c.s.total, (size_t)c.s.total, err) < 0 ||
+	    ensure(&G.ws, bp_sparse_workspace(&c.s), FILL_NONE, err) < 0 ||
+	    upload_offsets(n, t->q, 0, err) < 0)
 		return -1;
-	int32_t *h = bp_calloc((size_t)(n + 1), sizeof(int32_t), err);
-	if (!h)
-		return -1;
-	for (int64_t i = 0; i <= n; i++)
-		h[i] = (int32_t)(i * t->q);
-	cudaError_t e = cudaMemcpy(G.cu.p, h, (size_t)(n + 1) * sizeof(int32_t),
-				   cudaMemcpyHostToDevice);
-	free(h);
-	if (e != cudaSuccess)
-		return cu_fail(err, e, "cudaMemcpy", __LINE__);
 	if (t->bwd) { /* the forward's O and lse, what the backward reads */
 		struct sparse_ctx f = c;
 		f.bwd = 0;
