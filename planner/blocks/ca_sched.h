@@ -130,7 +130,9 @@ int bp_ca_chunks(const struct bp_ca_placement *pl, struct bp_ca_chunk **out, siz
  * the chunk's queries (q_bytes each) and, once per (document, piece's rank, server), the
  * KV tokens of that rank's pieces inside the longest prefix the server needs (distca.md
  * sec. 15 invariant 7; self traffic excluded). send/recv (nranks entries each) are filled;
- * returns the largest send + recv of any rank (the buffer a call needs), or -1. */
+ * returns the largest send + recv of any rank (the buffer a call needs), or -1. This and
+ * bp_ca_chunks state the model directly, over chunks and pieces, for hand-made cases; the
+ * method runs bp_ca_emit, which the unit tests hold to them. */
 double bp_ca_bytes(const struct bp_ca_placement *pl, const struct bp_ca_chunk *ch, size_t n,
 		   int nranks, double q_bytes, double kv_bytes, double *send, double *recv,
 		   struct bp_error *err);
