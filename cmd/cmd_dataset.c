@@ -315,7 +315,7 @@ static int show(const char *spec, const char *field, const char *svg)
 	int rc = EXIT_OK;
 
 	bp_dataset_init(&ds);
-	if (cmd_load_dataset(spec, field, &ds, sha, &err) < 0) {
+	if (cmd_load_dataset(spec, &(struct bp_read_opts){field, NULL, NULL}, &ds, sha, &err) < 0) {
 		rc = cmd_error("%s", err.text);
 		goto out;
 	}

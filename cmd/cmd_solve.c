@@ -530,7 +530,7 @@ int cmd_solve(int argc, char **argv)
 	bp_sb_coverage_init(&sbcov);
 	int have_sbcov = 0;
 	struct bp_scheme sc = {(int)tp, (int)cp, (int)pp};
-	if (cmd_load_dataset(dataset, jsonl_field, &ds, ds_sha, &err) < 0) {
+	if (cmd_load_dataset(dataset, &(struct bp_read_opts){jsonl_field, NULL, NULL}, &ds, ds_sha, &err) < 0) {
 		rc = cmd_error("%s", err.text);
 		goto out;
 	}

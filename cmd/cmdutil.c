@@ -197,7 +197,7 @@ static const char *base_name(const char *path)
 	return s ? s + 1 : path;
 }
 
-int cmd_load_dataset(const char *spec, const char *jsonl_field, struct bp_dataset *ds,
+int cmd_load_dataset(const char *spec, const struct bp_read_opts *ro, struct bp_dataset *ds,
 		     char sha[65], struct bp_error *err)
 {
 	size_t len = 0;
@@ -221,7 +221,7 @@ int cmd_load_dataset(const char *spec, const char *jsonl_field, struct bp_datase
 	char *dot = strrchr(name, '.');
 	if (dot && dot != name)
 		*dot = 0;
-	int rc = bp_dataset_parse(ds, buf, len, name, jsonl_field, err);
+	int rc = bp_dataset_read(ds, buf, len, name, ro, err);
 	free(buf);
 	if (rc < 0)
 		return bp_error_prefix(err, "cannot read dataset '%s'", spec);

@@ -52,7 +52,7 @@ int cmd_write_file(const char *path, const char *data, size_t len, struct bp_err
 
 /* Loads a dataset from a preset name or a file path; name gets the dataset's name and sha
  * the sha256 of the bytes read. */
-int cmd_load_dataset(const char *spec, const char *jsonl_field, struct bp_dataset *ds,
+int cmd_load_dataset(const char *spec, const struct bp_read_opts *ro, struct bp_dataset *ds,
 		     char sha[65], struct bp_error *err);
 
 /* Loads a balplan.coverage/v1 file (SparseBalance's measured coverage) into an initialised

@@ -237,7 +237,15 @@ static char detect(const char *text, size_t len)
 int bp_dataset_parse(struct bp_dataset *ds, const char *text, size_t len, const char *name,
 		     const char *jsonl_field, struct bp_error *err)
 {
+	struct bp_read_opts o = {jsonl_field, NULL, NULL};
+	return bp_dataset_read(ds, text, len, name, &o, err);
+}
+
+int bp_dataset_read(struct bp_dataset *ds, const char *text, size_t len, const char *name,
+		    const struct bp_read_opts *ro, struct bp_error *err)
+{
 	int rc = -1;
+	const char *jsonl_field = ro ? ro->length_field : NULL;
 
 	bp_dataset_release(ds);
 	bp_skip_bom(&text, &len);

@@ -31,6 +31,7 @@ void bp_dataset_release(struct bp_dataset *ds)
 	free(ds->license);
 	free(ds->bins);
 	free(ds->lengths);
+	free(ds->ids);
 	bp_dataset_init(ds);
 }
 

@@ -44,6 +44,14 @@ struct bp_dataset {
 	size_t nbins;
 	int64_t *lengths;              /* raw lengths in file order; owned; NULL when bins used */
 	size_t nlengths;
+	/* A sample index (the team's samples, issue 22): the readers of text, JSONL and
+	 * Megatron-LM .idx files give every length its sample id. ids[i] is the id of lengths[i]
+	 * (unique, >= 0; owned); NULL means the id is the position i. format names the reader
+	 * ("balplan" v1 JSON, "text", "jsonl", "megatron-idx"); sequences is the .idx's sequence
+	 * count (a document may hold several), 0 for the other readers. */
+	int64_t *ids;
+	char format[16];
+	int64_t sequences;
 };
 
 void bp_dataset_init(struct bp_dataset *ds);
@@ -56,6 +64,20 @@ const char *bp_dataset_kind_name(enum bp_dataset_kind k);
  * failure too). to_json returns a new reference (caller decrefs) or NULL. */
 int bp_dataset_from_json(struct bp_dataset *ds, json_t *root, struct bp_error *err);
 json_t *bp_dataset_to_json(const struct bp_dataset *ds);
+
+/* Field names of a JSONL sample index; NULL fields are chosen automatically from the first
+ * non-blank line (dataset_read.c says how). */
+struct bp_read_opts {
+	const char *length_field; /* integer token count: tokens, num_tokens, length, len */
+	const char *tokens_field; /* token array whose length is the count: input_ids, tokens */
+	const char *id_field;     /* integer sample id: id; absent: the line's sample position */
+};
+
+/* Reads any accepted input (v1 JSON, text, JSONL, a Megatron-LM .idx; len bytes, told apart
+ * by their first bytes) into an initialised ds. o may be NULL (all automatic). Returns 0 or
+ * -1 with a message naming the line or byte offset. */
+int bp_dataset_read(struct bp_dataset *ds, const char *buf, size_t len, const char *name,
+		    const struct bp_read_opts *o, struct bp_error *err);
 
 /* Reads any accepted input format from text (len bytes). name is used when the input does not
  * name itself (text, JSONL). jsonl_field names the token-count field of JSONL lines (NULL:
