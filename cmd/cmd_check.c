@@ -9,11 +9,18 @@
 
 static void check_usage(FILE *f)
 {
-	fprintf(f, "usage: balplan check [--profile FILE] PLAN\n\n"
+	fprintf(f, "usage: balplan check [--profile FILE] [--index FILE [field options]] PLAN\n\n"
 		   "Checks a plan: the format, every document trained exactly once (or delayed to a\n"
 		   "named step), spans inside documents, the token and memory caps, the cluster, and\n"
 		   "that the profile it names predicts the times it carries. Plans made with an\n"
 		   "analytic profile are checked against a regenerated one; others need --profile.\n\n"
+		   "  -p, --profile FILE     the profile the plan was made with\n"
+		   "      --index FILE       the sample index a plan of samples was made from\n"
+		   "                         (its sha256 must match): every sample of the planned\n"
+		   "                         range must be trained exactly once, in the step the\n"
+		   "                         plan's order puts it in or a recorded later one\n"
+		   "      --length-field KEY, --tokens-field KEY, --id-field KEY\n"
+		   "                         JSONL fields, as given to solve\n\n"
 		   "exit status: 0 valid, 1 invalid or unreadable, 2 usage error\n");
 }
 
@@ -21,14 +28,24 @@ int cmd_check(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"profile", required_argument, NULL, 'p'},
+		{"index", required_argument, NULL, 'x'},
+		{"length-field", required_argument, NULL, 'J'},
+		{"jsonl-field", required_argument, NULL, 'J'},
+		{"tokens-field", required_argument, NULL, 'j'},
+		{"id-field", required_argument, NULL, 'I'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *profile = NULL;
+	const char *profile = NULL, *index = NULL;
+	struct bp_read_opts ro = {NULL, NULL, NULL};
 	int c;
 	while ((c = getopt_long(argc, argv, "p:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p': profile = optarg; break;
+		case 'x': index = optarg; break;
+		case 'J': ro.length_field = optarg; break;
+		case 'j': ro.tokens_field = optarg; break;
+		case 'I': ro.id_field = optarg; break;
 		case 'h': check_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("check", "unknown or incomplete option '%s'",
@@ -38,18 +55,39 @@ int cmd_check(int argc, char **argv)
 	if (argc - optind != 1)
 		return cmd_usage("check", "expected one plan file");
 	const char *path = argv[optind];
-	if (profile && !strcmp(profile, "-") && !strcmp(path, "-"))
-		return cmd_usage("check", "the plan and --profile cannot both be standard input "
-				 "('-')");
+	{
+		const char *names[] = {"the plan", "--profile", "--index"};
+		const char *paths[] = {path, profile, index};
+		int r = cmd_one_stdin("check", 3, names, paths);
+		if (r)
+			return r;
+	}
+	if (!index && (ro.length_field || ro.tokens_field || ro.id_field))
+		return cmd_usage("check", "the field options belong to --index");
 	struct bp_plan plan;
 	struct bp_profile prof;
+	struct bp_dataset ds;
 	struct bp_error err;
+	char ds_sha[65];
 	int rc = EXIT_DATA;
 	bp_plan_init(&plan);
 	bp_profile_init(&prof);
+	bp_dataset_init(&ds);
 	if (cmd_load_plan(path, &plan, &err) < 0) {
 		cmd_error("%s", err.text);
 		goto out;
+	}
+	/* the samples first: a plan edited consistently still names the wrong ones */
+	if (index) {
+		if (cmd_load_dataset(index, &ro, &ds, ds_sha, &err) < 0) {
+			cmd_error("%s", err.text);
+			goto out;
+		}
+		if (bp_plan_check_samples(&plan, &ds, ds_sha, &err) < 0) {
+			cmd_error("plan '%s' does not train index '%s' as planned: %s", path, index,
+				  err.text);
+			goto out;
+		}
 	}
 	if (cmd_plan_profile(&plan, profile, 1, &prof, &err) < 0) {
 		cmd_error("plan '%s': %s", path, err.text);
@@ -65,9 +103,17 @@ int cmd_check(int argc, char **argv)
 			mbs += plan.steps[i].pipes[k].nmbs;
 	printf("plan '%s' is valid: method %s, %zu steps, %zu micro-batches, %lld documents\n",
 	       path, plan.method, plan.nsteps, mbs, (long long)plan.summary.docs);
+	if (index)
+		printf("index '%s': positions %lld to %lld of its order (%lld samples per epoch), "
+		       "each trained exactly once as planned; %lld truncated, %lld dropped over "
+		       "the cap, %lld left by the last-batch rule\n", index,
+		       (long long)plan.source.first_pos, (long long)plan.source.end_pos - 1,
+		       (long long)plan.source.samples, (long long)plan.summary.truncated,
+		       (long long)plan.summary.dropped, (long long)plan.source.left);
 	rc = EXIT_OK;
 out:
 	bp_plan_release(&plan);
 	bp_profile_release(&prof);
+	bp_dataset_release(&ds);
 	return rc;
 }

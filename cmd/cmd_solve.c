@@ -21,12 +21,19 @@ static void solve_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: balplan solve [options]\n\n"
-		"Draws --steps global batches from a dataset, plans them with each method and\n"
-		"predicts them on a profile with the shared cost model and 1F1B simulator.\n\n"
+		"Takes --steps global batches of samples from a dataset, plans them with each\n"
+		"method and predicts them on a profile with the shared cost model and 1F1B\n"
+		"simulator.\n\n"
 		"inputs:\n"
-		"  -d, --dataset NAME|FILE  dataset preset or file (v1 JSON, text, JSONL)\n"
-		"                           [synthetic-longtail]\n"
-		"      --jsonl-field KEY    token-count field of JSONL input [auto]\n"
+		"  -d, --dataset NAME|FILE  a sample index (text: a length, or 'id length', per\n"
+		"                           line; JSONL; a Megatron-LM .idx), or a length\n"
+		"                           distribution (v1 JSON, presets) [synthetic-longtail]\n"
+		"      --length-field KEY   JSONL: integer token-count field [auto: tokens,\n"
+		"                           num_tokens, length, len] (also --jsonl-field)\n"
+		"      --tokens-field KEY   JSONL: token array counted for the length [auto:\n"
+		"                           input_ids, tokens]\n"
+		"      --id-field KEY       JSONL: integer sample id [auto: id, else the line's\n"
+		"                           sample position]\n"
 		"  -p, --profile FILE       profile; without it an analytic one is made from\n"
 		"                           --gpu and --model\n"
 		"      --gpu NAME           GPU preset for the analytic profile [H100]\n"
@@ -39,7 +46,17 @@ static void solve_usage(FILE *f)
 		"  -L, --max-tokens N       context cap: tokens per micro-batch [131072]\n"
 		"      --tokens-per-step N  token budget per global batch [pp*dp*max-tokens]\n"
 		"      --docs-per-step N    fixed documents per global batch instead\n"
-		"  -n, --steps N            global batches [20]\n"
+		"  -n, --steps N            global batches [20; with --epochs: until the data\n"
+		"                           ends]\n"
+		"      --order MODE         where samples come from: file (the index's samples\n"
+		"                           in its order, without replacement, epoch after\n"
+		"                           epoch), shuffle (a seeded shuffle per epoch) or draw\n"
+		"                           (what-if: lengths drawn with replacement from the\n"
+		"                           distribution; the only mode of histograms) [file for\n"
+		"                           a sample index, draw otherwise]\n"
+		"      --epochs N           file, shuffle: the data ends after N epochs [none]\n"
+		"      --last-batch MODE    keep|drop the partial global batch where the data\n"
+		"                           ends [keep]\n"
 		"  -s, --seed N             seed of every random choice [1]\n"
 		"      --over-length MODE   truncate|drop|error for documents over the cap\n"
 		"                           [truncate]\n"
@@ -284,6 +301,12 @@ int cmd_solve(int argc, char **argv)
 	static const struct option opts[] = {
 		{"dataset", required_argument, NULL, 'd'},
 		{"jsonl-field", required_argument, NULL, 'J'},
+		{"length-field", required_argument, NULL, 'J'},
+		{"tokens-field", required_argument, NULL, 'j'},
+		{"id-field", required_argument, NULL, 'I'},
+		{"order", required_argument, NULL, 'X'},
+		{"epochs", required_argument, NULL, 'E'},
+		{"last-batch", required_argument, NULL, 'B'},
 		{"profile", required_argument, NULL, 'p'},
 		{"gpu", required_argument, NULL, 'G'},
 		{"model", required_argument, NULL, 'M'},
@@ -310,12 +333,16 @@ int cmd_solve(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	const char *dataset = "synthetic-longtail", *jsonl_field = NULL, *profile = NULL;
+	const char *tokens_field = NULL, *id_field = NULL;
 	const char *gpu = "H100", *model = "llama3-8b", *methods = "all", *out = NULL;
 	const char *out_dir = NULL, *strategies = NULL;
 	struct bp_param params[32];
 	size_t nparams = 0;
 	int64_t gpus = 64, tp = 8, cp = 2, pp = 4, max_tokens = 131072, tps = -1, dps = 0;
-	int64_t steps = 20, seed = 1;
+	int64_t steps = 20, seed = 1, epochs = 0;
+	enum bp_order order = BP_ORDER_DRAW;
+	enum bp_last_batch last = BP_LAST_KEEP;
+	int order_set = 0, steps_set = 0, last_set = 0;
 	int timing = 0, quiet = 0, gpu_set = 0, model_set = 0, tps_given = 0;
 	enum bp_overlen overlen = BP_OVERLEN_TRUNCATE;
 	enum bp_documents documents = BP_DOCS_WHOLE;
@@ -327,6 +354,22 @@ int cmd_solve(int argc, char **argv)
 		switch (c) {
 		case 'd': dataset = optarg; break;
 		case 'J': jsonl_field = optarg; break;
+		case 'j': tokens_field = optarg; break;
+		case 'I': id_field = optarg; break;
+		case 'X':
+			if (bp_order_parse(optarg, &order) < 0)
+				return cmd_usage("solve", "--order '%s' is not file, shuffle or draw",
+						 cmd_cut(optarg));
+			order_set = 1;
+			break;
+		case 'E': bad = cmd_opt_int("solve", "--epochs", optarg, 1, 1000000, &epochs);
+			break;
+		case 'B':
+			if (bp_last_batch_parse(optarg, &last) < 0)
+				return cmd_usage("solve", "--last-batch '%s' is not keep or drop",
+						 cmd_cut(optarg));
+			last_set = 1;
+			break;
 		case 'p': profile = optarg; break;
 		case 'G': gpu = optarg; gpu_set = 1; break;
 		case 'M': model = optarg; model_set = 1; break;
@@ -341,7 +384,9 @@ int cmd_solve(int argc, char **argv)
 			break;
 		case 'D': bad = cmd_opt_int("solve", "--docs-per-step", optarg, 1, 1 << 24, &dps);
 			break;
-		case 'n': bad = cmd_opt_int("solve", "--steps", optarg, 1, 1000000, &steps); break;
+		case 'n': bad = cmd_opt_int("solve", "--steps", optarg, 1, 1000000, &steps);
+			steps_set = 1;
+			break;
 		case 's': bad = cmd_opt_int("solve", "--seed", optarg, 0, INT64_MAX, &seed); break;
 		case 'O':
 			if (!strcmp(optarg, "truncate"))
@@ -530,9 +575,37 @@ int cmd_solve(int argc, char **argv)
 	bp_sb_coverage_init(&sbcov);
 	int have_sbcov = 0;
 	struct bp_scheme sc = {(int)tp, (int)cp, (int)pp};
-	if (cmd_load_dataset(dataset, &(struct bp_read_opts){jsonl_field, NULL, NULL}, &ds, ds_sha, &err) < 0) {
+	if (cmd_load_dataset(dataset, &(struct bp_read_opts){jsonl_field, tokens_field, id_field},
+			     &ds, ds_sha, &err) < 0) {
 		rc = cmd_error("%s", err.text);
 		goto out;
+	}
+	/* A sample index (a reader's rows: text, JSONL, .idx) is read in order by default; a
+	 * distribution (v1 JSON, the presets) can only be drawn from. */
+	int is_index = ds.lengths && strcmp(ds.format, "balplan") != 0;
+	if (!order_set)
+		order = is_index ? BP_ORDER_FILE : BP_ORDER_DRAW;
+	if (order != BP_ORDER_DRAW && !ds.lengths) {
+		rc = cmd_usage("solve", "--order %s needs a sample index; dataset '%s' is a "
+			       "histogram, whose lengths can only be drawn (--order draw)",
+			       bp_order_name(order), ds.name);
+		goto out;
+	}
+	if (order == BP_ORDER_DRAW && (epochs || last_set)) {
+		rc = cmd_usage("solve", "%s needs samples read in order (--order file or shuffle), "
+			       "not drawn", epochs ? "--epochs" : "--last-batch");
+		goto out;
+	}
+	if (epochs && !steps_set)
+		steps = 0; /* until the data ends */
+	/* Steps the limits below are estimated for: with --epochs, the ones the data fills. */
+	int64_t est_steps = steps;
+	if (epochs) {
+		double need = dps ? (double)epochs * (double)ds.nlengths / (double)dps
+				  : (double)epochs * (double)ds.stats.tokens / (double)tps;
+		double cap = ceil(need) + 1;
+		if (!steps || cap < (double)steps)
+			est_steps = cap > 1e12 ? (int64_t)1e12 : (int64_t)cap;
 	}
 	{
 		struct estimate e = estimate_step(&ds, max_tokens, tps, dps, pp, dp);
@@ -565,24 +638,28 @@ int cmd_solve(int argc, char **argv)
 				       e.s_step, LIMIT_TIME_S, per);
 			goto out;
 		}
-		if (e.mem_step * (double)steps > LIMIT_MEM_GIB * gib) {
-			rc = cmd_usage("solve", "--steps %lld is beyond the planning limits: an "
-				       "estimated %.1f GiB of memory (limit %.0f GiB) for %s", (long long)
-				       steps, e.mem_step * (double)steps / gib, LIMIT_MEM_GIB, per);
+		if (e.mem_step * (double)est_steps > LIMIT_MEM_GIB * gib) {
+			rc = cmd_usage("solve", "%s %lld is beyond the planning limits: an "
+				       "estimated %.1f GiB of memory (limit %.0f GiB) for %s",
+				       steps ? "--steps" : "--epochs",
+				       (long long)(steps ? steps : epochs),
+				       e.mem_step * (double)est_steps / gib, LIMIT_MEM_GIB, per);
 			goto out;
 		}
-		if (e.s_step * (double)steps > LIMIT_TIME_S) {
-			rc = cmd_usage("solve", "--steps %lld is beyond the planning limits: an "
+		if (e.s_step * (double)est_steps > LIMIT_TIME_S) {
+			rc = cmd_usage("solve", "%s %lld is beyond the planning limits: an "
 				       "estimated %.0f s of planning per method (limit %.0f s) for %s",
-				       (long long)steps, e.s_step * (double)steps, LIMIT_TIME_S, per);
+				       steps ? "--steps" : "--epochs",
+				       (long long)(steps ? steps : epochs),
+				       e.s_step * (double)est_steps, LIMIT_TIME_S, per);
 			goto out;
 		}
-		if (e.s_step * (double)steps * (double)nm > LIMIT_TIME_S) {
+		if (e.s_step * (double)est_steps * (double)nm > LIMIT_TIME_S) {
 			rc = cmd_usage("solve", "--method '%s' (%zu methods) is beyond the planning "
 				       "limits: an estimated %.0f s of planning (limit %.0f s) for %s "
 				       "over %lld steps", cmd_cut(methods), nm,
-				       e.s_step * (double)steps * (double)nm, LIMIT_TIME_S, per,
-				       (long long)steps);
+				       e.s_step * (double)est_steps * (double)nm, LIMIT_TIME_S, per,
+				       (long long)est_steps);
 			goto out;
 		}
 	}
@@ -632,13 +709,27 @@ int cmd_solve(int argc, char **argv)
 	if (out_dir && (rc = outdir_open(out_dir, &tmp_dir)) != EXIT_OK)
 		goto out;
 	rc = EXIT_DATA;
-	if (!quiet)
+	if (!quiet && order != BP_ORDER_DRAW) {
+		char span[64];
+		if (!steps)
+			snprintf(span, sizeof(span), "%lld epoch%s", (long long)epochs,
+				 epochs == 1 ? "" : "s");
+		else
+			snprintf(span, sizeof(span), "%lld steps", (long long)steps);
+		printf("samples %s (%s, %zu samples, order %s), %d x %s (tp %lld cp %lld pp %lld "
+		       "dp %lld), model %s, max %lld tokens, %s of %lld %s, seed %lld, documents "
+		       "%s\n", ds.name, ds.format, ds.nlengths, bp_order_name(order), (int)gpus,
+		       prof.hw.gpu, (long long)tp, (long long)cp, (long long)pp, (long long)dp,
+		       prof.model.name, (long long)max_tokens, span, (long long)(dps ? dps : tps),
+		       dps ? "samples" : "tokens", (long long)seed, bp_documents_name(documents));
+	} else if (!quiet) {
 		printf("dataset %s, %d x %s (tp %lld cp %lld pp %lld dp %lld), model %s, "
 		       "max %lld tokens, %lld steps of %lld %s, seed %lld, documents %s\n", ds.name,
 		       (int)gpus, prof.hw.gpu, (long long)tp, (long long)cp, (long long)pp,
 		       (long long)dp, prof.model.name, (long long)max_tokens, (long long)steps,
 		       (long long)(dps ? dps : tps), dps ? "documents" : "tokens", (long long)seed,
 		       bp_documents_name(documents));
+	}
 	for (size_t i = 0; i < nm; i++) {
 		struct bp_plan plan;
 		struct bp_solve_opts o = {
@@ -647,7 +738,7 @@ int cmd_solve(int argc, char **argv)
 				    .dp = (int)dp},
 			.steps = steps, .tokens_per_step = tps, .docs_per_step = dps,
 			.max_tokens = max_tokens, .overlen = overlen, .documents = documents,
-			.seed = (uint64_t)seed,
+			.order = order, .epochs = epochs, .last = last, .seed = (uint64_t)seed,
 			.shard = shard, .dataset_name = ds.name, .dataset_sha = ds_sha,
 			.profile_sha = prof_sha,
 		};
@@ -700,7 +791,7 @@ int cmd_solve(int argc, char **argv)
 		res[i].method = list[i]->name;
 		res[i].trained = bp_plan_documents_trained(&plan);
 		res[i].s = plan.summary;
-		res[i].plan_ms_per_step = (t1 - t0) / (double)steps;
+		res[i].plan_ms_per_step = (t1 - t0) / (double)(plan.nsteps ? plan.nsteps : 1);
 		int wr = EXIT_OK;
 		if (out) {
 			wr = write_plan(&plan, out);

@@ -96,6 +96,18 @@ static const struct bp_field sampling_fields[] = {
 	BP_FIELD_I64(struct bp_plan, max_tokens, "max_tokens", 1, I64MAX),
 };
 
+/* sampling.source (plan.h struct bp_source): a plan of the team's own samples (issue 22). */
+static const struct bp_field source_fields[] = {
+	BP_FIELD_STR(struct bp_source, format, "format"),
+	BP_FIELD_I64(struct bp_source, samples, "samples", 1, I64MAX),
+	BP_FIELD_I64(struct bp_source, sequences, "sequences", 0, I64MAX),
+	BP_FIELD_I64(struct bp_source, tokens, "tokens", 1, I64MAX),
+	BP_FIELD_I64(struct bp_source, epochs, "epochs", 0, I64MAX),
+	BP_FIELD_I64(struct bp_source, first_pos, "first_position", 0, I64MAX),
+	BP_FIELD_I64(struct bp_source, end_pos, "end_position", 0, I64MAX),
+	BP_FIELD_I64(struct bp_source, left, "left_samples", 0, I64MAX),
+};
+
 static const struct bp_field cluster_fields[] = {
 	BP_FIELD_STR(struct bp_cluster, gpu, "gpu"),
 	BP_FIELD_INT(struct bp_cluster, gpus, "gpus", 0, 1 << 24),
@@ -139,14 +151,65 @@ static json_t *done(json_t *o, int ok)
 	return o;
 }
 
-static json_t *mb_to_json(const struct bp_mb *mb, int pp, int layers)
+/* A plan's documents by id, for the sample a span trains (sampling.source plans). */
+struct doc_map {
+	struct bp_doc *d; /* sorted by id; owned */
+	size_t n;
+};
+
+static int cmp_doc_id(const void *a, const void *b)
+{
+	int64_t x = ((const struct bp_doc *)a)->id, y = ((const struct bp_doc *)b)->id;
+	return (x > y) - (x < y);
+}
+
+static int doc_map_build(struct doc_map *m, const struct bp_plan *p, struct bp_error *err)
+{
+	size_t n = 0;
+	m->d = NULL;
+	m->n = 0;
+	for (size_t i = 0; i < p->nsteps; i++)
+		n += p->steps[i].ndocs;
+	m->d = bp_calloc(n + 1, sizeof(*m->d), err);
+	if (!m->d)
+		return -1;
+	int sorted = 1;
+	for (size_t i = 0; i < p->nsteps; i++)
+		for (size_t k = 0; k < p->steps[i].ndocs; k++) {
+			m->d[m->n] = p->steps[i].docs[k];
+			sorted &= m->n == 0 || m->d[m->n - 1].id < m->d[m->n].id;
+			m->n++;
+		}
+	if (!sorted)
+		qsort(m->d, m->n, sizeof(*m->d), cmp_doc_id);
+	return 0;
+}
+
+static const struct bp_doc *doc_map_find(const struct doc_map *m, int64_t id)
+{
+	struct bp_doc key = {.id = id};
+	return m->n ? bsearch(&key, m->d, m->n, sizeof(*m->d), cmp_doc_id) : NULL;
+}
+
+/* A span: [doc, offset, len], and with a doc map (sampling.source plans) the sample it
+ * trains and where in the sample it starts: [doc, offset, len, sample, sample_offset]. */
+static json_t *span_to_json(const struct bp_span *sp, const struct doc_map *m)
+{
+	int64_t t[5] = {sp->doc, sp->offset, sp->len, -1, -1};
+	const struct bp_doc *d = m ? doc_map_find(m, sp->doc) : NULL;
+	if (d) {
+		t[3] = d->sample;
+		t[4] = d->soff + sp->offset;
+	}
+	return int_array(t, m ? 5 : 3);
+}
+
+static json_t *mb_to_json(const struct bp_mb *mb, int pp, int layers, const struct doc_map *m)
 {
 	json_t *o = json_object(), *spans = json_array(), *pr = json_object();
 	int ok = o && spans && pr;
-	for (size_t i = 0; ok && i < mb->nspans; i++) {
-		int64_t t[3] = {mb->spans[i].doc, mb->spans[i].offset, mb->spans[i].len};
-		bp_json_append(spans, int_array(t, 3), &ok);
-	}
+	for (size_t i = 0; ok && i < mb->nspans; i++)
+		bp_json_append(spans, span_to_json(&mb->spans[i], m), &ok);
 	bp_json_set(o, "spans", spans, &ok);
 	bp_json_set(o, "shard", json_string(bp_shard_name(mb->shard)), &ok);
 	if (mb->attn != BP_ATTN_DENSE) {
@@ -168,12 +231,13 @@ static json_t *mb_to_json(const struct bp_mb *mb, int pp, int layers)
 	return done(o, ok);
 }
 
-static json_t *pipe_to_json(const struct bp_pipe *pi, int pp, int layers)
+static json_t *pipe_to_json(const struct bp_pipe *pi, int pp, int layers,
+			    const struct doc_map *m)
 {
 	json_t *o = json_object(), *mbs = json_array(), *pr = json_object();
 	int ok = o && mbs && pr;
 	for (size_t j = 0; ok && j < pi->nmbs; j++)
-		bp_json_append(mbs, mb_to_json(&pi->mbs[j], pp, layers), &ok);
+		bp_json_append(mbs, mb_to_json(&pi->mbs[j], pp, layers, m), &ok);
 	bp_json_set(o, "microbatches", mbs, &ok);
 	bp_json_set(pr, "time_us", bp_json_real(pi->time_us), &ok);
 	if (pi->busy_us)
@@ -184,15 +248,17 @@ static json_t *pipe_to_json(const struct bp_pipe *pi, int pp, int layers)
 	return done(o, ok);
 }
 
-static json_t *step_to_json(const struct bp_plan *p, const struct bp_step *st)
+static json_t *step_to_json(const struct bp_plan *p, const struct bp_step *st,
+			    const struct doc_map *m)
 {
 	json_t *o = json_object(), *docs = json_array(), *del = json_array(),
 	       *pipes = json_array(), *pr = json_object();
 	int ok = o && docs && del && pipes && pr;
 	const struct bp_layout *l = bp_plan_layout(p, st);
 	for (size_t i = 0; ok && i < st->ndocs; i++) {
-		int64_t t[2] = {st->docs[i].id, st->docs[i].len};
-		bp_json_append(docs, int_array(t, 2), &ok);
+		const struct bp_doc *d = &st->docs[i];
+		int64_t t[4] = {d->id, d->len, d->sample, d->soff};
+		bp_json_append(docs, int_array(t, m ? 4 : 2), &ok);
 	}
 	for (size_t i = 0; ok && i < st->ndelayed; i++) {
 		int64_t t[3] = {st->delayed[i].doc, st->delayed[i].len, st->delayed[i].to_step};
@@ -200,7 +266,7 @@ static json_t *step_to_json(const struct bp_plan *p, const struct bp_step *st)
 	}
 	for (size_t i = 0; ok && i < st->npipes; i++)
 		bp_json_append(pipes, pipe_to_json(&st->pipes[i], l->pipes[i].sc.pp,
-						   p->model.layers), &ok);
+						   p->model.layers, m), &ok);
 	bp_json_set(o, "index", json_integer(st->index), &ok);
 	bp_json_set(o, "layout", json_integer(st->layout), &ok);
 	bp_json_set(o, "docs", docs, &ok);
@@ -289,11 +355,31 @@ json_t *bp_plan_to_json(const struct bp_plan *p)
 	bp_json_set(me, "params", params, &ok);
 	bp_json_set(sa, "over_length", json_string(overlen_names[p->overlen]), &ok);
 	bp_json_set(sa, "documents", json_string(bp_documents_name(p->documents)), &ok);
+	/* draw: a what-if plan of lengths drawn from a distribution; file, shuffle: the
+	 * team's samples (source) */
+	bp_json_set(sa, "order", json_string(bp_order_name(p->source.order)), &ok);
+	struct doc_map map = {NULL, 0}, *m = NULL;
+	if (p->source.order != BP_ORDER_DRAW) {
+		json_t *so = json_object();
+		int sok = so != NULL;
+		if (sok && bp_json_write_fields(so, source_fields, BP_ARRAY_LEN(source_fields),
+						&p->source) < 0)
+			sok = 0;
+		bp_json_set(so, "last_batch", json_string(bp_last_batch_name(p->source.last)),
+			    &sok);
+		bp_json_set(so, "data_ended", json_boolean(p->source.data_ended), &sok);
+		bp_json_set(sa, "source", done(so, sok), &ok);
+		struct bp_error e;
+		if (ok && doc_map_build(&map, p, &e) < 0)
+			ok = 0;
+		m = &map;
+	}
 	drop_unrecorded(sum, summary_fields, BP_ARRAY_LEN(summary_fields), &p->summary);
 	for (size_t i = 0; ok && i < p->nlayouts; i++)
 		bp_json_append(lays, layout_to_json(&p->layouts[i]), &ok);
 	for (size_t i = 0; ok && i < p->nsteps; i++)
-		bp_json_append(steps, step_to_json(p, &p->steps[i]), &ok);
+		bp_json_append(steps, step_to_json(p, &p->steps[i], m), &ok);
+	free(map.d);
 	bp_json_set(root, "format", json_string(BP_PLAN_FORMAT), &ok);
 	bp_json_set(root, "inputs", inputs, &ok);
 	bp_json_set(root, "cluster", cl, &ok);
@@ -392,9 +478,13 @@ static int read_spans(struct bp_mb *mb, json_t *o, const char *where, struct bp_
 	if (!mb->spans)
 		return -1;
 	for (size_t i = 0; i < mb->nspans; i++) {
-		int64_t t[3] = {0, 0, 0};
+		int64_t t[5] = {0, 0, 0, 0, 0};
 		snprintf(w, sizeof(w), "%.200s.spans[%zu]", where, i);
-		if (read_int_tuple(json_array_get(spans, i), 3, t, w, err) < 0)
+		/* 5 entries in a plan of samples (sampling.source): checked against the
+		 * documents by check_span_samples once every step is read */
+		json_t *tu = json_array_get(spans, i);
+		size_t k = json_is_array(tu) && json_array_size(tu) == 5 ? 5 : 3;
+		if (read_int_tuple(tu, k, t, w, err) < 0)
 			return -1;
 		mb->spans[i] = (struct bp_span){t[0], t[1], t[2]};
 	}
@@ -571,11 +661,17 @@ static int step_from_json(const struct bp_plan *p, struct bp_step *st, json_t *o
 	if (!st->docs || !st->delayed || !st->pipes)
 		return -1;
 	for (size_t i = 0; i < json_array_size(docs); i++) {
-		int64_t t[2] = {0, 0};
+		/* [id, len], or [id, len, sample, sample_offset] in a plan of samples */
+		int64_t t[4] = {0, 0, 0, 0};
+		int samples = p->source.order != BP_ORDER_DRAW;
 		snprintf(w, sizeof(w), "%.200s.docs[%zu]", where, i);
-		if (read_int_tuple(json_array_get(docs, i), 2, t, w, err) < 0)
+		if (read_int_tuple(json_array_get(docs, i), samples ? 4 : 2, t, w, err) < 0)
 			return -1;
-		st->docs[i] = (struct bp_doc){t[0], t[1]};
+		if (samples && (t[2] < 0 || t[3] < 0))
+			return bp_errorf(err, "%s: sample %lld at offset %lld is negative", w,
+					 (long long)t[2], (long long)t[3]);
+		st->docs[i] = (struct bp_doc){.id = t[0], .len = t[1], .sample = t[2],
+					      .soff = t[3]};
 		st->ndocs = i + 1;
 	}
 	for (size_t i = 0; i < json_array_size(del); i++) {
@@ -774,6 +870,82 @@ static int layout_from_v1(struct bp_plan *p, json_t *co, json_t *me, struct bp_e
 	return 0;
 }
 
+static int source_from_json(struct bp_source *src, json_t *o, struct bp_error *err)
+{
+	static const char *const extra[] = {"last_batch", "data_ended", NULL};
+	const char *w = "plan.sampling.source";
+	char last[16];
+	if (!json_is_object(o))
+		return bp_errorf(err, "%s is not an object", w);
+	if (bp_json_read_fields(o, source_fields, BP_ARRAY_LEN(source_fields), src, extra, 1, w,
+				err) < 0 ||
+	    bp_json_get_str(o, "last_batch", 1, last, sizeof(last), w, err) < 0)
+		return -1;
+	if (bp_last_batch_parse(last, &src->last) < 0)
+		return bp_errorf(err, "%s.last_batch \"%s\" is not keep or drop", w, last);
+	json_t *de = json_object_get(o, "data_ended");
+	if (!json_is_boolean(de))
+		return bp_errorf(err, "%s.data_ended is not true or false", w);
+	src->data_ended = json_is_true(de);
+	if (src->end_pos < src->first_pos)
+		return bp_errorf(err, "%s: end_position %lld is before first_position %lld", w,
+				 (long long)src->end_pos, (long long)src->first_pos);
+	return 0;
+}
+
+/* Every span of a plan of samples names the sample its document is and where in it the
+ * span starts, [doc, offset, len, sample, sample_offset]; a plan of draws names neither. */
+static int check_span_samples(const struct bp_plan *p, json_t *steps, struct bp_error *err)
+{
+	struct doc_map m = {NULL, 0};
+	int samples = p->source.order != BP_ORDER_DRAW, rc = -1;
+	if (samples && doc_map_build(&m, p, err) < 0)
+		return -1;
+	for (size_t i = 0; i < p->nsteps; i++) {
+		const struct bp_step *st = &p->steps[i];
+		json_t *pipes = json_object_get(json_array_get(steps, i), "pipelines");
+		for (size_t k = 0; k < st->npipes; k++) {
+			json_t *mbs = json_object_get(json_array_get(pipes, k), "microbatches");
+			for (size_t j = 0; j < st->pipes[k].nmbs; j++) {
+				const struct bp_mb *mb = &st->pipes[k].mbs[j];
+				json_t *sp = json_object_get(json_array_get(mbs, j), "spans");
+				for (size_t q = 0; q < mb->nspans; q++) {
+					json_t *t = json_array_get(sp, q);
+					const struct bp_span *s = &mb->spans[q];
+					char w[160];
+					snprintf(w, sizeof(w), "plan.steps[%zu].pipelines[%zu]."
+						 "microbatches[%zu].spans[%zu]", i, k, j, q);
+					if (json_array_size(t) != (samples ? 5u : 3u)) {
+						bp_errorf(err, "%s has %zu entries; a plan %s has %d",
+							  w, json_array_size(t),
+							  samples ? "of samples (sampling.source)"
+								  : "of draws",
+							  samples ? 5 : 3);
+						goto out;
+					}
+					if (!samples)
+						continue;
+					const struct bp_doc *d = doc_map_find(&m, s->doc);
+					int64_t smp = json_integer_value(json_array_get(t, 3));
+					int64_t off = json_integer_value(json_array_get(t, 4));
+					if (d && (smp != d->sample || off != d->soff + s->offset)) {
+						bp_errorf(err, "%s names sample %lld at offset %lld, "
+							  "but document %lld is sample %lld from "
+							  "offset %lld", w, (long long)smp,
+							  (long long)off, (long long)s->doc,
+							  (long long)d->sample, (long long)d->soff);
+						goto out;
+					}
+				}
+			}
+		}
+	}
+	rc = 0;
+out:
+	free(m.d);
+	return rc;
+}
+
 int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 {
 	static const char *const keys1[] = {"format", "inputs", "cluster", "model", "method",
@@ -785,7 +957,8 @@ int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 	static const char *const mkeys1[] = {"name", "params", "max_microbatch_tokens", NULL};
 	static const char *const mkeys2[] = {"name", "params", NULL};
 	static const char *const sextra1[] = {"over_length", NULL};
-	static const char *const sextra[] = {"over_length", "documents", NULL};
+	static const char *const sextra[] = {"over_length", "documents", "order", "source",
+					     NULL};
 	char w[64], ol[16], dm[16] = "per-method", fmt[32];
 	int64_t seed = 0;
 	if (!json_is_object(root))
@@ -851,6 +1024,20 @@ int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 	if (bp_documents_parse(dm, &p->documents) < 0)
 		return bp_errorf(err, "plan.sampling.documents \"%s\" is not whole, cut or "
 				 "per-method", dm);
+	/* Absent: a plan written before issue 22, of draws. */
+	char order[16] = "draw";
+	if (!v1 && bp_json_get_str(sa, "order", 0, order, sizeof(order), "plan.sampling",
+				   err) < 0)
+		return -1;
+	if (bp_order_parse(order, &p->source.order) < 0)
+		return bp_errorf(err, "plan.sampling.order \"%s\" is not draw, file or shuffle",
+				 order);
+	json_t *src = v1 ? NULL : json_object_get(sa, "source");
+	if ((src != NULL) != (p->source.order != BP_ORDER_DRAW))
+		return bp_errorf(err, "plan.sampling: order %s %s a source", order,
+				 src ? "has no" : "needs");
+	if (src && source_from_json(&p->source, src, err) < 0)
+		return -1;
 	if (v1) {
 		if (layout_from_v1(p, co, me, err) < 0)
 			return -1;
@@ -888,6 +1075,8 @@ int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 		if (step_from_json(p, &p->steps[i], json_array_get(steps, i), v1, w, err) < 0)
 			return -1;
 	}
+	if (check_span_samples(p, steps, err) < 0)
+		return -1;
 	json_t *so = bp_json_get_object(root, "summary", "plan", err);
 	if (!so)
 		return -1;

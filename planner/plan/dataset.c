@@ -204,7 +204,50 @@ void bp_batches_release(struct bp_batches *b)
 struct pending {
 	int64_t len;
 	int truncated;
+	int64_t sample, pos;
 };
+
+static const char *const order_names[BP_ORDER_N] = {"draw", "file", "shuffle"};
+static const char *const last_names[BP_LAST_N] = {"keep", "drop"};
+
+const char *bp_order_name(enum bp_order o)
+{
+	return (unsigned)o < BP_ORDER_N ? order_names[o] : "?";
+}
+
+int bp_order_parse(const char *s, enum bp_order *out)
+{
+	for (int i = 0; i < BP_ORDER_N; i++)
+		if (!strcmp(s, order_names[i])) {
+			*out = (enum bp_order)i;
+			return 0;
+		}
+	return -1;
+}
+
+const char *bp_last_batch_name(enum bp_last_batch l)
+{
+	return (unsigned)l < BP_LAST_N ? last_names[l] : "?";
+}
+
+int bp_last_batch_parse(const char *s, enum bp_last_batch *out)
+{
+	for (int i = 0; i < BP_LAST_N; i++)
+		if (!strcmp(s, last_names[i])) {
+			*out = (enum bp_last_batch)i;
+			return 0;
+		}
+	return -1;
+}
+
+uint64_t bp_shuffle_seed(uint64_t seed, int64_t epoch)
+{
+	/* splitmix64's finaliser over the pair, so neighbouring epochs are unrelated streams */
+	uint64_t z = seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(epoch + 1));
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
 
 /* Smallest length the dataset can produce. */
 static int64_t dataset_min_len(const struct bp_dataset *ds)
@@ -225,31 +268,84 @@ static int64_t dataset_min_len(const struct bp_dataset *ds)
 /* Consecutive dropped draws after which the cap is judged to leave (almost) nothing. */
 #define BP_MAX_DROPS_IN_A_ROW 1000000
 
-/* Draws the next kept document under the cap rule; next_id is the id it will get. */
-static int draw_doc(const struct bp_dataset *ds, const int64_t *cum,
-		    const struct bp_sampler_opts *o, struct bp_rng *rng, int64_t next_id,
-		    struct bp_batches *out, struct pending *d, struct bp_error *err)
+/* The sampler's source of documents: draws (DRAW) or the index stream (FILE, SHUFFLE). */
+struct source {
+	const struct bp_dataset *ds;
+	const struct bp_sampler_opts *o;
+	const int64_t *cum;   /* DRAW over bins: cumulative counts */
+	struct bp_rng rng;    /* DRAW: the draws; SHUFFLE: the epoch's permutation */
+	int64_t n;            /* FILE, SHUFFLE: samples per epoch */
+	int64_t pos, end;     /* next stream position; the end (INT64_MAX: no end) */
+	int64_t epoch;        /* of the permutation held, -1 none */
+	uint32_t *perm;       /* SHUFFLE: epoch's order of sample rows */
+};
+
+static int64_t sample_id(const struct bp_dataset *ds, int64_t row)
 {
-	for (int64_t drops = 0;;) {
-		int64_t len = draw_len(ds, cum, rng);
-		if (len <= o->max_len) {
-			d->len = len;
-			d->truncated = 0;
-			return 0;
+	return ds->ids ? ds->ids[row] : row;
+}
+
+/* FILE, SHUFFLE: the row of the sample at stream position pos. */
+static int64_t stream_row(struct source *sc, int64_t pos)
+{
+	int64_t e = pos / sc->n, i = pos % sc->n;
+	if (sc->o->order != BP_ORDER_SHUFFLE)
+		return i;
+	if (e != sc->epoch) {
+		for (int64_t k = 0; k < sc->n; k++)
+			sc->perm[k] = (uint32_t)k;
+		bp_rng_seed(&sc->rng, bp_shuffle_seed(sc->o->seed, e));
+		for (int64_t k = sc->n - 1; k > 0; k--) {
+			int64_t j = (int64_t)bp_rng_below(&sc->rng, (uint64_t)k + 1);
+			uint32_t t = sc->perm[k];
+			sc->perm[k] = sc->perm[j];
+			sc->perm[j] = t;
 		}
+		sc->epoch = e;
+	}
+	return sc->perm[i];
+}
+
+/* The next kept document under the cap rule: 1, 0 when the data has ended, -1 on error.
+ * next_id is the id it will get. */
+static int next_doc(struct source *sc, int64_t next_id, struct bp_batches *out,
+		    struct pending *d, struct bp_error *err)
+{
+	const struct bp_sampler_opts *o = sc->o;
+	for (int64_t drops = 0;;) {
+		int64_t len, sample = 0, pos = 0;
+		if (o->order == BP_ORDER_DRAW) {
+			len = draw_len(sc->ds, sc->cum, &sc->rng);
+		} else {
+			if (sc->pos >= sc->end)
+				return 0;
+			pos = sc->pos++;
+			int64_t row = stream_row(sc, pos);
+			len = sc->ds->lengths[row];
+			sample = sample_id(sc->ds, row);
+		}
+		*d = (struct pending){len, 0, sample, pos};
+		if (len <= o->max_len)
+			return 1;
 		switch (o->overlen) {
 		case BP_OVERLEN_TRUNCATE:
 			d->len = o->max_len;
 			d->truncated = 1;
-			return 0;
+			return 1;
 		case BP_OVERLEN_DROP:
 			out->dropped++;
-			if (++drops >= BP_MAX_DROPS_IN_A_ROW)
+			if (o->order == BP_ORDER_DRAW && ++drops >= BP_MAX_DROPS_IN_A_ROW)
 				return bp_errorf(err, "dropped %lld documents in a row longer than "
 						 "the length cap %lld", (long long)drops,
 						 (long long)o->max_len);
 			break;
 		default:
+			if (o->order != BP_ORDER_DRAW)
+				return bp_errorf(err, "sample %lld (position %lld, %lld tokens) is "
+						 "longer than the length cap %lld; --over-length "
+						 "truncate or drop keeps or skips it",
+						 (long long)sample, (long long)pos, (long long)len,
+						 (long long)o->max_len);
 			return bp_errorf(err, "document %lld (%lld tokens) is longer than the "
 					 "length cap %lld", (long long)next_id, (long long)len,
 					 (long long)o->max_len);
@@ -257,7 +353,7 @@ static int draw_doc(const struct bp_dataset *ds, const int64_t *cum,
 	}
 }
 
-static int batch_push(struct bp_batch *bt, size_t *cap, int64_t id, int64_t len,
+static int batch_push(struct bp_batch *bt, size_t *cap, int64_t id, const struct pending *d,
 		      struct bp_error *err)
 {
 	if (bt->ndocs == *cap) {
@@ -268,15 +364,23 @@ static int batch_push(struct bp_batch *bt, size_t *cap, int64_t id, int64_t len,
 		bt->docs = p;
 		*cap = ncap;
 	}
-	bt->docs[bt->ndocs++] = (struct bp_doc){id, len};
-	bt->tokens += len;
+	bt->docs[bt->ndocs++] = (struct bp_doc){id, d->len, d->sample, 0, d->pos};
+	bt->tokens += d->len;
 	return 0;
 }
 
 static int check_opts(const struct bp_dataset *ds, const struct bp_sampler_opts *o,
 		      struct bp_error *err)
 {
-	if (o->steps < 1)
+	if ((unsigned)o->order >= BP_ORDER_N || (unsigned)o->last >= BP_LAST_N)
+		return bp_errorf(err, "unknown order %d or last-batch rule %d", (int)o->order,
+				 (int)o->last);
+	if (o->epochs < 0)
+		return bp_errorf(err, "epochs must be >= 0 (got %lld)", (long long)o->epochs);
+	if (o->order == BP_ORDER_DRAW && o->epochs > 0)
+		return bp_errorf(err, "epochs need a sample index read in order (file or "
+				 "shuffle), not draws");
+	if (o->steps < 1 && !(o->steps == 0 && o->epochs > 0))
 		return bp_errorf(err, "steps must be >= 1 (got %lld)", (long long)o->steps);
 	if ((uint64_t)o->steps > SIZE_MAX / sizeof(struct bp_batch))
 		return bp_errorf(err, "steps %lld is too many", (long long)o->steps);
@@ -301,47 +405,102 @@ static int check_opts(const struct bp_dataset *ds, const struct bp_sampler_opts 
 			count += ds->bins[i].count;
 	if (count <= 0)
 		return bp_errorf(err, "dataset '%s' is empty", ds->name);
+	if (o->order != BP_ORDER_DRAW) {
+		if (!ds->lengths)
+			return bp_errorf(err, "dataset '%s' is a histogram, not a sample index: "
+					 "its lengths can only be drawn (order draw)", ds->name);
+		if (ds->nlengths > UINT32_MAX)
+			return bp_errorf(err, "dataset '%s' has %zu samples, more than %u",
+					 ds->name, ds->nlengths, UINT32_MAX);
+		if (o->epochs > 0 && o->epochs > INT64_MAX / (int64_t)ds->nlengths)
+			return bp_errorf(err, "%lld epochs of %zu samples overflow",
+					 (long long)o->epochs, ds->nlengths);
+		return 0;
+	}
 	if (o->overlen == BP_OVERLEN_DROP && dataset_min_len(ds) > o->max_len)
 		return bp_errorf(err, "every document of dataset '%s' is longer than the length "
 				 "cap %lld: all would be dropped", ds->name, (long long)o->max_len);
 	return 0;
 }
 
+/* Room for one more batch (steps unbounded: grown geometrically). */
+static int batches_grow(struct bp_batches *out, size_t *cap, struct bp_error *err)
+{
+	if (out->n < *cap)
+		return 0;
+	size_t ncap = *cap ? *cap * 2 : 64;
+	struct bp_batch *p = bp_realloc_array(out->b, ncap, sizeof(*p), err);
+	if (!p)
+		return -1;
+	memset(p + *cap, 0, (ncap - *cap) * sizeof(*p));
+	out->b = p;
+	*cap = ncap;
+	return 0;
+}
+
 int bp_sample(const struct bp_dataset *ds, const struct bp_sampler_opts *o,
 	      struct bp_batches *out, struct bp_error *err)
 {
-	struct bp_rng rng;
+	struct source sc = {.ds = ds, .o = o, .epoch = -1, .end = INT64_MAX};
 	int64_t *cum = NULL;
-	struct pending carry = {0, 0};
+	struct pending carry = {0};
 	int have_carry = 0;
 	int64_t next_id = 0;
+	size_t bcap = 0;
 	int rc = -1;
 
 	memset(out, 0, sizeof(*out));
 	if (check_opts(ds, o, err) < 0)
 		goto out;
-	out->b = bp_calloc((size_t)o->steps, sizeof(*out->b), err);
-	if (!out->b)
-		goto out;
-	out->n = (size_t)o->steps;
-	if (ds->bins && ds->nbins > 0) {
+	if (o->steps > 0) {
+		out->b = bp_calloc((size_t)o->steps, sizeof(*out->b), err);
+		if (!out->b)
+			goto out;
+		bcap = (size_t)o->steps;
+	}
+	if (o->order == BP_ORDER_DRAW && ds->bins && ds->nbins > 0) {
 		cum = bp_calloc(ds->nbins, sizeof(*cum), err);
 		if (!cum)
 			goto out;
 		for (size_t i = 0; i < ds->nbins; i++)
 			cum[i] = (i ? cum[i - 1] : 0) + ds->bins[i].count;
+		sc.cum = cum;
 	}
-	bp_rng_seed(&rng, o->seed);
-	for (size_t s = 0; s < out->n; s++) {
-		struct bp_batch *bt = &out->b[s];
+	if (o->order != BP_ORDER_DRAW) {
+		sc.n = (int64_t)ds->nlengths;
+		if (o->epochs > 0)
+			sc.end = o->epochs * sc.n;
+		if (o->order == BP_ORDER_SHUFFLE) {
+			sc.perm = bp_calloc((size_t)sc.n, sizeof(*sc.perm), err);
+			if (!sc.perm)
+				goto out;
+		}
+	} else {
+		bp_rng_seed(&sc.rng, o->seed);
+	}
+	for (;;) {
+		if (o->steps > 0 && out->n == (size_t)o->steps)
+			break;
+		if (!have_carry && sc.pos >= sc.end)
+			break; /* the data ended at a step boundary */
+		if (batches_grow(out, &bcap, err) < 0)
+			goto out;
+		struct bp_batch *bt = &out->b[out->n++];
 		size_t cap = 0;
+		int ended = 0;
 		for (;;) {
-			struct pending d = {0, 0};
+			struct pending d;
 			if (have_carry) {
 				d = carry;
 				have_carry = 0;
-			} else if (draw_doc(ds, cum, o, &rng, next_id, out, &d, err) < 0) {
-				goto out;
+			} else {
+				int got = next_doc(&sc, next_id, out, &d, err);
+				if (got < 0)
+					goto out;
+				if (!got) {
+					ended = 1;
+					break;
+				}
 			}
 			/* Over budget: the document opens the next step instead. */
 			if (o->tokens_per_step > 0 && bt->ndocs > 0 &&
@@ -350,7 +509,7 @@ int bp_sample(const struct bp_dataset *ds, const struct bp_sampler_opts *o,
 				have_carry = 1;
 				break;
 			}
-			if (batch_push(bt, &cap, next_id, d.len, err) < 0)
+			if (batch_push(bt, &cap, next_id, &d, err) < 0)
 				goto out;
 			next_id++;
 			out->truncated += d.truncated;
@@ -358,10 +517,32 @@ int bp_sample(const struct bp_dataset *ds, const struct bp_sampler_opts *o,
 						   : (int64_t)bt->ndocs >= o->docs_per_step)
 				break;
 		}
+		if (ended) {
+			out->data_ended = 1;
+			/* The data ended inside this step: a partial last batch (or nothing). */
+			if (bt->ndocs == 0 || o->last == BP_LAST_DROP) {
+				out->left += (int64_t)bt->ndocs;
+				free(bt->docs);
+				*bt = (struct bp_batch){0};
+				out->n--;
+			}
+			break;
+		}
+	}
+	if (o->order != BP_ORDER_DRAW) {
+		out->end_pos = have_carry ? carry.pos : sc.pos;
+		out->data_ended |= !have_carry && sc.pos >= sc.end;
+		/* samples dropped as the last batch leave their ids unplanned; the first and the
+		 * kept documents hold their own positions */
+	}
+	if (out->n == 0) {
+		bp_errorf(err, "the data ends before the first step: no samples left to plan");
+		goto out;
 	}
 	rc = 0;
 out:
 	free(cum);
+	free(sc.perm);
 	if (rc < 0)
 		bp_batches_release(out);
 	return rc;

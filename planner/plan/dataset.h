@@ -105,18 +105,46 @@ int64_t bp_dataset_draw(const struct bp_dataset *ds, struct bp_rng *rng);
 /* What to do with a drawn document longer than the cap. */
 enum bp_overlen { BP_OVERLEN_TRUNCATE, BP_OVERLEN_DROP, BP_OVERLEN_ERROR };
 
+/* Where a step's documents come from (plan v2 sampling.source.order, issue 22):
+ *   DRAW     what-if: lengths drawn with replacement from the dataset's distribution
+ *            (histogram bins or a list of lengths), numbered in draw order; the only mode
+ *            for histograms and presets;
+ *   FILE     the team's sample index in its own order, without replacement, epoch after
+ *            epoch (epoch e trains positions e*N .. e*N+N-1 of the stream);
+ *   SHUFFLE  the index in a seeded permutation per epoch (as Megatron-LM's dataset shuffles
+ *            its documents per epoch): epoch e's order is a Fisher-Yates shuffle by the
+ *            generator seeded with bp_shuffle_seed(seed, e). */
+enum bp_order { BP_ORDER_DRAW, BP_ORDER_FILE, BP_ORDER_SHUFFLE, BP_ORDER_N };
+/* The last global batch when the data ends inside it: KEEP trains it as a smaller step,
+ * DROP leaves its samples untrained (counted in bp_batches.left). */
+enum bp_last_batch { BP_LAST_KEEP, BP_LAST_DROP, BP_LAST_N };
+
+const char *bp_order_name(enum bp_order o);            /* static; "?" when out of range */
+int bp_order_parse(const char *s, enum bp_order *out);  /* 0, or -1 when unknown */
+const char *bp_last_batch_name(enum bp_last_batch l);
+int bp_last_batch_parse(const char *s, enum bp_last_batch *out);
+uint64_t bp_shuffle_seed(uint64_t seed, int64_t epoch);
+
 struct bp_sampler_opts {
-	int64_t steps;            /* global batches to draw, >= 1 */
+	int64_t steps;            /* global batches to draw, >= 1; 0 (FILE, SHUFFLE with
+				   * epochs > 0): as many as the epochs fill */
 	int64_t tokens_per_step;  /* token budget per step (Hydraulis Sec. 8: by tokens), or 0 */
 	int64_t docs_per_step;    /* fixed documents per step, or 0; exactly one of the two > 0 */
 	int64_t max_len;          /* context-length cap, >= 1 */
 	enum bp_overlen overlen;
 	uint64_t seed;
+	enum bp_order order;      /* DRAW unless the dataset is a sample index */
+	int64_t epochs;           /* FILE, SHUFFLE: the data ends after this many epochs; 0 none */
+	enum bp_last_batch last;
 };
 
 struct bp_doc {
-	int64_t id;   /* global, consecutive from 0 in draw order */
-	int64_t len;  /* tokens after the cap rule */
+	int64_t id;     /* plan-local, consecutive from 0 in draw order */
+	int64_t len;    /* tokens after the cap rule */
+	/* FILE, SHUFFLE: the sample this document (or cut piece) trains, the offset of its
+	 * first token in that sample, and the stream position the sample was taken at. Zero
+	 * under DRAW. */
+	int64_t sample, soff, pos;
 };
 
 struct bp_batch {
@@ -126,16 +154,22 @@ struct bp_batch {
 };
 
 struct bp_batches {
-	struct bp_batch *b; /* owned, opts.steps entries */
+	struct bp_batch *b; /* owned, one per step */
 	size_t n;
 	int64_t truncated, dropped; /* documents affected by the cap */
+	/* FILE, SHUFFLE: the stream positions [first_pos, end_pos) the batches consumed (a
+	 * sample carried over to a step past the last is not consumed), samples left untrained
+	 * by the last-batch rule, and whether the data ended (the epochs ran out). */
+	int64_t first_pos, end_pos, left;
+	int data_ended;
 };
 
 /* Draws the global batches. With a token budget, documents are drawn until the next one would
  * exceed the budget; that document is carried over as the first of the next step (the first
  * document of a step is always taken), so no draw is wasted. The step's tokens never exceed
- * the budget when max_len <= tokens_per_step (checked: an error otherwise). Fails (BP_OVERLEN_ERROR) on the first over-length document,
- * naming its id and length. */
+ * the budget when max_len <= tokens_per_step (checked: an error otherwise). Fails
+ * (BP_OVERLEN_ERROR) on the first over-length document, naming its id and length (its
+ * sample id and position under FILE and SHUFFLE). FILE and SHUFFLE need ds->lengths. */
 int bp_sample(const struct bp_dataset *ds, const struct bp_sampler_opts *o,
 	      struct bp_batches *out, struct bp_error *err);
 void bp_batches_release(struct bp_batches *b);

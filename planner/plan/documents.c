@@ -53,11 +53,14 @@ int bp_batches_cut(struct bp_batches *b, int64_t window, int64_t *cut_docs,
 			goto out;
 		pos = 0;
 		for (size_t i = 0; i < bt->ndocs; i++) {
-			int64_t left = bt->docs[i].len, parts = 0;
+			const struct bp_doc *d = &bt->docs[i];
+			int64_t left = d->len, parts = 0;
 			while (left > 0) {
 				int64_t room = window - pos % window;
 				int64_t take = left < room ? left : room;
-				pieces[s][npieces[s]++] = (struct bp_doc){next_id++, take};
+				/* a piece names its source sample and where in it it starts */
+				pieces[s][npieces[s]++] = (struct bp_doc){
+					next_id++, take, d->sample, d->soff + (d->len - left), d->pos};
 				pos += take;
 				left -= take;
 				parts++;

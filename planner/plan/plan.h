@@ -165,6 +165,21 @@ struct bp_summary {
 	double model_tflop, model_tflops_per_gpu, mfu;
 };
 
+/* Where a plan's samples came from (plan v2 sampling.source; absent under DRAW, issue 22):
+ * the sample index read (its reader format and sha256 in inputs.dataset), its size, the
+ * order and last-batch rule, the stream positions [first_pos, end_pos) the plan consumed
+ * (position p is epoch p / samples, row p % samples of that epoch's order), samples left
+ * untrained by the last-batch rule, and whether the data ended inside the plan. */
+struct bp_source {
+	enum bp_order order;
+	char format[16];
+	int64_t samples, sequences, tokens;
+	int64_t epochs; /* 0: no end */
+	enum bp_last_batch last;
+	int64_t first_pos, end_pos, left;
+	int data_ended;
+};
+
 struct bp_plan {
 	char dataset[64], dataset_sha[65];
 	char profile[64], profile_sha[65];
@@ -178,6 +193,7 @@ struct bp_plan {
 	int64_t max_tokens;    /* the context cap: no drawn document is longer */
 	enum bp_overlen overlen;
 	enum bp_documents documents; /* what the loader handed the method (documents.h) */
+	struct bp_source source;     /* order DRAW: a what-if plan of drawn lengths */
 	struct bp_layout *layouts; /* owned; steps name one each */
 	size_t nlayouts;
 	struct bp_step *steps; /* owned */

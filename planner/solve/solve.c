@@ -150,8 +150,10 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 	if (rc < 0)
 		goto out;
 	rc = -1;
-	struct bp_sampler_opts so = {o->steps, o->tokens_per_step, o->docs_per_step,
-				     o->max_tokens, o->overlen, o->seed};
+	struct bp_sampler_opts so = {.steps = o->steps, .tokens_per_step = o->tokens_per_step,
+				     .docs_per_step = o->docs_per_step, .max_len = o->max_tokens,
+				     .overlen = o->overlen, .seed = o->seed, .order = o->order,
+				     .epochs = o->epochs, .last = o->last};
 	rc = bp_sample(ds, &so, &batches, err);
 	if (rc < 0) {
 		if (o->overlen == BP_OVERLEN_ERROR && strstr(err->text, "longer than"))
@@ -159,6 +161,21 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 		goto out;
 	}
 	rc = -1;
+	out->nsteps_drawn = (int64_t)batches.n; /* fewer than asked when the data ended */
+	if (o->order != BP_ORDER_DRAW) {
+		struct bp_source *src = &out->source;
+		src->order = o->order;
+		snprintf(src->format, sizeof(src->format), "%s", ds->format);
+		src->samples = (int64_t)ds->nlengths;
+		src->sequences = ds->sequences;
+		src->tokens = ds->stats.tokens;
+		src->epochs = o->epochs;
+		src->last = o->last;
+		src->first_pos = batches.first_pos;
+		src->end_pos = batches.end_pos;
+		src->left = batches.left;
+		src->data_ended = batches.data_ended;
+	}
 	/* CUT: every method gets the same window-cut pieces (documents.h). */
 	if (o->documents == BP_DOCS_CUT && bp_batches_cut(&batches, o->max_tokens, NULL, err) < 0)
 		goto out;
@@ -481,5 +498,212 @@ int bp_plan_check(const struct bp_plan *p, const struct bp_profile *prof,
 out:
 	bp_plan_release(&q);
 	bp_costs_release(&costs);
+	return rc;
+}
+
+/* ---- a plan's samples against its index (issue 22) ---- */
+
+/* One document of a step, keyed by the sample it trains: where it is, for messages. */
+struct sample_at {
+	int64_t sample, soff, len;
+	size_t step, k;
+};
+
+static int cmp_sample_at(const void *a, const void *b)
+{
+	const struct sample_at *x = a, *y = b;
+	if (x->sample != y->sample)
+		return (x->sample > y->sample) - (x->sample < y->sample);
+	if (x->soff != y->soff)
+		return (x->soff > y->soff) - (x->soff < y->soff);
+	if (x->step != y->step)
+		return (x->step > y->step) - (x->step < y->step);
+	return (x->k > y->k) - (x->k < y->k);
+}
+
+/* The entries of a sorted table for (sample, soff): [*lo, *hi). */
+static void sample_range(const struct sample_at *t, size_t n, int64_t sample, int64_t soff,
+			 size_t *lo, size_t *hi)
+{
+	size_t a = 0, b = n;
+	while (a < b) {
+		size_t m = a + (b - a) / 2;
+		if (t[m].sample < sample || (t[m].sample == sample && t[m].soff < soff))
+			a = m + 1;
+		else
+			b = m;
+	}
+	*lo = a;
+	while (a < n && t[a].sample == sample && t[a].soff == soff)
+		a++;
+	*hi = a;
+}
+
+static struct sample_at *sample_table(const struct bp_doc *const *docs, const size_t *ndocs,
+				      size_t nsteps, size_t *n, struct bp_error *err)
+{
+	size_t total = 0;
+	for (size_t s = 0; s < nsteps; s++)
+		total += ndocs[s];
+	struct sample_at *t = bp_calloc(total + 1, sizeof(*t), err);
+	if (!t)
+		return NULL;
+	*n = 0;
+	for (size_t s = 0; s < nsteps; s++)
+		for (size_t k = 0; k < ndocs[s]; k++)
+			t[(*n)++] = (struct sample_at){docs[s][k].sample, docs[s][k].soff,
+						       docs[s][k].len, s, k};
+	qsort(t, *n, sizeof(*t), cmp_sample_at);
+	return t;
+}
+
+/* Why plan document g (step s) is not expected document e: dropped, duplicated, moved or
+ * foreign, from the two sorted tables. */
+static int explain_mismatch(const struct sample_at *want, size_t nw, const struct sample_at *got,
+			    size_t ng, const struct bp_doc *e, const struct bp_doc *g, size_t s,
+			    struct bp_error *err)
+{
+	size_t wl, wh, gl, gh;
+	if (e) {
+		sample_range(want, nw, e->sample, e->soff, &wl, &wh);
+		sample_range(got, ng, e->sample, e->soff, &gl, &gh);
+		if (gh - gl < wh - wl)
+			return bp_errorf(err, "sample %lld (offset %lld, %lld tokens) is missing: "
+					 "the index's order puts it in step %zu, the plan trains "
+					 "it %zu time%s and the order %zu", (long long)e->sample,
+					 (long long)e->soff, (long long)e->len, s, gh - gl,
+					 gh - gl == 1 ? "" : "s", wh - wl);
+		for (size_t i = gl; i < gh; i++)
+			if (got[i].step != s)
+				return bp_errorf(err, "sample %lld (offset %lld) is in step %zu, but "
+						 "the index's order puts it in step %zu",
+						 (long long)e->sample, (long long)e->soff,
+						 got[i].step, s);
+	}
+	if (g) {
+		sample_range(want, nw, g->sample, g->soff, &wl, &wh);
+		sample_range(got, ng, g->sample, g->soff, &gl, &gh);
+		if (wh == wl)
+			return bp_errorf(err, "step %zu trains sample %lld (offset %lld), which the "
+					 "index's order does not put in the planned range",
+					 s, (long long)g->sample, (long long)g->soff);
+		if (gh - gl > wh - wl)
+			return bp_errorf(err, "sample %lld (offset %lld) is duplicated: the plan "
+					 "has it %zu times (steps %zu and %zu), the index's order "
+					 "%zu", (long long)g->sample, (long long)g->soff, gh - gl,
+					 got[gl].step, got[gl + 1].step, wh - wl);
+		for (size_t i = wl; i < wh; i++)
+			if (want[i].step != s)
+				return bp_errorf(err, "sample %lld (offset %lld) is in step %zu, but "
+						 "the index's order puts it in step %zu",
+						 (long long)g->sample, (long long)g->soff, s,
+						 want[i].step);
+	}
+	if (e && g)
+		return bp_errorf(err, "step %zu: document %lld is sample %lld (offset %lld, %lld "
+				 "tokens), the index's order gives sample %lld (offset %lld, "
+				 "%lld tokens) as document %lld", s, (long long)g->id,
+				 (long long)g->sample, (long long)g->soff, (long long)g->len,
+				 (long long)e->sample, (long long)e->soff, (long long)e->len,
+				 (long long)e->id);
+	return bp_errorf(err, "step %zu: the plan's documents and the index's order differ", s);
+}
+
+int bp_plan_check_samples(const struct bp_plan *p, const struct bp_dataset *ds,
+			  const char *ds_sha, struct bp_error *err)
+{
+	const struct bp_source *src = &p->source;
+	struct bp_batches b = {0};
+	struct sample_at *want = NULL, *got = NULL;
+	const struct bp_doc **wd = NULL, **gd = NULL;
+	size_t *wn = NULL, *gn = NULL, nw = 0, ng = 0;
+	int rc = -1;
+	if (src->order == BP_ORDER_DRAW)
+		return bp_errorf(err, "the plan draws lengths (sampling.order draw, a what-if "
+				 "plan): it names no samples to check against an index");
+	if (strcmp(p->dataset_sha, ds_sha))
+		return bp_errorf(err, "the index's sha256 %.12s... is not the plan's %.12s... "
+				 "(another file, or changed since it was planned)", ds_sha,
+				 p->dataset_sha);
+	if (!ds->lengths || (int64_t)ds->nlengths != src->samples)
+		return bp_errorf(err, "the index has %zu samples, the plan's source %lld",
+				 ds->nlengths, (long long)src->samples);
+	if (strcmp(ds->format, src->format))
+		return bp_errorf(err, "the index was read as %s, the plan's source as %s "
+				 "(other field options?)", ds->format, src->format);
+	struct bp_sampler_opts so = {.steps = p->nsteps_drawn, .tokens_per_step = p->tokens_per_step,
+				     .docs_per_step = p->docs_per_step, .max_len = p->max_tokens,
+				     .overlen = p->overlen, .seed = p->seed, .order = src->order,
+				     .epochs = src->epochs, .last = src->last};
+	if (bp_sample(ds, &so, &b, err) < 0)
+		return bp_error_prefix(err, "the index in the plan's order");
+	if (p->documents == BP_DOCS_CUT && bp_batches_cut(&b, p->max_tokens, NULL, err) < 0)
+		goto out;
+	if ((int64_t)b.n != p->nsteps_drawn) {
+		bp_errorf(err, "the index's order fills %zu steps, the plan %lld", b.n,
+			  (long long)p->nsteps_drawn);
+		goto out;
+	}
+	wd = bp_calloc(b.n + 1, sizeof(*wd), err);
+	gd = bp_calloc(p->nsteps + 1, sizeof(*gd), err);
+	wn = bp_calloc(b.n + 1, sizeof(*wn), err);
+	gn = bp_calloc(p->nsteps + 1, sizeof(*gn), err);
+	if (!wd || !gd || !wn || !gn)
+		goto out;
+	for (size_t s = 0; s < b.n; s++) {
+		wd[s] = b.b[s].docs;
+		wn[s] = b.b[s].ndocs;
+	}
+	for (size_t s = 0; s < p->nsteps; s++) {
+		gd[s] = p->steps[s].docs;
+		gn[s] = p->steps[s].ndocs;
+	}
+	if (!(want = sample_table(wd, wn, b.n, &nw, err)) ||
+	    !(got = sample_table(gd, gn, p->nsteps, &ng, err)))
+		goto out;
+	for (size_t s = 0; s < p->nsteps; s++) {
+		size_t n = s < b.n ? wn[s] : 0, k = 0;
+		for (; k < n && k < gn[s]; k++) {
+			const struct bp_doc *e = &wd[s][k], *g = &gd[s][k];
+			if (e->id != g->id || e->len != g->len || e->sample != g->sample ||
+			    e->soff != g->soff) {
+				explain_mismatch(want, nw, got, ng, e, g, s, err);
+				goto out;
+			}
+		}
+		if (k < n || k < gn[s]) {
+			explain_mismatch(want, nw, got, ng, k < n ? &wd[s][k] : NULL,
+					 k < gn[s] ? &gd[s][k] : NULL, s, err);
+			goto out;
+		}
+	}
+	const struct {
+		const char *name;
+		int64_t plan, index;
+	} f[] = {
+		{"first_position", src->first_pos, b.first_pos},
+		{"end_position", src->end_pos, b.end_pos},
+		{"left_samples", src->left, b.left},
+		{"data_ended", src->data_ended, b.data_ended},
+		{"tokens", src->tokens, ds->stats.tokens},
+		{"sequences", src->sequences, ds->sequences},
+		{"truncated_docs", p->summary.truncated, b.truncated},
+		{"dropped_docs", p->summary.dropped, b.dropped},
+	};
+	for (size_t i = 0; i < BP_ARRAY_LEN(f); i++)
+		if (f[i].plan != f[i].index) {
+			bp_errorf(err, "the plan records %s %lld, the index's order gives %lld",
+				  f[i].name, (long long)f[i].plan, (long long)f[i].index);
+			goto out;
+		}
+	rc = 0;
+out:
+	bp_batches_release(&b);
+	free(want);
+	free(got);
+	free(wd);
+	free(gd);
+	free(wn);
+	free(gn);
 	return rc;
 }

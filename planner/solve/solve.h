@@ -21,6 +21,9 @@ struct bp_solve_opts {
 	int64_t steps, tokens_per_step, docs_per_step, max_tokens;
 	enum bp_overlen overlen;
 	enum bp_documents documents; /* what the loader hands the method (documents.h) */
+	enum bp_order order;         /* DRAW, or a sample index in FILE or SHUFFLE order */
+	int64_t epochs;              /* FILE, SHUFFLE: the data ends after these; 0 none */
+	enum bp_last_batch last;     /* the partial last batch where the data ends */
 	uint64_t seed;
 	enum bp_shard shard;
 	const char *dataset_name, *dataset_sha; /* recorded in the plan */
@@ -44,6 +47,16 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
  * naming the first difference. */
 int bp_plan_check(const struct bp_plan *p, const struct bp_profile *prof,
 		  struct bp_error *err);
+
+/* Checks a plan's samples against the sample index it names (issue 22): ds must be the
+ * index (sha256 equal to the plan's dataset sha256, given as ds_sha); re-reads the index
+ * in the plan's recorded order and rules and requires every step's documents to be exactly
+ * the samples (ids, offsets, lengths) the order puts in that step, so that with the
+ * invariants every sample of the planned range is trained exactly once, in its step or in
+ * a recorded later one, and nothing else is. -1 naming the first sample dropped,
+ * duplicated, moved or foreign. */
+int bp_plan_check_samples(const struct bp_plan *p, const struct bp_dataset *ds,
+			  const char *ds_sha, struct bp_error *err);
 
 /* Checks the profile's model is the plan's and readies costs for its layouts (release
  * costs after success or failure). */

@@ -212,10 +212,10 @@ static void test_documents(void)
 	CHECK(b.b && b.b[0].docs && b.b[1].docs);
 	int64_t lens[3] = {5, 7, 3};
 	for (int i = 0; i < 3; i++)
-		b.b[0].docs[i] = (struct bp_doc){i, lens[i]};
+		b.b[0].docs[i] = (struct bp_doc){.id = i, .len = lens[i]};
 	b.b[0].ndocs = 3;
 	b.b[0].tokens = 15;
-	b.b[1].docs[0] = (struct bp_doc){3, 4};
+	b.b[1].docs[0] = (struct bp_doc){.id = 3, .len = 4};
 	b.b[1].ndocs = 1;
 	b.b[1].tokens = 4;
 	int64_t cut = -1;

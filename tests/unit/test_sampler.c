@@ -65,7 +65,8 @@ static void test_determinism(void)
 	struct bp_dataset ds;
 	struct bp_batches a, b, c;
 	struct bp_error err = {""};
-	struct bp_sampler_opts o = {20, 262144, 0, 131072, BP_OVERLEN_TRUNCATE, 42};
+	struct bp_sampler_opts o = {.steps = 20, .tokens_per_step = 262144, .docs_per_step = 0,
+				    .max_len = 131072, .overlen = BP_OVERLEN_TRUNCATE, .seed = 42};
 	load_preset(&ds, "synthetic-longtail");
 	CHECK(bp_sample(&ds, &o, &a, &err) == 0);
 	CHECK(bp_sample(&ds, &o, &b, &err) == 0);
@@ -92,7 +93,8 @@ static void test_same_stream_as_draw(void)
 	struct bp_batches bs;
 	struct bp_rng rng;
 	struct bp_error err = {""};
-	struct bp_sampler_opts o = {4, 0, 500, 131072, BP_OVERLEN_ERROR, 99};
+	struct bp_sampler_opts o = {.steps = 4, .tokens_per_step = 0, .docs_per_step = 500,
+				    .max_len = 131072, .overlen = BP_OVERLEN_ERROR, .seed = 99};
 	int diff = 0;
 	load_preset(&ds, "synthetic-longtail");
 	for (int rule = 0; rule < 2; rule++) {
@@ -113,7 +115,8 @@ static void test_token_budget(void)
 	struct bp_dataset ds;
 	struct bp_batches bs;
 	struct bp_error err = {""};
-	struct bp_sampler_opts o = {50, 131072, 0, 65536, BP_OVERLEN_TRUNCATE, 7};
+	struct bp_sampler_opts o = {.steps = 50, .tokens_per_step = 131072, .docs_per_step = 0,
+				    .max_len = 65536, .overlen = BP_OVERLEN_TRUNCATE, .seed = 7};
 	load_preset(&ds, "synthetic-longtail");
 	CHECK(bp_sample(&ds, &o, &bs, &err) == 0);
 	CHECK(well_formed(&bs, o.max_len));
@@ -137,7 +140,8 @@ static void test_carry_over(void)
 	struct bp_batches bs;
 	struct bp_error err = {""};
 	/* Every document is 1500 tokens: two fit in 4000, the third opens the next step. */
-	struct bp_sampler_opts o = {5, 4000, 0, 4000, BP_OVERLEN_ERROR, 1};
+	struct bp_sampler_opts o = {.steps = 5, .tokens_per_step = 4000, .docs_per_step = 0,
+				    .max_len = 4000, .overlen = BP_OVERLEN_ERROR, .seed = 1};
 	load_text(&ds, "1500\n");
 	CHECK(bp_sample(&ds, &o, &bs, &err) == 0);
 	CHECK(bs.n == 5 && well_formed(&bs, 4000));
@@ -177,7 +181,8 @@ static void test_docs_per_step(void)
 	struct bp_dataset ds;
 	struct bp_batches bs;
 	struct bp_error err = {""};
-	struct bp_sampler_opts o = {8, 0, 16, 131072, BP_OVERLEN_ERROR, 5};
+	struct bp_sampler_opts o = {.steps = 8, .tokens_per_step = 0, .docs_per_step = 16,
+				    .max_len = 131072, .overlen = BP_OVERLEN_ERROR, .seed = 5};
 	load_preset(&ds, "tiny-uniform");
 	CHECK(bp_sample(&ds, &o, &bs, &err) == 0);
 	CHECK(bs.n == 8 && well_formed(&bs, 4000));
@@ -198,7 +203,8 @@ static void test_cap_rules(void)
 	struct bp_dataset ds;
 	struct bp_batches bs;
 	struct bp_error err = {""};
-	struct bp_sampler_opts o = {10, 0, 10, 1000, BP_OVERLEN_TRUNCATE, 3};
+	struct bp_sampler_opts o = {.steps = 10, .tokens_per_step = 0, .docs_per_step = 10,
+				    .max_len = 1000, .overlen = BP_OVERLEN_TRUNCATE, .seed = 3};
 	load_text(&ds, "100\n5000\n");
 
 	CHECK(bp_sample(&ds, &o, &bs, &err) == 0);
@@ -243,7 +249,8 @@ static void test_cap_rules(void)
 
 	/* Truncation under a token budget: the cap equals the budget, each capped document
 	 * fills a step by itself. */
-	struct bp_sampler_opts t = {30, 1000, 0, 1000, BP_OVERLEN_TRUNCATE, 9};
+	struct bp_sampler_opts t = {.steps = 30, .tokens_per_step = 1000, .docs_per_step = 0,
+				    .max_len = 1000, .overlen = BP_OVERLEN_TRUNCATE, .seed = 9};
 	CHECK(bp_sample(&ds, &t, &bs, &err) == 0);
 	CHECK(well_formed(&bs, 1000));
 	for (size_t s = 0; s < bs.n; s++)
@@ -266,7 +273,8 @@ static void test_opts_errors(void)
 	struct bp_batches bs;
 	struct bp_error err = {""};
 	load_text(&ds, "10\n");
-	struct bp_sampler_opts o = {0, 100, 0, 100, BP_OVERLEN_ERROR, 1};
+	struct bp_sampler_opts o = {.steps = 0, .tokens_per_step = 100, .docs_per_step = 0,
+				    .max_len = 100, .overlen = BP_OVERLEN_ERROR, .seed = 1};
 	CHECK(bp_sample(&ds, &o, &bs, &err) == -1);
 	CHECK(!strcmp(err.text, "steps must be >= 1 (got 0)"));
 	o.steps = 1;

@@ -51,7 +51,8 @@ static int solve_wlb(const char *ds_name, uint64_t seed, int gpus, struct bp_sch
 		fprintf(stderr, "wlb: %s\n", err.text);
 	/* what was drawn: the same sampler with the same options */
 	struct bp_batches b = {0};
-	struct bp_sampler_opts so = {12, tps, dps, L, BP_OVERLEN_TRUNCATE, seed};
+	struct bp_sampler_opts so = {.steps = 12, .tokens_per_step = tps, .docs_per_step = dps,
+				     .max_len = L, .overlen = BP_OVERLEN_TRUNCATE, .seed = seed};
 	*drawn_tokens = 0;
 	if (bp_sample(&ds, &so, &b, &err) == 0)
 		for (size_t i = 0; i < b.n; i++)
@@ -120,15 +121,15 @@ static void test_release(void)
 	struct bp_doc d0[7], d1[6];
 	int64_t id = 0, t0 = 0, t1 = 0;
 	for (int i = 0; i < 7; i++) {
-		d0[i] = (struct bp_doc){id++, lens0[i]};
+		d0[i] = (struct bp_doc){.id = id++, .len = lens0[i]};
 		t0 += lens0[i];
 	}
 	for (int i = 0; i < 6; i++) {
-		d1[i] = (struct bp_doc){id++, lens1[i]};
+		d1[i] = (struct bp_doc){.id = id++, .len = lens1[i]};
 		t1 += lens1[i];
 	}
 	struct bp_batch b[2] = {{d0, 7, t0}, {d1, 6, t1}};
-	struct bp_batches in = {b, 2, 0, 0};
+	struct bp_batches in = {.b = b, .n = 2};
 	bp_plan_init(&out);
 	out.cluster = (struct bp_cluster){"H100", 4, 8};
 	out.model = prof.model;
@@ -182,12 +183,12 @@ static int run_wlb(size_t nsteps, const int64_t *const *lens, const size_t *nl,
 		int64_t t = 0;
 		CHECK(nl[s] <= 64);
 		for (size_t k = 0; k < nl[s]; k++) {
-			docs[s][k] = (struct bp_doc){id++, lens[s][k]};
+			docs[s][k] = (struct bp_doc){.id = id++, .len = lens[s][k]};
 			t += lens[s][k];
 		}
 		b[s] = (struct bp_batch){docs[s], nl[s], t};
 	}
-	struct bp_batches in = {b, nsteps, 0, 0};
+	struct bp_batches in = {.b = b, .n = nsteps};
 	bp_plan_init(out);
 	out->cluster = (struct bp_cluster){"H100", 4, 8};
 	out->model = prof.model;

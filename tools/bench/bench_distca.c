@@ -50,7 +50,9 @@ int main(int argc, char **argv)
 	if (bp_dataset_preset(&ds, dsname, &err) < 0)
 		return fail(&err);
 	struct bp_batches b = {0};
-	struct bp_sampler_opts so = {iters + 1, bs * L, 0, L, BP_OVERLEN_TRUNCATE, 1};
+	struct bp_sampler_opts so = {.steps = iters + 1, .tokens_per_step = bs * L,
+				     .docs_per_step = 0, .max_len = L,
+				     .overlen = BP_OVERLEN_TRUNCATE, .seed = 1};
 	if (bp_sample(&ds, &so, &b, &err) < 0)
 		return fail(&err);
 	double *ms = calloc((size_t)iters, sizeof(double));
@@ -70,7 +72,7 @@ int main(int argc, char **argv)
 		    bp_layout_megatron(&lay, sc, dp, m->layers, L, &err) < 0 ||
 		    bp_plan_add_layout(&p, &lay, &err) < 0)
 			return fail(&err);
-		struct bp_batches one = {&b.b[i], 1, 0, 0};
+		struct bp_batches one = {.b = &b.b[i], .n = 1};
 		struct bp_method_ctx ctx = {NULL, NULL, BP_SHARD_SEQUENCE, NULL, NULL};
 		double t0 = now_ms();
 		int rc = bp_method_distca(&ctx, &one, &p, &err);

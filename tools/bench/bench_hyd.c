@@ -123,7 +123,9 @@ int main(int argc, char **argv)
 
 	/* Iterations: the sampler's global batches (one warm-up). */
 	struct bp_batches b = {0};
-	struct bp_sampler_opts sopt = {iters + 1, tps, 0, L, BP_OVERLEN_TRUNCATE, 1};
+	struct bp_sampler_opts sopt = {.steps = iters + 1, .tokens_per_step = tps,
+				       .docs_per_step = 0, .max_len = L,
+				       .overlen = BP_OVERLEN_TRUNCATE, .seed = 1};
 	if (bp_sample(&ds, &sopt, &b, &err) < 0)
 		return fail(&err);
 	size_t maxn = 1;

@@ -93,7 +93,9 @@ int main(int argc, char **argv)
 		struct bp_dataset ds;
 		struct bp_batches b = {0};
 		bp_dataset_init(&ds);
-		struct bp_sampler_opts so = {steps, 4 * L, 0, L, BP_OVERLEN_TRUNCATE, 1};
+		struct bp_sampler_opts so = {.steps = steps, .tokens_per_step = 4 * L,
+					     .docs_per_step = 0, .max_len = L,
+					     .overlen = BP_OVERLEN_TRUNCATE, .seed = 1};
 		if (bp_dataset_preset(&ds, names[d], &err) < 0 || bp_sample(&ds, &so, &b, &err) < 0) {
 			fprintf(stderr, "bench_pack_batch: error: '%s': %s\n", names[d], err.text);
 			return 1;

@@ -49,7 +49,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_sparse: %s\n", err.text);
 		return 1;
 	}
-	struct bp_sampler_opts so = {steps, 0, 16, L, BP_OVERLEN_TRUNCATE, 1};
+	struct bp_sampler_opts so = {.steps = steps, .tokens_per_step = 0, .docs_per_step = 16,
+				     .max_len = L, .overlen = BP_OVERLEN_TRUNCATE, .seed = 1};
 	if (bp_sample(&ds, &so, &b, &err) < 0) {
 		fprintf(stderr, "bench_sparse: %s\n", err.text);
 		return 1;

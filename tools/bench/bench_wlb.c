@@ -38,7 +38,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_wlb: %s\n", err.text);
 		return 1;
 	}
-	struct bp_sampler_opts so = {steps, 4 * L, 0, L, BP_OVERLEN_TRUNCATE, 1};
+	struct bp_sampler_opts so = {.steps = steps, .tokens_per_step = 4 * L, .docs_per_step = 0,
+				     .max_len = L, .overlen = BP_OVERLEN_TRUNCATE, .seed = 1};
 	if (bp_sample(&ds, &so, &b, &err) < 0) {
 		fprintf(stderr, "bench_wlb: %s\n", err.text);
 		return 1;
