@@ -1,12 +1,15 @@
 /* test_sampler.c: bp_dataset_draw and bp_sample: determinism from the seed, the token budget
  * and its carry-over, fixed documents per step, the truncate/drop/error cap rules, option
- * checks, and sampled means against the dataset mean for both in-bin rules. */
+ * checks, and sampled means against the dataset mean for both in-bin rules; a sample index
+ * in file and shuffle order (issue 22): without replacement, epoch after epoch, the end of
+ * the data and the last-batch rule, cut pieces naming their sample and offset. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "dataset.h"
+#include "documents.h"
 
 static void load_text(struct bp_dataset *ds, const char *text)
 {
@@ -358,6 +361,173 @@ static void test_draw_mean(void)
 	bp_dataset_release(&ds);
 }
 
+/* A sample index in file order: every sample once per epoch, in order, by id and position;
+ * the token budget's carry-over keeps the order; the data ends after the epochs. */
+static void test_index_file_order(void)
+{
+	struct bp_dataset ds;
+	struct bp_batches bs;
+	struct bp_error err = {""};
+	load_text(&ds, "7 30\n3 50\n9 20\n1 40\n5 60\n");
+	CHECK(ds.ids != NULL && ds.nlengths == 5);
+	struct bp_sampler_opts o = {.steps = 0, .tokens_per_step = 100, .max_len = 100,
+				    .overlen = BP_OVERLEN_ERROR, .seed = 1,
+				    .order = BP_ORDER_FILE, .epochs = 2};
+	CHECK(bp_sample(&ds, &o, &bs, &err) == 0);
+	/* epoch stream 30 50 20 | 40 60 | 30 50 20 | 40 60 -> steps {30,50,20} {40,60}
+	 * {30,50,20} {40,60} */
+	static const int64_t want_sample[] = {7, 3, 9, 1, 5, 7, 3, 9, 1, 5};
+	CHECK(bs.n == 4);
+	size_t k = 0;
+	int64_t pos = 0, id = 0;
+	int in_order = 1;
+	for (size_t s = 0; s < bs.n; s++)
+		for (size_t i = 0; i < bs.b[s].ndocs; i++, k++, pos++, id++) {
+			const struct bp_doc *d = &bs.b[s].docs[i];
+			in_order &= k < 10 && d->sample == want_sample[k] && d->pos == pos &&
+				    d->id == id && d->soff == 0;
+		}
+	CHECK(in_order && k == 10);
+	CHECK(bs.b[0].ndocs == 3 && bs.b[1].ndocs == 2 && bs.b[1].tokens == 100);
+	CHECK(bs.first_pos == 0 && bs.end_pos == 10 && bs.data_ended && bs.left == 0);
+	bp_batches_release(&bs);
+
+	/* Steps end the plan first: the sample carried over is not consumed. */
+	o.steps = 1;
+	CHECK(bp_sample(&ds, &o, &bs, &err) == 0);
+	CHECK(bs.n == 1 && bs.end_pos == 3 && !bs.data_ended);
+	bp_batches_release(&bs);
+
+	/* No end: the stream wraps into the next epoch. */
+	o.steps = 5;
+	o.epochs = 0;
+	CHECK(bp_sample(&ds, &o, &bs, &err) == 0);
+	CHECK(bs.n == 5 && bs.b[4].docs[0].sample == 7 && bs.b[4].docs[0].pos == 10);
+	bp_batches_release(&bs);
+	bp_dataset_release(&ds);
+}
+
+/* The last partial batch: kept as a smaller step, or its samples left untrained. */
+static void test_index_last_batch(void)
+{
+	struct bp_dataset ds;
+	struct bp_batches bs;
+	struct bp_error err = {""};
+	load_text(&ds, "10\n20\n30\n40\n50\n60\n70\n");
+	struct bp_sampler_opts o = {.steps = 0, .docs_per_step = 3, .max_len = 100,
+				    .overlen = BP_OVERLEN_ERROR, .seed = 1,
+				    .order = BP_ORDER_FILE, .epochs = 1, .last = BP_LAST_KEEP};
+	CHECK(bp_sample(&ds, &o, &bs, &err) == 0);
+	CHECK(bs.n == 3 && bs.b[2].ndocs == 1 && bs.b[2].docs[0].sample == 6 && bs.left == 0);
+	bp_batches_release(&bs);
+	o.last = BP_LAST_DROP;
+	CHECK(bp_sample(&ds, &o, &bs, &err) == 0);
+	CHECK(bs.n == 2 && bs.left == 1 && bs.end_pos == 7 && bs.data_ended);
+	bp_batches_release(&bs);
+	/* A window past the end of the data. */
+	o.docs_per_step = 8;
+	CHECK(bp_sample(&ds, &o, &bs, &err) == -1);
+	CHECK(strstr(err.text, "no samples left") != NULL);
+	bp_dataset_release(&ds);
+}
+
+/* Over the cap: truncated in place, dropped (never trained, counted) or an error naming the
+ * sample and its position. */
+static void test_index_cap(void)
+{
+	struct bp_dataset ds;
+	struct bp_batches bs;
+	struct bp_error err = {""};
+	load_text(&ds, "11 10\n12 500\n13 20\n");
+	struct bp_sampler_opts o = {.steps = 0, .docs_per_step = 2, .max_len = 100,
+				    .overlen = BP_OVERLEN_DROP, .seed = 1,
+				    .order = BP_ORDER_FILE, .epochs = 1};
+	CHECK(bp_sample(&ds, &o, &bs, &err) == 0);
+	CHECK(bs.n == 1 && bs.dropped == 1 && bs.b[0].docs[0].sample == 11 &&
+	      bs.b[0].docs[1].sample == 13 && bs.b[0].docs[1].pos == 2 &&
+	      bs.b[0].docs[1].id == 1);
+	bp_batches_release(&bs);
+	o.overlen = BP_OVERLEN_TRUNCATE;
+	CHECK(bp_sample(&ds, &o, &bs, &err) == 0);
+	CHECK(bs.truncated == 1 && bs.b[0].docs[1].len == 100 && bs.b[0].docs[1].sample == 12);
+	bp_batches_release(&bs);
+	o.overlen = BP_OVERLEN_ERROR;
+	CHECK(bp_sample(&ds, &o, &bs, &err) == -1);
+	CHECK(strstr(err.text, "sample 12 (position 1, 500 tokens)") != NULL);
+	bp_dataset_release(&ds);
+}
+
+/* Shuffle: each epoch a permutation (every sample exactly once), epochs differ, the same
+ * seed gives the same order and another seed another. */
+static void test_index_shuffle(void)
+{
+	struct bp_dataset ds;
+	struct bp_batches a, b;
+	struct bp_error err = {""};
+	char text[4096] = "";
+	for (int i = 0; i < 200; i++)
+		snprintf(text + strlen(text), sizeof(text) - strlen(text), "%d\n", 1 + i % 17);
+	load_text(&ds, text);
+	struct bp_sampler_opts o = {.steps = 0, .docs_per_step = 10, .max_len = 100,
+				    .overlen = BP_OVERLEN_ERROR, .seed = 5,
+				    .order = BP_ORDER_SHUFFLE, .epochs = 2};
+	CHECK(bp_sample(&ds, &o, &a, &err) == 0);
+	CHECK(bp_sample(&ds, &o, &b, &err) == 0);
+	CHECK(same_batches(&a, &b) && a.n == 40);
+	int seen[2][200] = {{0}}, moved = 0, epochs_differ = 0;
+	for (size_t s = 0; s < a.n; s++)
+		for (size_t i = 0; i < a.b[s].ndocs; i++) {
+			const struct bp_doc *d = &a.b[s].docs[i];
+			if (d->sample >= 0 && d->sample < 200 && d->pos < 400)
+				seen[d->pos / 200][d->sample]++;
+			moved += d->pos < 200 && d->sample != d->pos;
+			if (d->pos < 200) {
+				const struct bp_doc *e = &a.b[s + 20].docs[i];
+				epochs_differ += e->sample != d->sample;
+			}
+		}
+	int perm = 1;
+	for (int e = 0; e < 2; e++)
+		for (int i = 0; i < 200; i++)
+			perm &= seen[e][i] == 1;
+	CHECK(perm && moved > 150 && epochs_differ > 150);
+	bp_batches_release(&b);
+	o.seed = 6;
+	CHECK(bp_sample(&ds, &o, &b, &err) == 0);
+	CHECK(!same_batches(&a, &b));
+	bp_batches_release(&a);
+	bp_batches_release(&b);
+	/* A histogram has no samples to take in order. */
+	load_preset(&ds, "synthetic-longtail");
+	CHECK(bp_sample(&ds, &o, &a, &err) == -1 && strstr(err.text, "histogram") != NULL);
+	o.order = BP_ORDER_DRAW;
+	CHECK(bp_sample(&ds, &o, &a, &err) == -1 && strstr(err.text, "epochs") != NULL);
+	bp_dataset_release(&ds);
+}
+
+/* Cut pieces keep their sample and where in it they start. */
+static void test_index_cut(void)
+{
+	struct bp_dataset ds;
+	struct bp_batches bs;
+	struct bp_error err = {""};
+	load_text(&ds, "4 30\n8 90\n");
+	struct bp_sampler_opts o = {.steps = 1, .docs_per_step = 2, .max_len = 100,
+				    .overlen = BP_OVERLEN_ERROR, .seed = 1,
+				    .order = BP_ORDER_FILE};
+	CHECK(bp_sample(&ds, &o, &bs, &err) == 0);
+	CHECK(bp_batches_cut(&bs, 50, NULL, &err) == 0);
+	/* stream 30 | 90 cut at 50 and 100: [4:0+30] [8:0+20] [8:20+50] [8:70+20] */
+	CHECK(bs.b[0].ndocs == 4);
+	const struct bp_doc *d = bs.b[0].docs;
+	CHECK(d[0].sample == 4 && d[0].soff == 0 && d[0].len == 30);
+	CHECK(d[1].sample == 8 && d[1].soff == 0 && d[1].len == 20);
+	CHECK(d[2].sample == 8 && d[2].soff == 20 && d[2].len == 50);
+	CHECK(d[3].sample == 8 && d[3].soff == 70 && d[3].len == 20 && d[3].id == 3);
+	bp_batches_release(&bs);
+	bp_dataset_release(&ds);
+}
+
 int main(void)
 {
 	test_determinism();
@@ -368,5 +538,10 @@ int main(void)
 	test_cap_rules();
 	test_opts_errors();
 	test_draw_mean();
+	test_index_file_order();
+	test_index_last_batch();
+	test_index_cap();
+	test_index_shuffle();
+	test_index_cut();
 	return CHECK_DONE();
 }
