@@ -26,6 +26,7 @@ static const struct subcommand subcommands[] = {
 	{"profile", cmd_profile, "make a profile (--analytic from GPU specifications)"},
 	{"presets", cmd_presets, "list built-in models, GPUs, datasets and methods"},
 	{"propose", cmd_propose, "propose Hydraulis's candidate strategies for a dataset"},
+	{"view", cmd_view, "print what one rank trains in a step (rankview JSON lines)"},
 };
 
 static void usage(FILE *f)

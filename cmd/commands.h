@@ -11,5 +11,6 @@ int cmd_presets(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_propose(int argc, char **argv);
+int cmd_view(int argc, char **argv);
 
 #endif

@@ -151,52 +151,12 @@ static json_t *done(json_t *o, int ok)
 	return o;
 }
 
-/* A plan's documents by id, for the sample a span trains (sampling.source plans). */
-struct doc_map {
-	struct bp_doc *d; /* sorted by id; owned */
-	size_t n;
-};
-
-static int cmp_doc_id(const void *a, const void *b)
-{
-	int64_t x = ((const struct bp_doc *)a)->id, y = ((const struct bp_doc *)b)->id;
-	return (x > y) - (x < y);
-}
-
-static int doc_map_build(struct doc_map *m, const struct bp_plan *p, struct bp_error *err)
-{
-	size_t n = 0;
-	m->d = NULL;
-	m->n = 0;
-	for (size_t i = 0; i < p->nsteps; i++)
-		n += p->steps[i].ndocs;
-	m->d = bp_calloc(n + 1, sizeof(*m->d), err);
-	if (!m->d)
-		return -1;
-	int sorted = 1;
-	for (size_t i = 0; i < p->nsteps; i++)
-		for (size_t k = 0; k < p->steps[i].ndocs; k++) {
-			m->d[m->n] = p->steps[i].docs[k];
-			sorted &= m->n == 0 || m->d[m->n - 1].id < m->d[m->n].id;
-			m->n++;
-		}
-	if (!sorted)
-		qsort(m->d, m->n, sizeof(*m->d), cmp_doc_id);
-	return 0;
-}
-
-static const struct bp_doc *doc_map_find(const struct doc_map *m, int64_t id)
-{
-	struct bp_doc key = {.id = id};
-	return m->n ? bsearch(&key, m->d, m->n, sizeof(*m->d), cmp_doc_id) : NULL;
-}
-
 /* A span: [doc, offset, len], and with a doc map (sampling.source plans) the sample it
  * trains and where in the sample it starts: [doc, offset, len, sample, sample_offset]. */
-static json_t *span_to_json(const struct bp_span *sp, const struct doc_map *m)
+static json_t *span_to_json(const struct bp_span *sp, const struct bp_doc_index *m)
 {
 	int64_t t[5] = {sp->doc, sp->offset, sp->len, -1, -1};
-	const struct bp_doc *d = m ? doc_map_find(m, sp->doc) : NULL;
+	const struct bp_doc *d = m ? bp_doc_index_find(m, sp->doc) : NULL;
 	if (d) {
 		t[3] = d->sample;
 		t[4] = d->soff + sp->offset;
@@ -204,7 +164,7 @@ static json_t *span_to_json(const struct bp_span *sp, const struct doc_map *m)
 	return int_array(t, m ? 5 : 3);
 }
 
-static json_t *mb_to_json(const struct bp_mb *mb, int pp, int layers, const struct doc_map *m)
+static json_t *mb_to_json(const struct bp_mb *mb, int pp, int layers, const struct bp_doc_index *m)
 {
 	json_t *o = json_object(), *spans = json_array(), *pr = json_object();
 	int ok = o && spans && pr;
@@ -232,7 +192,7 @@ static json_t *mb_to_json(const struct bp_mb *mb, int pp, int layers, const stru
 }
 
 static json_t *pipe_to_json(const struct bp_pipe *pi, int pp, int layers,
-			    const struct doc_map *m)
+			    const struct bp_doc_index *m)
 {
 	json_t *o = json_object(), *mbs = json_array(), *pr = json_object();
 	int ok = o && mbs && pr;
@@ -249,7 +209,7 @@ static json_t *pipe_to_json(const struct bp_pipe *pi, int pp, int layers,
 }
 
 static json_t *step_to_json(const struct bp_plan *p, const struct bp_step *st,
-			    const struct doc_map *m)
+			    const struct bp_doc_index *m)
 {
 	json_t *o = json_object(), *docs = json_array(), *del = json_array(),
 	       *pipes = json_array(), *pr = json_object();
@@ -358,7 +318,7 @@ json_t *bp_plan_to_json(const struct bp_plan *p)
 	/* draw: a what-if plan of lengths drawn from a distribution; file, shuffle: the
 	 * team's samples (source) */
 	bp_json_set(sa, "order", json_string(bp_order_name(p->source.order)), &ok);
-	struct doc_map map = {NULL, 0}, *m = NULL;
+	struct bp_doc_index map = {NULL, 0}, *m = NULL;
 	if (p->source.order != BP_ORDER_DRAW) {
 		json_t *so = json_object();
 		int sok = so != NULL;
@@ -370,7 +330,7 @@ json_t *bp_plan_to_json(const struct bp_plan *p)
 		bp_json_set(so, "data_ended", json_boolean(p->source.data_ended), &sok);
 		bp_json_set(sa, "source", done(so, sok), &ok);
 		struct bp_error e;
-		if (ok && doc_map_build(&map, p, &e) < 0)
+		if (ok && bp_doc_index_build(&map, p, &e) < 0)
 			ok = 0;
 		m = &map;
 	}
@@ -897,9 +857,9 @@ static int source_from_json(struct bp_source *src, json_t *o, struct bp_error *e
  * span starts, [doc, offset, len, sample, sample_offset]; a plan of draws names neither. */
 static int check_span_samples(const struct bp_plan *p, json_t *steps, struct bp_error *err)
 {
-	struct doc_map m = {NULL, 0};
+	struct bp_doc_index m = {NULL, 0};
 	int samples = p->source.order != BP_ORDER_DRAW, rc = -1;
-	if (samples && doc_map_build(&m, p, err) < 0)
+	if (samples && bp_doc_index_build(&m, p, err) < 0)
 		return -1;
 	for (size_t i = 0; i < p->nsteps; i++) {
 		const struct bp_step *st = &p->steps[i];
@@ -925,7 +885,7 @@ static int check_span_samples(const struct bp_plan *p, json_t *steps, struct bp_
 					}
 					if (!samples)
 						continue;
-					const struct bp_doc *d = doc_map_find(&m, s->doc);
+					const struct bp_doc *d = bp_doc_index_find(&m, s->doc);
 					int64_t smp = json_integer_value(json_array_get(t, 3));
 					int64_t off = json_integer_value(json_array_get(t, 4));
 					if (d && (smp != d->sample || off != d->soff + s->offset)) {

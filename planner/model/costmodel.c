@@ -342,6 +342,22 @@ static size_t seq_chunk(const struct bp_span *spans, size_t n, int64_t a, int64_
 	return k;
 }
 
+/* Per-document sharding (WLB-LLM Sec. 5.1) of a span of len tokens: chunk cidx of its 2cp
+ * chunks of len/(2cp) tokens, owned by rank *owner (chunks c and 2cp-1-c go to rank c); its
+ * len mod 2cp remainder tokens go one each to ranks in round-robin order from rr (carried
+ * across spans), added to the receiving rank's second chunk while e < cp and to its first
+ * after that, so ranks' totals differ by at most one token. */
+static int64_t doc_chunk(int64_t len, int64_t rr, int cp, int cidx, int *owner)
+{
+	int parts = 2 * cp;
+	int64_t base = len / parts, rem = len % parts;
+	*owner = cidx < cp ? cidx : parts - 1 - cidx;
+	int second = cidx >= cp;
+	int64_t e = ((*owner - rr) % cp + cp) % cp; /* first e that maps to owner */
+	int64_t ex = second ? (e < rem && e < cp) : (e + cp < rem);
+	return base + ex;
+}
+
 size_t bp_shard_segments(const struct bp_span *spans, size_t n, enum bp_shard mode, int cp,
 			 int rank, int64_t (*seg)[2], size_t cap, int64_t *tokens)
 {
@@ -372,29 +388,79 @@ size_t bp_shard_segments(const struct bp_span *spans, size_t n, enum bp_shard mo
 		*tokens = tok;
 		return k;
 	}
-	/* Per-document (WLB-LLM Sec. 5.1): each span in 2cp chunks of len/(2cp) tokens; its
-	 * len mod 2cp remainder tokens go one each to ranks in round-robin order continuing
-	 * across spans, added to the receiving rank's second chunk, so ranks' totals differ by
-	 * at most one token. */
+	/* Per-document (WLB-LLM Sec. 5.1): doc_chunk's 2cp chunks of every span. */
 	int64_t rr = 0;
 	for (size_t i = 0; i < n; i++) {
-		int64_t len = spans[i].len, base = len / parts, rem = len % parts;
-		/* Remainder token e goes to rank (rr + e) mod cp: to its second chunk while
-		 * e < cp, to its first chunk after that (rem < 2cp, so one extra per chunk). */
-		int64_t pos = 0;
+		int64_t len = spans[i].len, pos = 0;
 		for (int cidx = 0; cidx < parts; cidx++) {
-			int owner = cidx < cp ? cidx : parts - 1 - cidx;
-			int second = cidx >= cp;
-			int64_t e = ((owner - rr) % cp + cp) % cp; /* first e that maps to owner */
-			int64_t ex = second ? (e < rem && e < cp) : (e + cp < rem);
-			int64_t sz = base + ex;
+			int owner;
+			int64_t sz = doc_chunk(len, rr, cp, cidx, &owner);
 			if (owner == rank) {
 				k = push_seg(seg, cap, k, sz, pos + sz);
 				tok += sz;
 			}
 			pos += sz;
 		}
-		rr = (rr + rem) % cp;
+		rr = (rr + len % parts) % cp;
+	}
+	*tokens = tok;
+	return k;
+}
+
+/* Appends [a, b) to ranges, merging it into the last one when they touch. */
+static size_t push_range(int64_t (*r)[2], size_t cap, size_t n, int64_t a, int64_t b)
+{
+	if (b <= a)
+		return n;
+	if (n > 0 && n <= cap && r[n - 1][1] == a) {
+		r[n - 1][1] = b;
+		return n;
+	}
+	if (n < cap) {
+		r[n][0] = a;
+		r[n][1] = b;
+	}
+	return n + 1;
+}
+
+size_t bp_shard_ranges(const struct bp_span *spans, size_t n, enum bp_shard mode, int cp,
+		       int rank, int64_t (*r)[2], size_t cap, int64_t *tokens)
+{
+	size_t k = 0;
+	int parts = 2 * cp;
+	int64_t tok = 0, total = 0;
+	if (mode == BP_SHARD_ULYSSES)
+		mode = BP_SHARD_DOCUMENT;
+	for (size_t i = 0; i < n; i++)
+		total += spans[i].len;
+	if (cp == 1) {
+		*tokens = total;
+		return push_range(r, cap, 0, 0, total);
+	}
+	if (mode != BP_SHARD_DOCUMENT) {
+		int c[2] = {rank, parts - 1 - rank};
+		for (int h = 0; h < 2; h++) {
+			int64_t a = seq_boundary(total, c[h], parts);
+			int64_t b = seq_boundary(total, c[h] + 1, parts);
+			k = push_range(r, cap, k, a, b);
+			tok += b - a;
+		}
+		*tokens = tok;
+		return k;
+	}
+	int64_t rr = 0, pos = 0;
+	for (size_t i = 0; i < n; i++) {
+		int64_t len = spans[i].len;
+		for (int cidx = 0; cidx < parts; cidx++) {
+			int owner;
+			int64_t sz = doc_chunk(len, rr, cp, cidx, &owner);
+			if (owner == rank) {
+				k = push_range(r, cap, k, pos, pos + sz);
+				tok += sz;
+			}
+			pos += sz;
+		}
+		rr = (rr + len % parts) % cp;
 	}
 	*tokens = tok;
 	return k;

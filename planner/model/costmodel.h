@@ -129,6 +129,14 @@ double bp_cost_coll(const struct bp_profile *p, enum bp_coll_op op, int ranks, i
 size_t bp_shard_segments(const struct bp_span *spans, size_t n, enum bp_shard mode, int cp,
 			 int rank, int64_t (*seg)[2], size_t cap, int64_t *tokens);
 
+/* The tokens one CP rank holds of a micro-batch, as ranges [start, end) of the packed
+ * micro-batch (its spans concatenated in order), ascending, touching ranges merged: what a
+ * trainer slices from the packed input ids (SEQUENCE: chunks rank and 2cp-1-rank of the
+ * packed sequence; DOCUMENT and ULYSSES's token-wise layers: those chunks of every span).
+ * Same contract as bp_shard_segments: fills up to cap, returns how many were needed. */
+size_t bp_shard_ranges(const struct bp_span *spans, size_t n, enum bp_shard mode, int cp,
+		       int rank, int64_t (*r)[2], size_t cap, int64_t *tokens);
+
 /* Resolves ADAPTIVE for a micro-batch (WLB-LLM Sec. 5.3): the mode with the lower predicted
  * fwd+bwd time summed over stages, SEQUENCE on a tie or when cp = 1. Other modes are returned
  * as they are. -1 on error. */

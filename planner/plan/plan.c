@@ -225,3 +225,37 @@ int bp_sync_known(const char *name)
 	return !strcmp(name, BP_SYNC_DP_ALLREDUCE) || !strcmp(name, BP_SYNC_HYD_PULLPUSH) ||
 	       !strcmp(name, BP_SYNC_HYD_PULLPUSH_SERIAL);
 }
+
+static int cmp_doc_id(const void *a, const void *b)
+{
+	int64_t x = ((const struct bp_doc *)a)->id, y = ((const struct bp_doc *)b)->id;
+	return (x > y) - (x < y);
+}
+
+int bp_doc_index_build(struct bp_doc_index *m, const struct bp_plan *p, struct bp_error *err)
+{
+	size_t n = 0;
+	m->d = NULL;
+	m->n = 0;
+	for (size_t i = 0; i < p->nsteps; i++)
+		n += p->steps[i].ndocs;
+	m->d = bp_calloc(n + 1, sizeof(*m->d), err);
+	if (!m->d)
+		return -1;
+	int sorted = 1; /* ids ascend in every plan solve writes */
+	for (size_t i = 0; i < p->nsteps; i++)
+		for (size_t k = 0; k < p->steps[i].ndocs; k++) {
+			m->d[m->n] = p->steps[i].docs[k];
+			sorted &= m->n == 0 || m->d[m->n - 1].id < m->d[m->n].id;
+			m->n++;
+		}
+	if (!sorted)
+		qsort(m->d, m->n, sizeof(*m->d), cmp_doc_id);
+	return 0;
+}
+
+const struct bp_doc *bp_doc_index_find(const struct bp_doc_index *m, int64_t id)
+{
+	struct bp_doc key = {.id = id};
+	return m->n ? bsearch(&key, m->d, m->n, sizeof(*m->d), cmp_doc_id) : NULL;
+}

@@ -252,6 +252,16 @@ int bp_cluster_check(const struct bp_cluster *c, struct bp_error *err);
  * fills sc and dp and returns 1; returns 0 for heterogeneous plans. */
 int bp_plan_uniform(const struct bp_plan *p, struct bp_scheme *sc, int *dp);
 
+/* A plan's documents by id (sorted copies of every step's docs), for the sample a span
+ * trains: docs[doc].sample and docs[doc].soff + span offset. */
+struct bp_doc_index {
+	struct bp_doc *d; /* sorted by id; owned */
+	size_t n;
+};
+int bp_doc_index_build(struct bp_doc_index *m, const struct bp_plan *p, struct bp_error *err);
+/* The document with that id, or NULL. */
+const struct bp_doc *bp_doc_index_find(const struct bp_doc_index *m, int64_t id);
+
 /* Codec (plan_json.c): writes balplan.plan/v2, reads v2 and v1. from_json fills an
  * initialised plan (release after failure too); it checks formats and layouts, not the
  * plan invariants (validate.h). */
