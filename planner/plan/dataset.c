@@ -488,6 +488,7 @@ int bp_sample(const struct bp_dataset *ds, const struct bp_sampler_opts *o,
 		struct bp_batch *bt = &out->b[out->n++];
 		size_t cap = 0;
 		int ended = 0;
+		int64_t bt_truncated = 0; /* of this batch: undone when the last batch drops */
 		for (;;) {
 			struct pending d;
 			if (have_carry) {
@@ -513,6 +514,7 @@ int bp_sample(const struct bp_dataset *ds, const struct bp_sampler_opts *o,
 				goto out;
 			next_id++;
 			out->truncated += d.truncated;
+			bt_truncated += d.truncated;
 			if (o->tokens_per_step > 0 ? bt->tokens >= o->tokens_per_step
 						   : (int64_t)bt->ndocs >= o->docs_per_step)
 				break;
@@ -522,6 +524,7 @@ int bp_sample(const struct bp_dataset *ds, const struct bp_sampler_opts *o,
 			/* The data ended inside this step: a partial last batch (or nothing). */
 			if (bt->ndocs == 0 || o->last == BP_LAST_DROP) {
 				out->left += (int64_t)bt->ndocs;
+				out->truncated -= bt_truncated;
 				free(bt->docs);
 				*bt = (struct bp_batch){0};
 				out->n--;

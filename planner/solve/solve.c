@@ -631,7 +631,10 @@ int bp_plan_check_samples(const struct bp_plan *p, const struct bp_dataset *ds,
 	if (strcmp(ds->format, src->format))
 		return bp_errorf(err, "the index was read as %s, the plan's source as %s "
 				 "(other field options?)", ds->format, src->format);
-	struct bp_sampler_opts so = {.steps = p->nsteps_drawn, .tokens_per_step = p->tokens_per_step,
+	/* Where the data ended inside the plan, the sampler runs to that end, reading what solve
+	 * read after the last step (a dropped last batch, samples dropped over the cap). */
+	int64_t steps = src->data_ended && src->epochs > 0 ? 0 : p->nsteps_drawn;
+	struct bp_sampler_opts so = {.steps = steps, .tokens_per_step = p->tokens_per_step,
 				     .docs_per_step = p->docs_per_step, .max_len = p->max_tokens,
 				     .overlen = p->overlen, .seed = p->seed, .order = src->order,
 				     .epochs = src->epochs, .last = src->last};
