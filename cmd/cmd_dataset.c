@@ -14,12 +14,22 @@
 
 static void dataset_usage(FILE *f)
 {
-	fprintf(f, "usage: balplan dataset show [--jsonl-field KEY] [--svg FILE] NAME|FILE|-\n"
+	fprintf(f, "usage: balplan dataset show [--jsonl-field KEY | --tokens-field KEY]\n"
+		   "                            [--id-field KEY] [--svg FILE] NAME|FILE|-\n"
 		   "       balplan dataset list\n\n"
 		   "Shows a dataset's provenance, statistics (count, tokens, mean, p50, p90, p99,\n"
 		   "max) and a histogram of document counts and token shares over log2 length bins.\n"
-		   "NAME is a built-in preset; FILE is v1 JSON, text (one length per line) or JSONL\n"
-		   "('-': standard input). Options may come before or after NAME|FILE.\n"
+		   "NAME is a built-in preset; FILE is v1 JSON or a sample index: text (a length,\n"
+		   "or 'id length', per line), JSONL or a Megatron-LM .idx (a sample is a document,\n"
+		   "its sequences summed; the .bin is not read) ('-': standard input). The format\n"
+		   "line names the reader, the samples (and the .idx's sequences) and their ids.\n"
+		   "Options may come before or after NAME|FILE.\n"
+		   "--jsonl-field KEY (or --length-field KEY) names JSONL's integer token count\n"
+		   "(default: the first of tokens, num_tokens, length, len in the first line);\n"
+		   "--tokens-field KEY a token array whose size is the count instead (default:\n"
+		   "input_ids, then tokens, when no count field is there); --id-field KEY the\n"
+		   "integer sample id every line must carry (default: id when the first line has\n"
+		   "an integer id, else a sample's id is its position).\n"
 		   "--svg FILE also draws the histogram as an SVG image; with FILE '-' the\n"
 		   "image is written to standard output instead of the text.\n\n"
 		   "exit status: 0 ok, 1 data error, 2 usage error\n");
@@ -100,6 +110,31 @@ static void fill_buckets(const struct bp_dataset *ds, struct buckets *bk)
 		}
 }
 
+/* The reader, and for a list of lengths what the sampler's file order sees: the samples, the
+ * .idx's sequences, and whether ids are the file's or the positions. */
+static void print_format(const struct bp_dataset *ds)
+{
+	printf("  format:    %s", !strcmp(ds->format, "balplan") ? BP_DATASET_FORMAT
+			       : ds->format[0] ? ds->format : "-");
+	if (!ds->lengths) {
+		printf(", a histogram of %zu bins (not a sample index)\n", ds->nbins);
+		return;
+	}
+	printf(", %zu samples", ds->nlengths);
+	if (ds->sequences)
+		printf(" (documents) of %lld sequences", (long long)ds->sequences);
+	if (ds->ids) {
+		int64_t lo = ds->ids[0], hi = ds->ids[0];
+		for (size_t i = 1; i < ds->nlengths; i++) {
+			lo = ds->ids[i] < lo ? ds->ids[i] : lo;
+			hi = ds->ids[i] > hi ? ds->ids[i] : hi;
+		}
+		printf(", sample ids: explicit, %lld to %lld\n", (long long)lo, (long long)hi);
+	} else {
+		printf(", sample ids: their positions, 0 to %zu\n", ds->nlengths - 1);
+	}
+}
+
 static void print_text(const struct bp_dataset *ds, const struct buckets *bk, const char *sha)
 {
 	const struct bp_dataset_stats *s = &ds->stats;
@@ -107,6 +142,7 @@ static void print_text(const struct bp_dataset *ds, const struct buckets *bk, co
 	printf("  source:    %s\n  tokenizer: %s\n  license:   %s\n  sha256:    %s\n",
 	       ds->source ? ds->source : "-", ds->tokenizer ? ds->tokenizer : "-",
 	       ds->license ? ds->license : "-", sha);
+	print_format(ds);
 	printf("  documents %lld, tokens %lld, mean %.1f, p50 %lld, p90 %lld, p99 %lld, max %lld\n",
 	       (long long)s->count, (long long)s->tokens, s->mean, (long long)s->p50,
 	       (long long)s->p90, (long long)s->p99, (long long)s->max);
@@ -305,7 +341,7 @@ static void svg_histogram(struct sbuf *sb, const struct bp_dataset *ds, const st
 	sb_printf(sb, "</svg>\n");
 }
 
-static int show(const char *spec, const char *field, const char *svg)
+static int show(const char *spec, const struct bp_read_opts *ro, const char *svg)
 {
 	struct bp_dataset ds;
 	struct bp_error err;
@@ -315,7 +351,7 @@ static int show(const char *spec, const char *field, const char *svg)
 	int rc = EXIT_OK;
 
 	bp_dataset_init(&ds);
-	if (cmd_load_dataset(spec, &(struct bp_read_opts){field, NULL, NULL}, &ds, sha, &err) < 0) {
+	if (cmd_load_dataset(spec, ro, &ds, sha, &err) < 0) {
 		rc = cmd_error("%s", err.text);
 		goto out;
 	}
@@ -341,15 +377,24 @@ int cmd_dataset(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"jsonl-field", required_argument, NULL, 'J'},
+		{"length-field", required_argument, NULL, 'J'},
+		{"tokens-field", required_argument, NULL, 'T'},
+		{"id-field", required_argument, NULL, 'I'},
 		{"svg", required_argument, NULL, 'S'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *field = NULL, *svg = NULL;
-	int c;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	struct bp_read_opts ro = {NULL, NULL, NULL};
+	const char *svg = NULL, *field_opt = "jsonl-field";
+	int c, li = 0;
+	while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
 		switch (c) {
-		case 'J': field = optarg; break;
+		case 'J':
+			ro.length_field = optarg;
+			field_opt = opts[li].name; /* the alias the user wrote */
+			break;
+		case 'T': ro.tokens_field = optarg; break;
+		case 'I': ro.id_field = optarg; break;
 		case 'S': svg = optarg; break;
 		case 'h': dataset_usage(stdout); return EXIT_OK;
 		default:
@@ -361,8 +406,10 @@ int cmd_dataset(int argc, char **argv)
 		return cmd_usage("dataset", "expected 'show NAME|FILE' or 'list'");
 	const char *verb = argv[optind++]; /* getopt_long permuted options before operands */
 	if (!strcmp(verb, "list")) {
-		if (svg)
-			return cmd_usage("dataset", "'--svg' applies to 'show' only");
+		if (svg || ro.length_field || ro.tokens_field || ro.id_field)
+			return cmd_usage("dataset", "'--%s' applies to 'show' only",
+					 svg ? "svg" : ro.length_field ? field_opt
+					 : ro.tokens_field ? "tokens-field" : "id-field");
 		if (optind < argc)
 			return cmd_usage("dataset", "unexpected argument '%s'",
 					 cmd_cut(argv[optind]));
@@ -378,7 +425,11 @@ int cmd_dataset(int argc, char **argv)
 							? NULL
 							: argv[optind]))
 			return EXIT_USAGE;
-		return show(argv[optind], field, svg);
+		if (ro.length_field && ro.tokens_field)
+			return cmd_usage("dataset", "--%s and --tokens-field exclude each other: a "
+					 "sample's length is a count or a token array's size",
+					 field_opt);
+		return show(argv[optind], &ro, svg);
 	}
 	return cmd_usage("dataset", "unknown verb '%s' (show or list)", cmd_cut(verb));
 }

@@ -3,8 +3,10 @@
  *
  * A dataset holds either a histogram (bins, lengths drawn inside a bin by the dataset's
  * in-bin rule) or a raw list of lengths (drawn uniformly with replacement). Readers accept
- * the v1 JSON, plain text (one positive integer per line, '#' comments and blank lines
- * allowed) and JSONL (one object per line with an integer token-count field). */
+ * the v1 JSON and a team's sample index: plain text (a length, or "id length", per line; '#'
+ * comments and blank lines allowed), JSONL (one object per line with an integer token count
+ * or a token array, and optionally an integer id) and a Megatron-LM .idx (a sample is a
+ * document, its sequences summed); formats/dataset_read.c and datasets/README.md say how. */
 #ifndef BP_DATASET_H
 #define BP_DATASET_H
 

@@ -6,6 +6,7 @@
  *   7 balplan argument vectors: arguments separated by newlines, run in-process through the
  *     subcommand functions of cmd/ (commands.h), which return their status and never exit
  *   8 SparseBalance coverage file (balplan.coverage/v1), read and sampled
+ *   9 dataset (Megatron-LM .idx, binary; the same bp_dataset_read, reached by the magic)
  * Built without FUZZ_TARGET, the first byte picks the target (the old single harness).
  * A reader must return 0 or -1 with a message, a command 0-3, never crash, leak or read out
  * of bounds (ASan+UBSan). */
@@ -108,7 +109,8 @@ static void run(int target, const char *text, size_t len)
 	switch (target) {
 	case 0:
 	case 5:
-	case 6: {
+	case 6:
+	case 9: {
 		struct bp_dataset ds;
 		bp_dataset_init(&ds);
 		if (bp_dataset_parse(&ds, text, len, "fuzz", NULL, &err) < 0 && !err.text[0])
@@ -196,7 +198,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #else
 	if (size < 1)
 		return 0;
-	run(data[0] % 9, (const char *)data + 1, size - 1);
+	run(data[0] % 10, (const char *)data + 1, size - 1);
 #endif
 	return 0;
 }

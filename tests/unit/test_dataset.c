@@ -1,5 +1,6 @@
 /* test_dataset.c: the dataset readers (v1 JSON, plain text, JSONL), the v1 codec's round trip
- * and canonical text, stats, presets, and the exact text of every reader error. */
+ * and canonical text, stats, presets, and the exact text of every reader error. The sample
+ * index forms (ids, token arrays, Megatron-LM .idx) are test_index_read.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,8 +102,8 @@ static void test_jsonl(void)
 	struct bp_dataset ds;
 	struct bp_error err = {""};
 	bp_dataset_init(&ds);
-	CHECK(parse(&ds, "{\"id\": 1, \"tokens\": 50}\n\n{\"tokens\": 70, \"x\": [1]}\n", NULL,
-		    &err) == 0);
+	CHECK(parse(&ds, "{\"id\": \"a\", \"tokens\": 50}\n\n{\"tokens\": 70, \"x\": [1]}\n",
+		    NULL, &err) == 0);
 	CHECK(ds.nlengths == 2 && ds.lengths[0] == 50 && ds.lengths[1] == 70);
 	CHECK(!strcmp(ds.source, "JSONL, field \"tokens\""));
 	/* The first candidate present in line 1 wins: num_tokens before length. */
@@ -248,7 +249,8 @@ static void test_text_errors(void)
 	EXPECT_ERROR("100\n200\n-5\n", "line 3: '-5' is not a positive integer");
 	EXPECT_ERROR("100\n0\n", "line 2: '0' is not a positive integer");
 	EXPECT_ERROR("12abc", "line 1: '12abc' is not a positive integer");
-	EXPECT_ERROR("1 2\n", "line 1: '1 2' is not a positive integer");
+	EXPECT_ERROR("1 2 3\n", "line 1: '1 2 3' has more than two fields (a line is 'length' or "
+		     "'id length')");
 	EXPECT_ERROR("+3\n", "line 1: '+3' is not a positive integer");
 	EXPECT_ERROR("99999999999999999999\n", "line 1: '99999999999999999999' is out of range");
 	EXPECT_ERROR("9223372036854775807\n1\n", "line 2: the total token count overflows int64");
@@ -259,7 +261,8 @@ static void test_text_errors(void)
 	EXPECT_ERROR("{\"tokens\": 5}\n\n{\"tokens\": -5}\n",
 		     "line 3: \"tokens\" is -5, not a positive integer");
 	EXPECT_ERROR("{\"id\": 1}\n{\"id\": 2}\n",
-		     "line 1: no integer field \"tokens\", \"num_tokens\", \"length\" or \"len\"");
+		     "line 1: no integer field \"tokens\", \"num_tokens\", \"length\" or \"len\" and "
+		     "no token array \"input_ids\" or \"tokens\"");
 	EXPECT_ERROR("{\"tokens\": 5}\n[1]\n", "line 2: not a JSON object");
 	EXPECT_ERROR("{\"tokens\": 9223372036854775807}\n{\"tokens\": 1}\n",
 		     "line 2: the total token count overflows int64");
