@@ -1,13 +1,16 @@
 /* cmd_view.c: `balplan view PLAN --rank R [--step S]`: one rank's view of a step, or of every
  * step, as balplan.rankview/v1 JSON lines (planner/solve/view.h): what a training process
- * of that global rank trains. The Python package executor/python/balplan_plan computes the
- * same view; tests/scripts/test-python-plan holds the two against each other. */
+ * of that global rank trains. The Python package executor/python/balplan computes the
+ * same view; tests/python/test-plan-package holds the two against each other. The plan's
+ * invariants are checked first (validate.h), so a view is never of a plan `check` refuses
+ * for its decisions. */
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmdutil.h"
 #include "commands.h"
+#include "validate.h"
 #include "view.h"
 
 static void view_usage(FILE *f)
@@ -70,6 +73,10 @@ int cmd_view(int argc, char **argv)
 	if (world && world != plan.cluster.gpus) {
 		cmd_error("plan '%s' is for %d GPUs, not a world of %lld", path, plan.cluster.gpus,
 			  (long long)world);
+		goto out;
+	}
+	if (bp_plan_validate(&plan, NULL, &err) < 0) {
+		cmd_error("plan '%s' is invalid: %s", path, err.text);
 		goto out;
 	}
 	if (bp_doc_index_build(&docs, &plan, &err) < 0) {

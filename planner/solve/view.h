@@ -1,6 +1,6 @@
 /* view.h: one rank's view of a plan step (balplan.rankview/v1, plans/README.md "A rank's
  * view"): what a training process with that global rank trains in that step. The same
- * content executor/python/balplan_plan computes, so the two are tested against each other
+ * content executor/python/balplan computes, so the two are tested against each other
  * (issue 23 item 4; `balplan view`). */
 #ifndef BP_VIEW_H
 #define BP_VIEW_H
