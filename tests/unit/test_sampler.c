@@ -497,6 +497,7 @@ static void test_index_shuffle(void)
 	CHECK(!same_batches(&a, &b));
 	bp_batches_release(&a);
 	bp_batches_release(&b);
+	bp_dataset_release(&ds);
 	/* A histogram has no samples to take in order. */
 	load_preset(&ds, "synthetic-longtail");
 	CHECK(bp_sample(&ds, &o, &a, &err) == -1 && strstr(err.text, "histogram") != NULL);
