@@ -106,11 +106,6 @@ static int cmp_worst(const void *a, const void *b)
 	return x->bwd - y->bwd;
 }
 
-static int plan_cb(void *out, json_t *root, struct bp_error *err)
-{
-	return bp_plan_from_json(out, root, err);
-}
-
 /* Reads plan and trace; sha gets the sha256 of the plan file's bytes. */
 static int load_inputs(const char *plan_path, const char *trace_path, struct bp_plan *plan,
 		       struct bp_trace *tr, char sha[65])
@@ -121,7 +116,7 @@ static int load_inputs(const char *plan_path, const char *trace_path, struct bp_
 	if (cmd_read_file(plan_path, &buf, &len, &err) < 0)
 		return cmd_error("cannot read plan '%s': %s", plan_path, err.text);
 	bp_sha256_hex(buf, len, sha);
-	int rc = bp_json_parse_text(buf, len, plan_cb, plan, &err);
+	int rc = bp_plan_parse(plan, buf, len, &err);
 	free(buf);
 	buf = NULL;
 	if (rc < 0)

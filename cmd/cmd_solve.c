@@ -84,6 +84,9 @@ static void solve_usage(FILE *f)
 		"  -o, --out FILE           write the plan (one method only; '-': standard\n"
 		"                           output, and no table)\n"
 		"      --out-dir DIR        write DIR/<method>.json for every method\n"
+		"      --plan-format F      json (one object, the default) or lines (a header\n"
+		"                           line, a line per step, a summary line; --out-dir\n"
+		"                           writes <method>.jsonl)\n"
 		"      --timing             add planning time per step to the table\n"
 		"  -q, --quiet              print no table\n\n"
 		"'-' reads the dataset or the profile from standard input (one of them).\n\n"
@@ -110,9 +113,50 @@ static double now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* The plan files' layout (--plan-format): one JSON object (".json") or a plan of lines
+ * (".jsonl", plan.h bp_plan_write_lines). Set once from the options. */
+static int plan_lines;
+
+/* A plan of lines written step by step to a temporary file renamed into place ('-':
+ * standard output). */
+static int write_plan_lines(const struct bp_plan *plan, const char *path)
+{
+	struct bp_error err;
+	if (!strcmp(path, "-")) {
+		if (bp_plan_write_lines(plan, stdout, &err) < 0 || fflush(stdout))
+			return cmd_error("cannot write plan to standard output: %s", err.text);
+		return EXIT_OK;
+	}
+	size_t pl = strlen(path);
+	char *tmp = malloc(pl + 32);
+	if (!tmp)
+		return cmd_error("cannot write plan '%s': out of memory", path);
+	snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
+	FILE *f = fopen(tmp, "wb");
+	int rc = EXIT_OK;
+	if (!f) {
+		rc = cmd_error("cannot write plan '%s': %s", path, strerror(errno));
+	} else {
+		int bad = bp_plan_write_lines(plan, f, &err) < 0;
+		bad |= fflush(f) != 0;
+		int e = errno;
+		bad |= fclose(f) != 0;
+		if (bad || rename(tmp, path)) {
+			rc = cmd_error("cannot write plan '%s': %s", path,
+				       bad && err.text[0] ? err.text : strerror(e ? e : errno));
+			unlink(tmp);
+		}
+	}
+	free(tmp);
+	return rc;
+}
+
 static int write_plan(const struct bp_plan *plan, const char *path)
 {
 	struct bp_error err;
+	err.text[0] = 0;
+	if (plan_lines)
+		return write_plan_lines(plan, path);
 	json_t *j = bp_plan_to_json(plan);
 	char *text = j ? bp_json_dump_lines(j) : NULL;
 	json_decref(j);
@@ -223,7 +267,7 @@ static int outdir_open(const char *dir, char **tmp)
 
 static void outdir_path(char *buf, size_t n, const char *dir, const char *method)
 {
-	snprintf(buf, n, "%s/%s.json", dir, method);
+	snprintf(buf, n, "%s/%s.%s", dir, method, plan_lines ? "jsonl" : "json");
 }
 
 /* Removes the temporary directory and what was written into it. */
@@ -327,6 +371,7 @@ int cmd_solve(int argc, char **argv)
 		{"shard", required_argument, NULL, 'S'},
 		{"out", required_argument, NULL, 'o'},
 		{"out-dir", required_argument, NULL, 'R'},
+		{"plan-format", required_argument, NULL, 'F'},
 		{"timing", no_argument, NULL, 't'},
 		{"param", required_argument, NULL, 'Q'},
 		{"strategies", required_argument, NULL, 'Y'},
@@ -351,6 +396,7 @@ int cmd_solve(int argc, char **argv)
 	enum bp_shard shard = BP_SHARD_SEQUENCE;
 	const int64_t big = (int64_t)1 << 40;
 	int c;
+	plan_lines = 0; /* the CLI fuzz target calls cmd_solve many times in one process */
 	while ((c = getopt_long(argc, argv, "d:p:g:L:n:s:m:o:qh", opts, NULL)) != -1) {
 		int bad = 0;
 		switch (c) {
@@ -436,6 +482,12 @@ int cmd_solve(int argc, char **argv)
 		}
 		case 'o': out = optarg; break;
 		case 'R': out_dir = optarg; break;
+		case 'F':
+			if (strcmp(optarg, "json") && strcmp(optarg, "lines"))
+				return cmd_usage("solve", "--plan-format '%s' is not json or lines",
+						 cmd_cut(optarg));
+			plan_lines = !strcmp(optarg, "lines");
+			break;
 		case 'Y': strategies = optarg; break;
 		case 't': timing = 1; break;
 		case 'q': quiet = 1; break;
@@ -541,7 +593,7 @@ int cmd_solve(int argc, char **argv)
 		if (out)
 			snprintf(path, sizeof(path), "%s", out);
 		else
-			snprintf(path, sizeof(path), "%s/%s.json", out_dir, list[i]->name);
+			outdir_path(path, sizeof(path), out_dir, list[i]->name);
 		for (int k = 0; k < 2; k++) {
 			const char *in = k ? profile : ds_file, *what = k ? "profile" : "dataset";
 			if (out && cmd_refuse_overwrite("solve", opt, path, what, in))

@@ -330,15 +330,10 @@ int cmd_plan_profile(const struct bp_plan *plan, const char *path, int strict,
 	return 0;
 }
 
-static int plan_cb(void *out, json_t *root, struct bp_error *err)
-{
-	return bp_plan_from_json(out, root, err);
-}
-
 int cmd_parse_plan(const char *path, const char *text, size_t len, struct bp_plan *plan,
 		   struct bp_error *err)
 {
-	if (bp_json_parse_text(text, len, plan_cb, plan, err) < 0)
+	if (bp_plan_parse(plan, text, len, err) < 0)
 		return bp_error_prefix(err, "cannot read plan '%s'", path);
 	return 0;
 }

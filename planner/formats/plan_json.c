@@ -294,20 +294,19 @@ static json_t *named(const char *name, const char *sha)
 	return done(o, ok);
 }
 
-json_t *bp_plan_to_json(const struct bp_plan *p)
+/* The plan without its steps and summary: what a plan of lines writes as its first line. */
+static json_t *header_to_json(const struct bp_plan *p)
 {
 	json_t *root = json_object(), *inputs = json_object(), *cl = json_object(),
 	       *me = json_object(), *params = json_object(), *sa = json_object(),
-	       *lays = json_array(), *steps = json_array(), *sum = json_object();
-	int ok = root && inputs && cl && me && params && sa && lays && steps && sum;
+	       *lays = json_array();
+	int ok = root && inputs && cl && me && params && sa && lays;
 	bp_json_set(inputs, "dataset", named(p->dataset, p->dataset_sha), &ok);
 	bp_json_set(inputs, "profile", named(p->profile, p->profile_sha), &ok);
 	bp_json_set(inputs, "seed", json_integer((json_int_t)p->seed), &ok);
 	if (bp_json_write_fields(cl, cluster_fields, BP_ARRAY_LEN(cluster_fields),
 				 &p->cluster) < 0 ||
-	    bp_json_write_fields(sa, sampling_fields, BP_ARRAY_LEN(sampling_fields), p) < 0 ||
-	    bp_json_write_fields(sum, summary_fields, BP_ARRAY_LEN(summary_fields),
-				 &p->summary) < 0)
+	    bp_json_write_fields(sa, sampling_fields, BP_ARRAY_LEN(sampling_fields), p) < 0)
 		ok = 0;
 	for (size_t i = 0; i < p->nparams; i++)
 		bp_json_set(params, p->params[i].key, json_string(p->params[i].value), &ok);
@@ -318,7 +317,6 @@ json_t *bp_plan_to_json(const struct bp_plan *p)
 	/* draw: a what-if plan of lengths drawn from a distribution; file, shuffle: the
 	 * team's samples (source) */
 	bp_json_set(sa, "order", json_string(bp_order_name(p->source.order)), &ok);
-	struct bp_doc_index map = {NULL, 0}, *m = NULL;
 	if (p->source.order != BP_ORDER_DRAW) {
 		json_t *so = json_object();
 		int sok = so != NULL;
@@ -329,17 +327,9 @@ json_t *bp_plan_to_json(const struct bp_plan *p)
 			    &sok);
 		bp_json_set(so, "data_ended", json_boolean(p->source.data_ended), &sok);
 		bp_json_set(sa, "source", done(so, sok), &ok);
-		struct bp_error e;
-		if (ok && bp_doc_index_build(&map, p, &e) < 0)
-			ok = 0;
-		m = &map;
 	}
-	drop_unrecorded(sum, summary_fields, BP_ARRAY_LEN(summary_fields), &p->summary);
 	for (size_t i = 0; ok && i < p->nlayouts; i++)
 		bp_json_append(lays, layout_to_json(&p->layouts[i]), &ok);
-	for (size_t i = 0; ok && i < p->nsteps; i++)
-		bp_json_append(steps, step_to_json(p, &p->steps[i], m), &ok);
-	free(map.d);
 	bp_json_set(root, "format", json_string(BP_PLAN_FORMAT), &ok);
 	bp_json_set(root, "inputs", inputs, &ok);
 	bp_json_set(root, "cluster", cl, &ok);
@@ -347,9 +337,180 @@ json_t *bp_plan_to_json(const struct bp_plan *p)
 	bp_json_set(root, "method", me, &ok);
 	bp_json_set(root, "sampling", sa, &ok);
 	bp_json_set(root, "layouts", lays, &ok);
-	bp_json_set(root, "steps", steps, &ok);
-	bp_json_set(root, "summary", sum, &ok);
 	return done(root, ok);
+}
+
+static json_t *summary_to_json(const struct bp_plan *p)
+{
+	json_t *sum = json_object();
+	if (!sum || bp_json_write_fields(sum, summary_fields, BP_ARRAY_LEN(summary_fields),
+					 &p->summary) < 0) {
+		json_decref(sum);
+		return NULL;
+	}
+	drop_unrecorded(sum, summary_fields, BP_ARRAY_LEN(summary_fields), &p->summary);
+	return sum;
+}
+
+/* The documents by id when spans name samples (a plan of samples), else m->d NULL. */
+static int sample_map(const struct bp_plan *p, struct bp_doc_index *m)
+{
+	struct bp_error e;
+	m->d = NULL;
+	m->n = 0;
+	return p->source.order != BP_ORDER_DRAW ? bp_doc_index_build(m, p, &e) : 0;
+}
+
+json_t *bp_plan_to_json(const struct bp_plan *p)
+{
+	json_t *root = header_to_json(p), *steps = json_array();
+	struct bp_doc_index map;
+	int ok = root && steps && sample_map(p, &map) == 0;
+	const struct bp_doc_index *m = p->source.order != BP_ORDER_DRAW ? &map : NULL;
+	for (size_t i = 0; ok && i < p->nsteps; i++)
+		bp_json_append(steps, step_to_json(p, &p->steps[i], m), &ok);
+	free(map.d);
+	bp_json_set(root, "steps", steps, &ok);
+	bp_json_set(root, "summary", summary_to_json(p), &ok);
+	return done(root, ok);
+}
+
+/* One object as one line: compact, keys sorted. */
+static int put_line(FILE *f, json_t *o)
+{
+	char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_decref(o);
+	if (!text)
+		return -1;
+	int bad = fputs(text, f) < 0 || fputc('\n', f) == EOF;
+	free(text);
+	return bad ? -1 : 0;
+}
+
+int bp_plan_write_lines(const struct bp_plan *p, FILE *f, struct bp_error *err)
+{
+	struct bp_doc_index map;
+	if (sample_map(p, &map) < 0)
+		return bp_errorf(err, "out of memory");
+	const struct bp_doc_index *m = p->source.order != BP_ORDER_DRAW ? &map : NULL;
+	json_t *h = header_to_json(p);
+	int ok = h != NULL && json_object_set_new(h, "layout", json_string("lines")) == 0;
+	ok = ok && put_line(f, h) == 0;
+	for (size_t i = 0; ok && i < p->nsteps; i++)
+		ok = put_line(f, step_to_json(p, &p->steps[i], m)) == 0;
+	json_t *sum = ok ? json_object() : NULL;
+	ok = ok && sum && json_object_set_new(sum, "summary", summary_to_json(p)) == 0;
+	ok = ok && put_line(f, sum) == 0;
+	free(map.d);
+	if (!ok)
+		return bp_errorf(err, "cannot write the plan: %s", ferror(f) ? "write error"
+									   : "out of memory");
+	return 0;
+}
+
+/* A plan of lines back into one object: the header with "steps" and "summary". */
+static json_t *lines_to_root(const char *text, size_t len, struct bp_error *err)
+{
+	json_t *root = NULL, *steps = json_array();
+	const char *p = text, *end = text + len;
+	int line = 0, have_summary = 0;
+	if (!steps)
+		goto oom;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *e = nl ? nl : end;
+		line++;
+		if (e == p || (e - p == 1 && *p == '\r')) { /* only a last empty line */
+			p = nl ? nl + 1 : end;
+			if (p < end) {
+				bp_errorf(err, "line %d of the plan is empty", line);
+				goto fail;
+			}
+			break;
+		}
+		json_error_t je;
+		json_t *o = json_loadb(p, (size_t)(e - p), JSON_REJECT_DUPLICATES, &je);
+		if (!o || !json_is_object(o)) {
+			bp_errorf(err, "line %d of the plan: %s", line,
+				  o ? "not a JSON object" : je.text);
+			json_decref(o);
+			goto fail;
+		}
+		if (have_summary) {
+			json_decref(o);
+			bp_errorf(err, "line %d of the plan follows the summary line", line);
+			goto fail;
+		}
+		if (!root) {
+			root = o;
+			json_t *lay = json_object_get(root, "layout");
+			if (!json_is_string(lay) || strcmp(json_string_value(lay), "lines")) {
+				bp_errorf(err, "line 1 of the plan is not a header with \"layout\": "
+					  "\"lines\"");
+				goto fail;
+			}
+			json_object_del(root, "layout");
+		} else if (json_object_size(o) == 1 && json_object_get(o, "summary")) {
+			if (json_object_set(root, "summary", json_object_get(o, "summary")) < 0) {
+				json_decref(o);
+				goto oom;
+			}
+			json_decref(o);
+			have_summary = 1;
+		} else if (json_array_append_new(steps, o) < 0) {
+			goto oom;
+		}
+		p = nl ? nl + 1 : end;
+	}
+	if (!root) {
+		bp_errorf(err, "the plan is empty");
+		goto fail;
+	}
+	if (!have_summary) {
+		bp_errorf(err, "the plan of lines ends after %d lines without its summary line "
+			  "(a truncated file?)", line);
+		goto fail;
+	}
+	if (json_object_get(root, "steps") || json_object_set_new(root, "steps", steps) < 0) {
+		steps = NULL;
+		bp_errorf(err, "line 1 of the plan holds steps; a plan of lines has one per line");
+		goto fail;
+	}
+	return root;
+oom:
+	bp_errorf(err, "out of memory");
+fail:
+	json_decref(steps);
+	json_decref(root);
+	return NULL;
+}
+
+/* Whether text is a plan of lines: its first line is a whole JSON object by itself. */
+static int is_lines(const char *text, size_t len)
+{
+	const char *nl = memchr(text, '\n', len);
+	size_t n = nl ? (size_t)(nl - text) : len;
+	json_t *o = n > 1 ? json_loadb(text, n, JSON_REJECT_DUPLICATES, NULL) : NULL;
+	int yes = json_is_object(o) && json_object_get(o, "layout") != NULL;
+	json_decref(o);
+	return yes;
+}
+
+static int from_json_cb(void *out, json_t *root, struct bp_error *err)
+{
+	return bp_plan_from_json(out, root, err);
+}
+
+int bp_plan_parse(struct bp_plan *p, const char *text, size_t len, struct bp_error *err)
+{
+	if (!is_lines(text, len))
+		return bp_json_parse_text(text, len, from_json_cb, p, err);
+	json_t *root = lines_to_root(text, len, err);
+	if (!root)
+		return -1;
+	int rc = bp_plan_from_json(p, root, err);
+	json_decref(root);
+	return rc;
 }
 
 /* ---- reading ---- */

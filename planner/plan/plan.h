@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "bp.h"
 #include "costmodel.h"
@@ -267,5 +268,12 @@ const struct bp_doc *bp_doc_index_find(const struct bp_doc_index *m, int64_t id)
  * plan invariants (validate.h). */
 int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err);
 json_t *bp_plan_to_json(const struct bp_plan *p);
+/* A plan of lines (plans/README.md "Plans of lines"): the header (the plan without steps and
+ * summary, with "layout": "lines") on the first line, one step per line, and
+ * {"summary": ...} last; every line compact with sorted keys, so a step is one line to seek
+ * to and to append. Returns 0 or -1. */
+int bp_plan_write_lines(const struct bp_plan *p, FILE *f, struct bp_error *err);
+/* Reads either layout of text (len bytes): one JSON object, or a plan of lines. */
+int bp_plan_parse(struct bp_plan *p, const char *text, size_t len, struct bp_error *err);
 
 #endif

@@ -41,11 +41,6 @@ static int profile_cb(void *out, json_t *root, struct bp_error *err)
 	return bp_profile_from_json(out, root, err);
 }
 
-static int plan_cb(void *out, json_t *root, struct bp_error *err)
-{
-	return bp_plan_from_json(out, root, err);
-}
-
 #ifdef FUZZ_CLI
 /* One balplan command line. Arguments with '/' are skipped (every file the command writes
  * stays in the working directory tools/fuzz gives it) and so are the ILP methods and 'all'
@@ -129,7 +124,7 @@ static void run(int target, const char *text, size_t len)
 	case 2: {
 		struct bp_plan p;
 		bp_plan_init(&p);
-		if (bp_json_parse_text(text, len, plan_cb, &p, &err) < 0) {
+		if (bp_plan_parse(&p, text, len, &err) < 0) { /* either layout (plan.h) */
 			if (!err.text[0])
 				abort();
 		} else if (bp_plan_validate(&p, NULL, &err) < 0 && !err.text[0]) {

@@ -307,12 +307,54 @@ def open_plan(path, world_size=None, dataset_sha256=None):
             text = text.decode("utf-8")
         except UnicodeDecodeError as e:
             raise PlanError("%s: not a balplan plan (not UTF-8 text: %s)" % (name, e))
-    try:
-        root = json.loads(text)
-    except ValueError as e:
-        raise PlanError("%s: not a balplan plan (not JSON: %s)" % (name, e))
+    root = _lines_to_root(text, name)
+    if root is None:
+        try:
+            root = json.loads(text)
+        except ValueError as e:
+            raise PlanError("%s: not a balplan plan (not JSON: %s)" % (name, e))
     return Plan.from_json(root, name=name, world_size=world_size,
                           dataset_sha256=dataset_sha256)
+
+
+def _lines_to_root(text, name):
+    """A plan of lines (plans/README.md "Plans of lines": a header line with "layout":
+    "lines", one step per line, a {"summary": ...} line) as one plan object; None when the
+    text is one JSON document instead."""
+    first, _, _ = text.partition("\n")
+    try:
+        header = json.loads(first) if first.strip() else None
+    except ValueError:
+        return None  # the first line of a pretty-printed plan is "{"
+    if not isinstance(header, dict) or "layout" not in header:
+        return None
+    if header.pop("layout") != "lines":
+        raise PlanError("%s: line 1 is not a header with \"layout\": \"lines\"" % name)
+    if "steps" in header:
+        raise PlanError("%s: line 1 holds steps; a plan of lines has one per line" % name)
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    steps, summary = [], None
+    for no, line in enumerate(lines[1:], start=2):
+        if summary is not None:
+            raise PlanError("%s: line %d follows the summary line" % (name, no))
+        try:
+            o = json.loads(line)
+        except ValueError as e:
+            raise PlanError("%s: line %d of the plan is not JSON: %s" % (name, no, e))
+        if not isinstance(o, dict):
+            raise PlanError("%s: line %d of the plan is not a JSON object" % (name, no))
+        if len(o) == 1 and "summary" in o:
+            summary = o["summary"]
+        else:
+            steps.append(o)
+    if summary is None:
+        raise PlanError("%s: the plan of lines ends after %d lines without its summary "
+                        "line (a truncated file?)" % (name, len(lines)))
+    header["steps"] = steps
+    header["summary"] = summary
+    return header
 
 
 RankSample = namedtuple("RankSample", "step microbatch sample sample_offset len")
