@@ -438,114 +438,170 @@ static int batches_grow(struct bp_batches *out, size_t *cap, struct bp_error *er
 	return 0;
 }
 
+struct bp_sampler {
+	struct source sc;
+	const struct bp_sampler_opts *o;
+	int64_t *cum;
+	struct pending carry;
+	int have_carry, ended;
+	int64_t next_id, steps_done;
+	struct bp_batches tally; /* counters only: truncated, dropped, left, data_ended */
+};
+
+struct bp_sampler *bp_sampler_new(const struct bp_dataset *ds, const struct bp_sampler_opts *o,
+				  struct bp_error *err)
+{
+	if (check_opts(ds, o, err) < 0)
+		return NULL;
+	struct bp_sampler *sp = bp_calloc(1, sizeof(*sp), err);
+	if (!sp)
+		return NULL;
+	sp->o = o;
+	sp->sc = (struct source){.ds = ds, .o = o, .epoch = -1, .end = INT64_MAX};
+	if (o->order == BP_ORDER_DRAW && ds->bins && ds->nbins > 0) {
+		sp->cum = bp_calloc(ds->nbins, sizeof(*sp->cum), err);
+		if (!sp->cum)
+			goto fail;
+		for (size_t i = 0; i < ds->nbins; i++)
+			sp->cum[i] = (i ? sp->cum[i - 1] : 0) + ds->bins[i].count;
+		sp->sc.cum = sp->cum;
+	}
+	if (o->order != BP_ORDER_DRAW) {
+		sp->sc.n = (int64_t)ds->nlengths;
+		if (o->epochs > 0)
+			sp->sc.end = o->epochs * sp->sc.n;
+		if (o->order == BP_ORDER_SHUFFLE) {
+			sp->sc.perm = bp_calloc((size_t)sp->sc.n, sizeof(*sp->sc.perm), err);
+			if (!sp->sc.perm)
+				goto fail;
+		}
+	} else {
+		bp_rng_seed(&sp->sc.rng, o->seed);
+	}
+	return sp;
+fail:
+	bp_sampler_free(sp);
+	return NULL;
+}
+
+void bp_sampler_free(struct bp_sampler *sp)
+{
+	if (!sp)
+		return;
+	free(sp->cum);
+	free(sp->sc.perm);
+	free(sp);
+}
+
+/* One more global batch into out (grown): 1, 0 when the steps or the data are done, -1. */
+static int sampler_step(struct bp_sampler *sp, struct bp_batches *out, size_t *bcap,
+			struct bp_error *err)
+{
+	const struct bp_sampler_opts *o = sp->o;
+	struct bp_batches *t = &sp->tally;
+	if (sp->ended || (o->steps > 0 && sp->steps_done == o->steps))
+		return 0;
+	if (!sp->have_carry && sp->sc.pos >= sp->sc.end) {
+		sp->ended = 1; /* the data ended at a step boundary */
+		t->data_ended = 1;
+		return 0;
+	}
+	if (batches_grow(out, bcap, err) < 0)
+		return -1;
+	struct bp_batch *bt = &out->b[out->n++];
+	size_t cap = 0;
+	int ended = 0;
+	int64_t bt_truncated = 0; /* of this batch: undone when the last batch drops */
+	for (;;) {
+		struct pending d;
+		if (sp->have_carry) {
+			d = sp->carry;
+			sp->have_carry = 0;
+		} else {
+			int got = next_doc(&sp->sc, sp->next_id, t, &d, err);
+			if (got < 0)
+				return -1;
+			if (!got) {
+				ended = 1;
+				break;
+			}
+		}
+		/* Over budget: the document opens the next step instead. */
+		if (o->tokens_per_step > 0 && bt->ndocs > 0 &&
+		    d.len > o->tokens_per_step - bt->tokens) {
+			sp->carry = d;
+			sp->have_carry = 1;
+			break;
+		}
+		if (batch_push(bt, &cap, sp->next_id, &d, err) < 0)
+			return -1;
+		sp->next_id++;
+		t->truncated += d.truncated;
+		bt_truncated += d.truncated;
+		if (o->tokens_per_step > 0 ? bt->tokens >= o->tokens_per_step
+					   : (int64_t)bt->ndocs >= o->docs_per_step)
+			break;
+	}
+	if (ended) {
+		sp->ended = 1;
+		t->data_ended = 1;
+		/* The data ended inside this step: a partial last batch (or nothing). */
+		if (bt->ndocs == 0 || o->last == BP_LAST_DROP) {
+			t->left += (int64_t)bt->ndocs;
+			t->truncated -= bt_truncated;
+			free(bt->docs);
+			*bt = (struct bp_batch){0};
+			out->n--;
+			return 0;
+		}
+	}
+	sp->steps_done++;
+	return 1;
+}
+
+int bp_sampler_next(struct bp_sampler *sp, size_t n, struct bp_batches *out,
+		    struct bp_error *err)
+{
+	size_t bcap = out->n, got = 0; /* out->b holds exactly n: batches_grow reallocs */
+	while (got < n) {
+		int r = sampler_step(sp, out, &bcap, err);
+		if (r < 0)
+			return -1;
+		if (!r)
+			break;
+		got++;
+	}
+	/* the counters so far, and where the stream stands */
+	const struct bp_batches *t = &sp->tally;
+	out->truncated = t->truncated;
+	out->dropped = t->dropped;
+	out->left = t->left;
+	out->data_ended = t->data_ended;
+	out->first_pos = 0;
+	if (sp->o->order != BP_ORDER_DRAW) {
+		out->end_pos = sp->have_carry ? sp->carry.pos : sp->sc.pos;
+		out->data_ended |= !sp->have_carry && sp->sc.pos >= sp->sc.end;
+	}
+	return (int)(got > 0);
+}
+
 int bp_sample(const struct bp_dataset *ds, const struct bp_sampler_opts *o,
 	      struct bp_batches *out, struct bp_error *err)
 {
-	struct source sc = {.ds = ds, .o = o, .epoch = -1, .end = INT64_MAX};
-	int64_t *cum = NULL;
-	struct pending carry = {0};
-	int have_carry = 0;
-	int64_t next_id = 0;
-	size_t bcap = 0;
-	int rc = -1;
-
 	memset(out, 0, sizeof(*out));
-	if (check_opts(ds, o, err) < 0)
+	struct bp_sampler *sp = bp_sampler_new(ds, o, err);
+	if (!sp)
+		return -1;
+	int rc = -1;
+	if (bp_sampler_next(sp, o->steps > 0 ? (size_t)o->steps : SIZE_MAX, out, err) < 0)
 		goto out;
-	if (o->steps > 0) {
-		out->b = bp_calloc((size_t)o->steps, sizeof(*out->b), err);
-		if (!out->b)
-			goto out;
-		bcap = (size_t)o->steps;
-	}
-	if (o->order == BP_ORDER_DRAW && ds->bins && ds->nbins > 0) {
-		cum = bp_calloc(ds->nbins, sizeof(*cum), err);
-		if (!cum)
-			goto out;
-		for (size_t i = 0; i < ds->nbins; i++)
-			cum[i] = (i ? cum[i - 1] : 0) + ds->bins[i].count;
-		sc.cum = cum;
-	}
-	if (o->order != BP_ORDER_DRAW) {
-		sc.n = (int64_t)ds->nlengths;
-		if (o->epochs > 0)
-			sc.end = o->epochs * sc.n;
-		if (o->order == BP_ORDER_SHUFFLE) {
-			sc.perm = bp_calloc((size_t)sc.n, sizeof(*sc.perm), err);
-			if (!sc.perm)
-				goto out;
-		}
-	} else {
-		bp_rng_seed(&sc.rng, o->seed);
-	}
-	for (;;) {
-		if (o->steps > 0 && out->n == (size_t)o->steps)
-			break;
-		if (!have_carry && sc.pos >= sc.end)
-			break; /* the data ended at a step boundary */
-		if (batches_grow(out, &bcap, err) < 0)
-			goto out;
-		struct bp_batch *bt = &out->b[out->n++];
-		size_t cap = 0;
-		int ended = 0;
-		int64_t bt_truncated = 0; /* of this batch: undone when the last batch drops */
-		for (;;) {
-			struct pending d;
-			if (have_carry) {
-				d = carry;
-				have_carry = 0;
-			} else {
-				int got = next_doc(&sc, next_id, out, &d, err);
-				if (got < 0)
-					goto out;
-				if (!got) {
-					ended = 1;
-					break;
-				}
-			}
-			/* Over budget: the document opens the next step instead. */
-			if (o->tokens_per_step > 0 && bt->ndocs > 0 &&
-			    d.len > o->tokens_per_step - bt->tokens) {
-				carry = d;
-				have_carry = 1;
-				break;
-			}
-			if (batch_push(bt, &cap, next_id, &d, err) < 0)
-				goto out;
-			next_id++;
-			out->truncated += d.truncated;
-			bt_truncated += d.truncated;
-			if (o->tokens_per_step > 0 ? bt->tokens >= o->tokens_per_step
-						   : (int64_t)bt->ndocs >= o->docs_per_step)
-				break;
-		}
-		if (ended) {
-			out->data_ended = 1;
-			/* The data ended inside this step: a partial last batch (or nothing). */
-			if (bt->ndocs == 0 || o->last == BP_LAST_DROP) {
-				out->left += (int64_t)bt->ndocs;
-				out->truncated -= bt_truncated;
-				free(bt->docs);
-				*bt = (struct bp_batch){0};
-				out->n--;
-			}
-			break;
-		}
-	}
-	if (o->order != BP_ORDER_DRAW) {
-		out->end_pos = have_carry ? carry.pos : sc.pos;
-		out->data_ended |= !have_carry && sc.pos >= sc.end;
-		/* samples dropped as the last batch leave their ids unplanned; the first and the
-		 * kept documents hold their own positions */
-	}
 	if (out->n == 0) {
 		bp_errorf(err, "the data ends before the first step: no samples left to plan");
 		goto out;
 	}
 	rc = 0;
 out:
-	free(cum);
-	free(sc.perm);
+	bp_sampler_free(sp);
 	if (rc < 0)
 		bp_batches_release(out);
 	return rc;

@@ -176,4 +176,16 @@ int bp_sample(const struct bp_dataset *ds, const struct bp_sampler_opts *o,
 	      struct bp_batches *out, struct bp_error *err);
 void bp_batches_release(struct bp_batches *b);
 
+/* The sampler as a stream of global batches, for plans solved a window at a time: new
+ * checks the options (o is borrowed and must outlive it); next appends up to n batches to
+ * out (an initialised or earlier-filled bp_batches; its b grows) and sets out's counters to
+ * the stream's so far; it returns 1 when it added any, 0 at the end of the steps or the
+ * data, -1 on error. Ids run on across calls; bp_sample is new + next(all). */
+struct bp_sampler;
+struct bp_sampler *bp_sampler_new(const struct bp_dataset *ds, const struct bp_sampler_opts *o,
+				  struct bp_error *err);
+int bp_sampler_next(struct bp_sampler *sp, size_t n, struct bp_batches *out,
+		    struct bp_error *err);
+void bp_sampler_free(struct bp_sampler *sp);
+
 #endif
