@@ -1,10 +1,12 @@
 /* cmd_solve.c: `balplan solve`: draw global batches from a dataset, solve them with one or
  * more methods on one profile, print a comparison and write the plans. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -86,7 +88,10 @@ static void solve_usage(FILE *f)
 		"      --out-dir DIR        write DIR/<method>.json for every method\n"
 		"      --plan-format F      json (one object, the default) or lines (a header\n"
 		"                           line, a line per step, a summary line; --out-dir\n"
-		"                           writes <method>.jsonl)\n"
+		"                           writes <method>.jsonl); plain, fixed, ffd, bfd,\n"
+		"                           multipack and kk are then planned and written\n"
+		"                           --chunk-steps global batches at a time [64], so\n"
+		"                           memory holds a window of steps, not the run\n"
 		"      --timing             add planning time per step to the table\n"
 		"  -q, --quiet              print no table\n\n"
 		"'-' reads the dataset or the profile from standard input (one of them).\n\n"
@@ -281,21 +286,46 @@ static void outdir_abort(const char *tmp, const struct bp_method *const *list, s
 	rmdir(tmp);
 }
 
+/* Concurrent runs into one DIR commit one at a time (issue 27 item 10): each holds an
+ * exclusive flock on DIR's parent directory (where DIR.tmp.XXXXXX lives too) from before it
+ * looks at DIR until its last rename, so DIR ends with every plan of one run, never some of
+ * each. The lock goes with the descriptor. */
 static int outdir_commit(const char *dir, const char *tmp, const struct bp_method *const *list,
 			 size_t nm)
 {
-	char from[4096], to[4096];
+	char from[4096], to[4096], parent[4096];
 	struct stat st;
-	if (stat(dir, &st) && errno == ENOENT && !rename(tmp, dir))
+	size_t n = strlen(dir);
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	while (n > 0 && dir[n - 1] != '/')
+		n--;
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	snprintf(parent, sizeof(parent), "%.*s", (int)(n ? n : 1), n ? dir : ".");
+	int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || flock(fd, LOCK_EX)) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return cmd_error("cannot lock '%s' to write plans into '%s': %s", parent, dir,
+				 strerror(e));
+	}
+	int rc = EXIT_OK;
+	if (stat(dir, &st) && errno == ENOENT && !rename(tmp, dir)) {
+		close(fd);
 		return EXIT_OK; /* a new DIR: one rename */
-	for (size_t i = 0; i < nm; i++) {
+	}
+	for (size_t i = 0; i < nm && rc == EXIT_OK; i++) {
 		outdir_path(from, sizeof(from), tmp, list[i]->name);
 		outdir_path(to, sizeof(to), dir, list[i]->name);
 		if (rename(from, to))
-			return cmd_error("cannot write plan '%s': %s", to, strerror(errno));
+			rc = cmd_error("cannot write plan '%s': %s", to, strerror(errno));
 	}
-	rmdir(tmp);
-	return EXIT_OK;
+	if (rc == EXIT_OK)
+		rmdir(tmp);
+	close(fd);
+	return rc;
 }
 
 static void print_table(const struct result *r, size_t n, int timing)
@@ -342,6 +372,90 @@ static void print_table(const struct result *r, size_t n, int timing)
 		       wmin / 1e3, wmax / 1e3);
 }
 
+/* A streamed plan's steps, parked in a temporary file until the header (known at the end:
+ * the run's length, the stream's end) can be written first. */
+struct streamed_out {
+	FILE *steps;
+	int cut;    /* some span starts inside its document: the documents trained are cut */
+	int failed;
+};
+
+static int sink_steps(void *arg, const struct bp_plan *w, struct bp_error *err)
+{
+	struct streamed_out *so = arg;
+	so->cut |= !strcmp(bp_plan_documents_trained(w), "cut");
+	return bp_plan_write_steps(w, so->steps, err);
+}
+
+static int solve_streamed(const struct bp_dataset *ds, const struct bp_profile *prof,
+			  const struct bp_solve_opts *o, int64_t chunk, struct streamed_out *so,
+			  struct bp_plan *header, struct bp_error *err)
+{
+	so->steps = tmpfile();
+	if (!so->steps)
+		return bp_errorf(err, "cannot make a temporary file for the steps: %s",
+				 strerror(errno));
+	struct bp_solve_sink sink = {sink_steps, so};
+	int r = bp_solve_stream(ds, prof, o, (size_t)chunk, &sink, header, err);
+	if (r < 0) {
+		fclose(so->steps);
+		so->steps = NULL;
+	}
+	return r;
+}
+
+/* Header line, the parked step lines, summary line: to a temporary file renamed into place
+ * ('-': standard output). Closes so->steps. */
+static int write_streamed(const struct bp_plan *header, struct streamed_out *so,
+			  const char *path)
+{
+	struct bp_error err;
+	err.text[0] = 0;
+	int to_stdout = !strcmp(path, "-");
+	size_t pl = strlen(path);
+	char *tmp = to_stdout ? NULL : malloc(pl + 32);
+	FILE *f = stdout;
+	int rc = EXIT_OK, bad = 0;
+	if (!to_stdout) {
+		if (!tmp) {
+			fclose(so->steps);
+			return cmd_error("cannot write plan '%s': out of memory", path);
+		}
+		snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
+		f = fopen(tmp, "wb");
+	}
+	if (!f) {
+		rc = cmd_error("cannot write plan '%s': %s", path, strerror(errno));
+		goto out;
+	}
+	bad = bp_plan_write_header(header, f, &err) < 0;
+	rewind(so->steps);
+	char buf[1 << 16];
+	size_t n;
+	while (!bad && (n = fread(buf, 1, sizeof(buf), so->steps)) > 0)
+		bad = fwrite(buf, 1, n, f) != n;
+	bad |= ferror(so->steps) != 0;
+	bad = bad || bp_plan_write_summary(header, f, &err) < 0;
+	bad |= fflush(f) != 0;
+	int e = errno;
+	if (!to_stdout) {
+		bad |= fclose(f) != 0;
+		if (bad || rename(tmp, path)) {
+			e = e ? e : errno;
+			unlink(tmp);
+			bad = 1;
+		}
+	}
+	if (bad)
+		rc = cmd_error("cannot write plan '%s': %s", path,
+			       err.text[0] ? err.text : strerror(e ? e : EIO));
+out:
+	fclose(so->steps);
+	so->steps = NULL;
+	free(tmp);
+	return rc;
+}
+
 int cmd_solve(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -372,6 +486,7 @@ int cmd_solve(int argc, char **argv)
 		{"out", required_argument, NULL, 'o'},
 		{"out-dir", required_argument, NULL, 'R'},
 		{"plan-format", required_argument, NULL, 'F'},
+		{"chunk-steps", required_argument, NULL, 'H'},
 		{"timing", no_argument, NULL, 't'},
 		{"param", required_argument, NULL, 'Q'},
 		{"strategies", required_argument, NULL, 'Y'},
@@ -386,7 +501,7 @@ int cmd_solve(int argc, char **argv)
 	struct bp_param params[32];
 	size_t nparams = 0;
 	int64_t gpus = 64, tp = 8, cp = 2, pp = 4, max_tokens = 131072, tps = -1, dps = 0;
-	int64_t steps = 20, seed = 1, epochs = 0;
+	int64_t steps = 20, seed = 1, epochs = 0, chunk_steps = 64;
 	enum bp_order order = BP_ORDER_DRAW;
 	enum bp_last_batch last = BP_LAST_KEEP;
 	int order_set = 0, steps_set = 0, last_set = 0;
@@ -474,6 +589,11 @@ int cmd_solve(int argc, char **argv)
 				return cmd_usage("solve", "--param %.*s: value '%s' is longer than %zu "
 						 "bytes", (int)kl, optarg, cmd_cut(eq + 1),
 						 sizeof(params[0].value) - 1);
+			for (size_t k = 0; k < nparams; k++) /* one value per key (issue 27) */
+				if (strlen(params[k].key) == kl && !memcmp(params[k].key, optarg, kl))
+					return cmd_usage("solve", "--param %s is given twice ('%s' "
+							 "and '%s')", params[k].key,
+							 cmd_cut(params[k].value), cmd_cut(eq + 1));
 			memset(&params[nparams], 0, sizeof(params[0]));
 			memcpy(params[nparams].key, optarg, kl);
 			strcpy(params[nparams].value, eq + 1);
@@ -482,6 +602,9 @@ int cmd_solve(int argc, char **argv)
 		}
 		case 'o': out = optarg; break;
 		case 'R': out_dir = optarg; break;
+		case 'H': bad = cmd_opt_int("solve", "--chunk-steps", optarg, 1, 1 << 20,
+					    &chunk_steps);
+			break;
 		case 'F':
 			if (strcmp(optarg, "json") && strcmp(optarg, "lines"))
 				return cmd_usage("solve", "--plan-format '%s' is not json or lines",
@@ -507,9 +630,18 @@ int cmd_solve(int argc, char **argv)
 		return cmd_usage("solve", "--tokens-per-step and --docs-per-step exclude each other");
 	if (out && out_dir)
 		return cmd_usage("solve", "--out and --out-dir exclude each other");
+	/* sparsebalance's coverage file (--param sb_coverage=measured:FILE): an input like the
+	 * others, for standard input and for overwriting */
+	const char *cov_file = NULL;
+	for (size_t i = 0; i < nparams; i++)
+		if (!strcmp(params[i].key, "sb_coverage") &&
+		    !strncmp(params[i].value, "measured:", 9))
+			cov_file = params[i].value + 9;
 	{
-		const char *names[] = {"--dataset", "--profile"}, *paths[] = {dataset, profile};
-		int r = cmd_one_stdin("solve", 2, names, paths);
+		const char *names[] = {"--dataset", "--profile", "--strategies",
+				       "--param sb_coverage=measured:"};
+		const char *paths[] = {dataset, profile, strategies, cov_file};
+		int r = cmd_one_stdin("solve", 4, names, paths);
 		if (r)
 			return r;
 	}
@@ -518,6 +650,13 @@ int cmd_solve(int argc, char **argv)
 	if (gpus % (tp * cp * pp))
 		return cmd_usage("solve", "%lld GPUs are not divisible by tp*cp*pp = %lld",
 				 (long long)gpus, (long long)(tp * cp * pp));
+	/* The layout against the node size, before any input is read (issue 27 item 17); with
+	 * --profile, once it is read, before planning. */
+	if (!profile && bp_gpu_preset(gpu)) {
+		int r = cmd_check_nodes("solve", gpus, tp, bp_gpu_preset(gpu)->gpus_per_node);
+		if (r)
+			return r;
+	}
 	int64_t dp = gpus / (tp * cp * pp);
 	if (tps < 0 && dps == 0)
 		tps = pp * dp * max_tokens;
@@ -584,8 +723,8 @@ int cmd_solve(int argc, char **argv)
 					 params[i].key);
 	}
 
-	/* No output may overwrite an input: the dataset file (a preset is no file) or the
-	 * profile, by name or by device and inode. */
+	/* No output may overwrite an input: the dataset file (a preset is no file), the
+	 * profile, the strategies file or the coverage file, by name or by device and inode. */
 	const char *ds_file = bp_dataset_preset_text(dataset, &(size_t){0}) ? NULL : dataset;
 	for (size_t i = 0; i < (out ? 1 : out_dir ? nm : 0); i++) {
 		char path[4096];
@@ -594,8 +733,11 @@ int cmd_solve(int argc, char **argv)
 			snprintf(path, sizeof(path), "%s", out);
 		else
 			outdir_path(path, sizeof(path), out_dir, list[i]->name);
-		for (int k = 0; k < 2; k++) {
-			const char *in = k ? profile : ds_file, *what = k ? "profile" : "dataset";
+		for (int k = 0; k < 4; k++) {
+			const char *const ins[] = {ds_file, profile, strategies, cov_file};
+			const char *const whats[] = {"dataset", "profile", "strategies file",
+						     "coverage file"};
+			const char *in = ins[k], *what = whats[k];
 			if (out && cmd_refuse_overwrite("solve", opt, path, what, in))
 				return EXIT_USAGE;
 			if (!out && cmd_same_file(path, in))
@@ -722,6 +864,9 @@ int cmd_solve(int argc, char **argv)
 		rc = cmd_error("%s", err.text);
 		goto out;
 	}
+	if ((rc = cmd_check_nodes("solve", gpus, tp, prof.hw.gpus_per_node)) != EXIT_OK)
+		goto out;
+	rc = EXIT_DATA;
 	for (size_t i = 0; i < nparams; i++)
 		if (!strcmp(params[i].key, "sb_coverage") &&
 		    !strncmp(params[i].value, "measured:", 9)) {
@@ -739,10 +884,9 @@ int cmd_solve(int argc, char **argv)
 		long long mg = 0;
 		for (size_t i = 0; i < nparams; i++)
 			if (!strcmp(params[i].key, "max_group")) {
-				char *end;
-				long long v = strtoll(params[i].value, &end, 10);
-				if (!*end && v > 0) /* a bad value is the method's error */
-					mg = v;
+				int64_t v = 0;
+				if (!bp_parse_int64(params[i].value, &v, "max_group", NULL) && v > 0)
+					mg = v; /* a bad value is the method's error */
 			}
 		const struct bp_model *md = bp_model_preset(model);
 		long long maxg = md ? bp_flexsp_max_group(md, (int)tp, (int)dp, mg) : 1;
@@ -816,7 +960,17 @@ int cmd_solve(int argc, char **argv)
 		o.params = mine;
 		o.nparams = nmine;
 		double t0 = now_ms();
-		int r = bp_solve(&ds, use, &o, &plan, &err);
+		/* A plan of lines of a step-independent method is planned and written a window
+		 * of steps at a time: memory holds one window, not the run. */
+		char spath[4096] = "";
+		if (out)
+			snprintf(spath, sizeof(spath), "%s", out);
+		else if (out_dir)
+			outdir_path(spath, sizeof(spath), tmp_dir, list[i]->name);
+		int streamed = plan_lines && spath[0] && bp_method_steps_independent(list[i], &o);
+		struct streamed_out so = {NULL, 0, 0};
+		int r = streamed ? solve_streamed(&ds, use, &o, chunk_steps, &so, &plan, &err)
+				 : bp_solve(&ds, use, &o, &plan, &err);
 		double t1 = now_ms();
 		if (r < 0) {
 			if (r == BP_INFEASIBLE) {
@@ -843,11 +997,15 @@ int cmd_solve(int argc, char **argv)
 			}
 		}
 		res[i].method = list[i]->name;
-		res[i].trained = bp_plan_documents_trained(&plan);
+		res[i].trained = streamed ? (so.cut ? "cut" : "whole")
+					  : bp_plan_documents_trained(&plan);
 		res[i].s = plan.summary;
-		res[i].plan_ms_per_step = (t1 - t0) / (double)(plan.nsteps ? plan.nsteps : 1);
+		res[i].plan_ms_per_step = (t1 - t0) / (double)(plan.summary.steps ? plan.summary.steps
+										  : 1);
 		int wr = EXIT_OK;
-		if (out) {
+		if (streamed) {
+			wr = write_streamed(&plan, &so, spath);
+		} else if (out) {
 			wr = write_plan(&plan, out);
 		} else if (out_dir) {
 			char path[4096];

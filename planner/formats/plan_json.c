@@ -387,24 +387,49 @@ static int put_line(FILE *f, json_t *o)
 	return bad ? -1 : 0;
 }
 
-int bp_plan_write_lines(const struct bp_plan *p, FILE *f, struct bp_error *err)
+int bp_plan_write_header(const struct bp_plan *p, FILE *f, struct bp_error *err)
+{
+	json_t *h = header_to_json(p);
+	int ok = h != NULL && json_object_set_new(h, "layout", json_string("lines")) == 0;
+	if (!ok)
+		json_decref(h);
+	if (!ok || put_line(f, h) < 0)
+		return bp_errorf(err, "cannot write the plan's header: %s",
+				 ferror(f) ? "write error" : "out of memory");
+	return 0;
+}
+
+int bp_plan_write_steps(const struct bp_plan *p, FILE *f, struct bp_error *err)
 {
 	struct bp_doc_index map;
 	if (sample_map(p, &map) < 0)
 		return bp_errorf(err, "out of memory");
 	const struct bp_doc_index *m = p->source.order != BP_ORDER_DRAW ? &map : NULL;
-	json_t *h = header_to_json(p);
-	int ok = h != NULL && json_object_set_new(h, "layout", json_string("lines")) == 0;
-	ok = ok && put_line(f, h) == 0;
+	int ok = 1;
 	for (size_t i = 0; ok && i < p->nsteps; i++)
 		ok = put_line(f, step_to_json(p, &p->steps[i], m)) == 0;
-	json_t *sum = ok ? json_object() : NULL;
-	ok = ok && sum && json_object_set_new(sum, "summary", summary_to_json(p)) == 0;
-	ok = ok && put_line(f, sum) == 0;
 	free(map.d);
 	if (!ok)
-		return bp_errorf(err, "cannot write the plan: %s", ferror(f) ? "write error"
-									   : "out of memory");
+		return bp_errorf(err, "cannot write the plan's steps: %s",
+				 ferror(f) ? "write error" : "out of memory");
+	return 0;
+}
+
+int bp_plan_write_summary(const struct bp_plan *p, FILE *f, struct bp_error *err)
+{
+	json_t *s = summary_to_json(p);
+	json_t *sum = s ? json_pack("{s:o}", "summary", s) : NULL; /* "o" takes s */
+	if (!sum || put_line(f, sum) < 0)
+		return bp_errorf(err, "cannot write the plan's summary: %s",
+				 ferror(f) ? "write error" : "out of memory");
+	return 0;
+}
+
+int bp_plan_write_lines(const struct bp_plan *p, FILE *f, struct bp_error *err)
+{
+	if (bp_plan_write_header(p, f, err) < 0 || bp_plan_write_steps(p, f, err) < 0 ||
+	    bp_plan_write_summary(p, f, err) < 0)
+		return -1;
 	return 0;
 }
 

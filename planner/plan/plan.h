@@ -273,6 +273,11 @@ json_t *bp_plan_to_json(const struct bp_plan *p);
  * {"summary": ...} last; every line compact with sorted keys, so a step is one line to seek
  * to and to append. Returns 0 or -1. */
 int bp_plan_write_lines(const struct bp_plan *p, FILE *f, struct bp_error *err);
+/* Its three parts, for a plan written a window at a time: the header line; a line per step
+ * of p (spans of a plan of samples resolved through p's own documents); the summary line. */
+int bp_plan_write_header(const struct bp_plan *p, FILE *f, struct bp_error *err);
+int bp_plan_write_steps(const struct bp_plan *p, FILE *f, struct bp_error *err);
+int bp_plan_write_summary(const struct bp_plan *p, FILE *f, struct bp_error *err);
 /* Reads either layout of text (len bytes): one JSON object, or a plan of lines. */
 int bp_plan_parse(struct bp_plan *p, const char *text, size_t len, struct bp_error *err);
 

@@ -123,8 +123,10 @@ static int simulate_pipe(struct bp_pipe *pi, const struct bp_costmodel *cm, int 
 		goto out;
 	pi->time_us = res.end;
 	for (int s = 0; s < pp; s++)
-		pi->peak_mem[s] = peak[s] + (full_gpus > 0 ? bp_cost_state_bytes_full(cm, s, full_gpus)
-							   : bp_cost_state_bytes(cm, s));
+		pi->peak_mem[s] = bp_i64_mul_add_sat(
+			peak[s], 1,
+			full_gpus > 0 ? bp_cost_state_bytes_full(cm, s, full_gpus)
+				      : bp_cost_state_bytes(cm, s));
 	rc = 0;
 out:
 	arrays_free(&a);
@@ -345,15 +347,19 @@ static int simulate_ticks(const struct bp_plan *p, struct bp_step *st,
 				int64_t j = bp_tick_op(tk.pp, tk.m, k, s, &bwd, &phase);
 				if (j >= 0 && (size_t)j < pi->nmbs) {
 					int64_t act = bp_cost_act_bytes(cm, s, pi->mbs[j].tokens);
-					held[s] += bwd ? -act : act;
+					held[s] = bp_i64_mul_add_sat(act, bwd ? -1 : 1,
+								     held[s]);
 				}
 				/* non-resend: what the rank keeps as a server (ticks.h kept) */
-				int64_t now = held[s] + (int64_t)ceil(tk.kept[k * tk.world + r]);
+				int64_t now = bp_i64_mul_add_sat(
+					1, held[s],
+					bp_i64_from_real_sat(ceil(tk.kept[k * tk.world + r])));
 				if (now > pi->peak_mem[s])
 					pi->peak_mem[s] = now;
 			}
 		for (int s = 0; s < tk.pp; s++)
-			pi->peak_mem[s] += bp_cost_state_bytes(cm, s);
+			pi->peak_mem[s] = bp_i64_mul_add_sat(pi->peak_mem[s], 1,
+							     bp_cost_state_bytes(cm, s));
 	}
 	rc = 0;
 out:
@@ -466,7 +472,7 @@ out:
 	return rc;
 }
 
-static int summarize(struct bp_plan *p, struct bp_error *err)
+int bp_plan_summarize(struct bp_plan *p, struct bp_error *err)
 {
 	struct bp_summary *s = &p->summary;
 	int64_t truncated = s->truncated, dropped = s->dropped;
@@ -541,7 +547,7 @@ int bp_plan_predict(struct bp_plan *p, struct bp_costs *costs, bp_item_cost_fn i
 		if (predict_step(p, st, costs, item_cost, err) < 0)
 			return -1;
 	}
-	if (summarize(p, err) < 0)
+	if (bp_plan_summarize(p, err) < 0)
 		return -1;
 	bp_plan_predict_work(p, costs->prof); /* the work trained and its FLOP/s (work.h) */
 	return 0;

@@ -30,4 +30,9 @@ int bp_pipe_schedule(const struct bp_plan *p, const struct bp_step *st, size_t k
 		     struct bp_costs *costs, double *f_start, double *b_start,
 		     struct bp_error *err);
 
+/* The summary from the steps' predicted metrics, counts and delays alone (what
+ * bp_plan_predict ends with; a plan predicted a window at a time summarises its steps' stubs
+ * with it). Keeps summary.truncated and .dropped. */
+int bp_plan_summarize(struct bp_plan *p, struct bp_error *err);
+
 #endif

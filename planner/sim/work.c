@@ -4,10 +4,8 @@
 #include "ca_sched.h"
 #include "flops.h"
 
-void bp_plan_predict_work(struct bp_plan *p, const struct bp_profile *prof)
+void bp_plan_step_work(struct bp_plan *p, double *total)
 {
-	struct bp_summary *s = &p->summary;
-	double total = 0.0;
 	for (size_t i = 0; i < p->nsteps; i++) {
 		struct bp_step *st = &p->steps[i];
 		double f = 0.0;
@@ -36,12 +34,24 @@ void bp_plan_predict_work(struct bp_plan *p, const struct bp_profile *prof)
 			     (double)bp_ca_pairs(c->q0 - c->kv0, c->q1 - c->kv0) / pp;
 		}
 		st->m.model_tflop = f / 1e12;
-		total += f;
+		*total += f;
 	}
+}
+
+void bp_plan_work_summary(struct bp_plan *p, double total, const struct bp_profile *prof)
+{
+	struct bp_summary *s = &p->summary;
 	s->model_tflop = total / 1e12;
 	double secs = s->total_us * 1e-6;
 	s->model_tflops_per_gpu = secs > 0 && p->cluster.gpus > 0
 					  ? s->model_tflop / secs / p->cluster.gpus : 0.0;
 	double peak = prof ? prof->hw.bf16_tflops : 0.0;
 	s->mfu = peak > 0 ? s->model_tflops_per_gpu / peak : 0.0;
+}
+
+void bp_plan_predict_work(struct bp_plan *p, const struct bp_profile *prof)
+{
+	double total = 0.0;
+	bp_plan_step_work(p, &total);
+	bp_plan_work_summary(p, total, prof);
 }

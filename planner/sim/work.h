@@ -10,6 +10,11 @@
 #include "plan.h"
 #include "profile.h"
 
+/* The two halves of bp_plan_predict_work, for a plan predicted a window at a time: every
+ * step's model_tflop, its FLOPs added to *total in step order; and the summary's work from
+ * the total FLOPs of all steps (p->summary.total_us set). */
+void bp_plan_step_work(struct bp_plan *p, double *total);
+void bp_plan_work_summary(struct bp_plan *p, double total, const struct bp_profile *prof);
 /* Fills every step's model_tflop and the summary's model_tflop, model_tflops_per_gpu
  * (model_tflop / total seconds / cluster GPUs) and mfu (that over prof's bf16_tflops; 0 when
  * the profile gives no peak). */

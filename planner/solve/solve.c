@@ -11,6 +11,7 @@
 #include "predict.h"
 #include "rng.h"
 #include "validate.h"
+#include "work.h"
 
 /* Memory check before solving: a stage-0 rank holding min(pp, m) micro-batches of max_tokens
  * (the 1F1B in-flight maximum, Hydraulis App. B.1's "accumulated PP times in the first
@@ -21,8 +22,9 @@ static int check_memory(const struct bp_costmodel *cm, int64_t max_tokens,
 	int64_t cap = bp_cost_mem_cap(cm);
 	int64_t per_rank = (max_tokens + cm->sc.cp - 1) / cm->sc.cp;
 	for (int s = 0; s < cm->sc.pp; s++) {
-		int64_t need = bp_cost_state_bytes(cm, s) +
-			       (int64_t)(cm->sc.pp - s) * bp_cost_act_bytes(cm, s, per_rank);
+		/* saturated: a profile's bounds keep it in range, a huge request may not */
+		int64_t need = bp_i64_mul_add_sat(cm->sc.pp - s, bp_cost_act_bytes(cm, s, per_rank),
+						  bp_cost_state_bytes(cm, s));
 		if (need > cap)
 			return bp_infeasiblef(err, "max_tokens %lld needs %.1f GiB on stage %d but "
 					      "a GPU has %.1f GiB usable; lower --max-tokens or "
@@ -53,19 +55,16 @@ int bp_plan_repredict(struct bp_plan *p, struct bp_costs *costs, struct bp_error
 	return bp_plan_predict(p, costs, NULL, err);
 }
 
-int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
-	     const struct bp_solve_opts *o, struct bp_plan *out, struct bp_error *err)
+/* The plan before any step: cluster, model, inputs, sampling options, the method's
+ * parameters as given, layout 0 (the request's) and its cost model in costs (*cm_out),
+ * and the memory check. 0, -1 or BP_INFEASIBLE; out is released on failure. */
+static int solve_header(const struct bp_method *m, const struct bp_profile *prof,
+			const struct bp_solve_opts *o, struct bp_plan *out, struct bp_costs *costs,
+			const struct bp_costmodel **cm_out, struct bp_error *err)
 {
-	struct bp_batches batches = {0};
-	struct bp_costs costs;
 	struct bp_layout lay;
-	struct bp_rng rng;
 	int rc = -1;
-	const struct bp_method *m = bp_method_find(o->method);
-	bp_costs_init(&costs, prof);
 	bp_layout_init(&lay);
-	if (!m)
-		return bp_errorf(err, "unknown method '%s'", o->method);
 	bp_plan_init(out);
 	const struct bp_solve_layout *c = &o->cluster;
 	memcpy(out->cluster.gpu, prof->hw.gpu, sizeof(out->cluster.gpu));
@@ -131,7 +130,7 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 	if (bp_layout_megatron(&lay, sc, c->dp, prof->model.layers, o->max_tokens, err) < 0 ||
 	    bp_plan_add_layout(out, &lay, err) < 0)
 		goto out;
-	const struct bp_costmodel *cm = bp_costs_pipe(&costs, &out->layouts[0], 0, err);
+	const struct bp_costmodel *cm = bp_costs_pipe(costs, &out->layouts[0], 0, err);
 	if (!cm)
 		goto out;
 	/* A method that spreads a micro-batch's documents over its pipelines (distca) holds
@@ -149,11 +148,87 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 	rc = bp_method_own_memory(m) ? 0 : check_memory(cm, mem_tokens, err);
 	if (rc < 0)
 		goto out;
-	rc = -1;
-	struct bp_sampler_opts so = {.steps = o->steps, .tokens_per_step = o->tokens_per_step,
-				     .docs_per_step = o->docs_per_step, .max_len = o->max_tokens,
-				     .overlen = o->overlen, .seed = o->seed, .order = o->order,
-				     .epochs = o->epochs, .last = o->last};
+	*cm_out = cm;
+out:
+	if (rc < 0)
+		bp_plan_release(out);
+	bp_layout_release(&lay);
+	return rc;
+}
+
+/* sampling.source of a plan of samples, from the index and what the sampler consumed. */
+static void set_source(struct bp_plan *out, const struct bp_solve_opts *o,
+		       const struct bp_dataset *ds, const struct bp_batches *b)
+{
+	if (o->order == BP_ORDER_DRAW)
+		return;
+	struct bp_source *src = &out->source;
+	src->order = o->order;
+	snprintf(src->format, sizeof(src->format), "%s", ds->format);
+	src->samples = (int64_t)ds->nlengths;
+	src->sequences = ds->sequences;
+	src->tokens = ds->stats.tokens;
+	src->epochs = o->epochs;
+	src->last = o->last;
+	src->first_pos = b->first_pos;
+	src->end_pos = b->end_pos;
+	src->left = b->left;
+	src->data_ended = b->data_ended;
+}
+
+/* The method on batches (ids 0 .. over them), then prediction and validation. */
+static int solve_method(const struct bp_method *m, const struct bp_solve_opts *o,
+			struct bp_plan *out, struct bp_costs *costs, const struct bp_costmodel *cm,
+			const struct bp_batches *batches, struct bp_rng *rng, struct bp_error *err)
+{
+	struct bp_method_ctx ctx = {cm, rng, o->shard, costs, o->method_input};
+	int rc = m->solve(&ctx, batches, out, err);
+	if (rc < 0)
+		return rc;
+	/* layouts may have moved (a method adding layouts): the cache keys on addresses */
+	bp_costs_release(costs);
+	out->summary.truncated = batches->truncated;
+	out->summary.dropped = batches->dropped;
+	if (bp_plan_predict(out, costs, NULL, err) < 0)
+		return -1;
+	if (bp_plan_validate(out, costs, err) < 0)
+		return bp_error_prefix(err, "method '%s' produced an invalid plan", m->name);
+	return 0;
+}
+
+static void sampler_opts(const struct bp_solve_opts *o, int64_t steps,
+			 struct bp_sampler_opts *so)
+{
+	*so = (struct bp_sampler_opts){.steps = steps, .tokens_per_step = o->tokens_per_step,
+				       .docs_per_step = o->docs_per_step, .max_len = o->max_tokens,
+				       .overlen = o->overlen, .seed = o->seed, .order = o->order,
+				       .epochs = o->epochs, .last = o->last};
+}
+
+/* The method's generator: derived from the seed but apart from the sampler's stream. */
+static void method_rng(const struct bp_solve_opts *o, struct bp_rng *rng)
+{
+	bp_rng_seed(rng, o->seed ^ 0x6d6574686f64ULL);
+}
+
+int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
+	     const struct bp_solve_opts *o, struct bp_plan *out, struct bp_error *err)
+{
+	struct bp_batches batches = {0};
+	struct bp_costs costs;
+	struct bp_rng rng;
+	const struct bp_costmodel *cm = NULL;
+	const struct bp_method *m = bp_method_find(o->method);
+	bp_costs_init(&costs, prof);
+	if (!m)
+		return bp_errorf(err, "unknown method '%s'", o->method);
+	int rc = solve_header(m, prof, o, out, &costs, &cm, err);
+	if (rc < 0) {
+		bp_costs_release(&costs);
+		return rc;
+	}
+	struct bp_sampler_opts so;
+	sampler_opts(o, o->steps, &so);
 	rc = bp_sample(ds, &so, &batches, err);
 	if (rc < 0) {
 		if (o->overlen == BP_OVERLEN_ERROR && strstr(err->text, "longer than"))
@@ -162,45 +237,15 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 	}
 	rc = -1;
 	out->nsteps_drawn = (int64_t)batches.n; /* fewer than asked when the data ended */
-	if (o->order != BP_ORDER_DRAW) {
-		struct bp_source *src = &out->source;
-		src->order = o->order;
-		snprintf(src->format, sizeof(src->format), "%s", ds->format);
-		src->samples = (int64_t)ds->nlengths;
-		src->sequences = ds->sequences;
-		src->tokens = ds->stats.tokens;
-		src->epochs = o->epochs;
-		src->last = o->last;
-		src->first_pos = batches.first_pos;
-		src->end_pos = batches.end_pos;
-		src->left = batches.left;
-		src->data_ended = batches.data_ended;
-	}
+	set_source(out, o, ds, &batches);
 	/* CUT: every method gets the same window-cut pieces (documents.h). */
 	if (o->documents == BP_DOCS_CUT && bp_batches_cut(&batches, o->max_tokens, NULL, err) < 0)
 		goto out;
-	/* The method's generator: derived from the seed but apart from the sampler's stream. */
-	bp_rng_seed(&rng, o->seed ^ 0x6d6574686f64ULL);
-	struct bp_method_ctx ctx = {cm, &rng, o->shard, &costs, o->method_input};
-	rc = m->solve(&ctx, &batches, out, err);
-	if (rc < 0)
-		goto out;
-	rc = -1;
-	/* layouts may have moved (a method adding layouts): the cache keys on addresses */
-	bp_costs_release(&costs);
-	out->summary.truncated = batches.truncated;
-	out->summary.dropped = batches.dropped;
-	if (bp_plan_predict(out, &costs, NULL, err) < 0)
-		goto out;
-	if (bp_plan_validate(out, &costs, err) < 0) {
-		bp_error_prefix(err, "method '%s' produced an invalid plan", m->name);
-		goto out;
-	}
-	rc = 0;
+	method_rng(o, &rng);
+	rc = solve_method(m, o, out, &costs, cm, &batches, &rng, err);
 out:
 	if (rc < 0)
 		bp_plan_release(out);
-	bp_layout_release(&lay);
 	bp_batches_release(&batches);
 	bp_costs_release(&costs);
 	return rc;
@@ -708,5 +753,182 @@ out:
 	free(gd);
 	free(wn);
 	free(gn);
+	return rc;
+}
+
+/* ---- a whole run a window of steps at a time (solve.h bp_solve_stream) ---- */
+
+/* Moves a window's steps to their place in the run: step indices from step0, document ids
+ * from id0 (in documents, spans, delays and CA-tasks). */
+static void shift_steps(struct bp_plan *w, int64_t step0, int64_t id0)
+{
+	for (size_t i = 0; i < w->nsteps; i++) {
+		struct bp_step *st = &w->steps[i];
+		st->index += step0;
+		for (size_t k = 0; k < st->ndocs; k++)
+			st->docs[k].id += id0;
+		for (size_t k = 0; k < st->ndelayed; k++) {
+			st->delayed[k].doc += id0;
+			st->delayed[k].to_step += step0;
+		}
+		for (size_t k = 0; k < st->nca; k++)
+			st->ca[k].doc += id0;
+		for (size_t k = 0; k < st->npipes; k++)
+			for (size_t j = 0; j < st->pipes[k].nmbs; j++)
+				for (size_t q = 0; q < st->pipes[k].mbs[j].nspans; q++)
+					st->pipes[k].mbs[j].spans[q].doc += id0;
+	}
+}
+
+/* Keeps what the run's summary needs of a window's steps: their index, documents counted
+ * (not kept) and predicted metrics, as stubs in ledger. */
+static int keep_stubs(struct bp_plan *ledger, size_t *cap, const struct bp_plan *w,
+		      struct bp_error *err)
+{
+	if (ledger->nsteps + w->nsteps > *cap) {
+		size_t nc = *cap ? *cap : 256;
+		while (nc < ledger->nsteps + w->nsteps)
+			nc *= 2;
+		struct bp_step *ns = bp_realloc_array(ledger->steps, nc, sizeof(*ns), err);
+		if (!ns)
+			return -1;
+		ledger->steps = ns;
+		*cap = nc;
+	}
+	for (size_t i = 0; i < w->nsteps; i++) {
+		const struct bp_step *st = &w->steps[i];
+		struct bp_step *d = &ledger->steps[ledger->nsteps++];
+		memset(d, 0, sizeof(*d));
+		d->index = st->index;
+		d->layout = st->layout;
+		d->ndocs = st->ndocs; /* counted by the summary, never read: docs stays NULL */
+		d->m = st->m;
+	}
+	return 0;
+}
+
+int bp_method_steps_independent(const struct bp_method *m, const struct bp_solve_opts *o)
+{
+	static const char *const names[] = {"plain", "fixed", "ffd", "bfd", "multipack", "kk",
+					    NULL};
+	int yes = 0;
+	for (size_t i = 0; names[i]; i++)
+		yes |= !strcmp(m->name, names[i]);
+	/* fixed's packing window (parameter window > 1) packs several global batches together */
+	for (size_t i = 0; yes && i < o->nparams; i++)
+		if (!strcmp(o->params[i].key, "window") && strcmp(o->params[i].value, "1"))
+			yes = 0;
+	return yes;
+}
+
+int bp_solve_stream(const struct bp_dataset *ds, const struct bp_profile *prof,
+		    const struct bp_solve_opts *o, size_t window,
+		    const struct bp_solve_sink *sink, struct bp_plan *header,
+		    struct bp_error *err)
+{
+	const struct bp_method *m = bp_method_find(o->method);
+	struct bp_sampler_opts so;
+	struct bp_sampler *sp = NULL;
+	struct bp_batches b = {0};
+	struct bp_plan w, ledger;
+	struct bp_costs costs;
+	struct bp_rng rng;
+	size_t ledger_cap = 0;
+	int64_t step0 = 0, id0 = 0;
+	double flops = 0.0;
+	int rc = -1, have_header = 0;
+	bp_plan_init(header);
+	bp_plan_init(&w);
+	bp_plan_init(&ledger);
+	bp_costs_init(&costs, prof);
+	if (!m)
+		return bp_errorf(err, "unknown method '%s'", o->method);
+	if (!bp_method_steps_independent(m, o))
+		return bp_errorf(err, "method '%s' carries state from step to step: it is planned "
+				 "whole, not a window of steps at a time", m->name);
+	if (window < 1)
+		return bp_errorf(err, "a window of %zu steps", window);
+	sampler_opts(o, o->steps, &so);
+	if (!(sp = bp_sampler_new(ds, &so, err)))
+		goto out;
+	method_rng(o, &rng);
+	for (;;) {
+		const struct bp_costmodel *cm = NULL;
+		bp_batches_release(&b);
+		int got = bp_sampler_next(sp, window, &b, err);
+		if (got < 0) {
+			if (o->overlen == BP_OVERLEN_ERROR && strstr(err->text, "longer than"))
+				rc = BP_INFEASIBLE;
+			goto out;
+		}
+		if (!got) { /* the stream's last counters (samples dropped after the last step) */
+			ledger.summary.truncated = b.truncated;
+			ledger.summary.dropped = b.dropped;
+			break;
+		}
+		/* the window's documents numbered from 0, as a method expects */
+		int64_t first_id = b.n && b.b[0].ndocs ? b.b[0].docs[0].id : 0, ndocs = 0;
+		for (size_t s = 0; s < b.n; s++)
+			for (size_t k = 0; k < b.b[s].ndocs; k++)
+				b.b[s].docs[k].id -= first_id;
+		if (o->documents == BP_DOCS_CUT && bp_batches_cut(&b, o->max_tokens, NULL, err) < 0)
+			goto out;
+		for (size_t s = 0; s < b.n; s++)
+			ndocs += (int64_t)b.b[s].ndocs;
+		int64_t truncated = b.truncated, dropped = b.dropped;
+		b.truncated -= ledger.summary.truncated; /* this window's own */
+		b.dropped -= ledger.summary.dropped;
+		bp_plan_release(&w);
+		rc = solve_header(m, prof, o, &w, &costs, &cm, err);
+		if (rc < 0)
+			goto out;
+		w.nsteps_drawn = (int64_t)b.n;
+		rc = solve_method(m, o, &w, &costs, cm, &b, &rng, err);
+		if (rc < 0)
+			goto out;
+		rc = -1;
+		ledger.summary.truncated = truncated;
+		ledger.summary.dropped = dropped;
+		bp_plan_step_work(&w, &flops);
+		shift_steps(&w, step0, id0);
+		if (keep_stubs(&ledger, &ledger_cap, &w, err) < 0)
+			goto out;
+		step0 += (int64_t)w.nsteps;
+		id0 += ndocs;
+		set_source(&w, o, ds, &b); /* the stream so far: what a header needs */
+		if (sink->steps(sink->arg, &w, err) < 0)
+			goto out;
+		if (!have_header) { /* the method's recorded defaults and caps, once */
+			for (size_t i = 0; i < w.nsteps; i++)
+				bp_step_release(&w.steps[i]);
+			free(w.steps);
+			w.steps = NULL;
+			w.nsteps = 0;
+			*header = w;
+			bp_plan_init(&w);
+			have_header = 1;
+		}
+	}
+	if (!have_header) {
+		bp_errorf(err, "the data ends before the first step: no samples left to plan");
+		goto out;
+	}
+	header->nsteps_drawn = step0;
+	set_source(header, o, ds, &b);
+	/* the summary of every step, as bp_plan_predict sums it: in step order */
+	ledger.cluster = header->cluster;
+	if (bp_plan_summarize(&ledger, err) < 0)
+		goto out;
+	bp_plan_work_summary(&ledger, flops, prof);
+	header->summary = ledger.summary;
+	rc = 0;
+out:
+	if (rc != 0 && have_header)
+		bp_plan_release(header);
+	bp_sampler_free(sp);
+	bp_batches_release(&b);
+	bp_plan_release(&w);
+	bp_plan_release(&ledger);
+	bp_costs_release(&costs);
 	return rc;
 }

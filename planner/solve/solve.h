@@ -40,6 +40,28 @@ struct bp_solve_opts {
 int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 	     const struct bp_solve_opts *o, struct bp_plan *out, struct bp_error *err);
 
+/* A whole run planned and written a window of steps at a time, so that memory holds one
+ * window, not the run (issue 22 item 3; `solve --plan-format lines`): the sampler streams
+ * global batches (dataset.h bp_sampler), the method plans `window` of them, they are
+ * predicted and validated like a bp_solve plan's, moved to their place in the run (step
+ * indices, document ids) and handed to sink->steps; then header gets the plan without
+ * steps: sampling and source as the whole run's, the method's recorded parameters, and the
+ * summary of every step, equal to bp_solve's for the same options. Only for methods whose
+ * steps depend on their own global batch alone (bp_method_steps_independent); the same
+ * plan as bp_solve, step for step (tests/scripts/test-plan-lines). 0, -1 or BP_INFEASIBLE. */
+struct bp_solve_sink {
+	int (*steps)(void *arg, const struct bp_plan *window, struct bp_error *err);
+	void *arg;
+};
+int bp_solve_stream(const struct bp_dataset *ds, const struct bp_profile *prof,
+		    const struct bp_solve_opts *o, size_t window,
+		    const struct bp_solve_sink *sink, struct bp_plan *header,
+		    struct bp_error *err);
+/* plain, fixed (its packing window 1), ffd, bfd, multipack, kk: a step's plan depends on its
+ * global batch alone. */
+struct bp_method;
+int bp_method_steps_independent(const struct bp_method *m, const struct bp_solve_opts *o);
+
 /* Checks a plan against its profile: the method and its parameters are known, the
  * invariants (validate.h), and that re-predicting its decisions gives every number the plan
  * carries (micro-batch tokens and times, pipeline times, busy time and memory, every step
