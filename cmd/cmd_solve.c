@@ -376,14 +376,35 @@ static void print_table(const struct result *r, size_t n, int timing)
  * the run's length, the stream's end) can be written first. */
 struct streamed_out {
 	FILE *steps;
-	int cut;    /* some span starts inside its document: the documents trained are cut */
-	int failed;
+	int cut;          /* some span starts inside its document: the documents trained are cut */
+	int progress;     /* report on stderr (not -q) */
+	const char *method;
+	int64_t steps_done, steps_told;
+	double t0, last;  /* ms */
 };
+
+/* Progress of a long run on stderr, at most every 2 s: over a line of its own when stderr is
+ * a terminal, as plain lines otherwise. */
+static void report_progress(struct streamed_out *so, int final)
+{
+	double t = now_ms();
+	if (!so->progress || (!final && t - so->last < 2000.0) ||
+	    (final && (so->last == so->t0 || so->steps_told == so->steps_done)))
+		return;
+	so->steps_told = so->steps_done;
+	int tty = isatty(STDERR_FILENO);
+	fprintf(stderr, "%sbalplan: solve: method '%s': %lld steps planned in %.1f s%s",
+		tty ? "\r" : "", so->method, (long long)so->steps_done, (t - so->t0) / 1e3,
+		tty && !final ? "" : "\n");
+	so->last = t;
+}
 
 static int sink_steps(void *arg, const struct bp_plan *w, struct bp_error *err)
 {
 	struct streamed_out *so = arg;
 	so->cut |= !strcmp(bp_plan_documents_trained(w), "cut");
+	so->steps_done += (int64_t)w->nsteps;
+	report_progress(so, 0);
 	return bp_plan_write_steps(w, so->steps, err);
 }
 
@@ -396,7 +417,10 @@ static int solve_streamed(const struct bp_dataset *ds, const struct bp_profile *
 		return bp_errorf(err, "cannot make a temporary file for the steps: %s",
 				 strerror(errno));
 	struct bp_solve_sink sink = {sink_steps, so};
+	so->method = o->method;
+	so->t0 = so->last = now_ms();
 	int r = bp_solve_stream(ds, prof, o, (size_t)chunk, &sink, header, err);
+	report_progress(so, 1);
 	if (r < 0) {
 		fclose(so->steps);
 		so->steps = NULL;
@@ -834,15 +858,26 @@ int cmd_solve(int argc, char **argv)
 				       e.s_step, LIMIT_TIME_S, per);
 			goto out;
 		}
-		if (e.mem_step * (double)est_steps > LIMIT_MEM_GIB * gib) {
+		/* A run written a window at a time (every method step-independent, a plan of
+		 * lines to a file) holds --chunk-steps steps, and reports its progress: only a
+		 * window's memory is limited, and not the run's time. */
+		int stream_run = plan_lines && (out || out_dir);
+		for (size_t i = 0; stream_run && i < nm; i++) {
+			struct bp_solve_opts po = {.params = params, .nparams = nparams};
+			stream_run = bp_method_steps_independent(list[i], &po);
+		}
+		double mem_steps = (double)est_steps;
+		if (stream_run && mem_steps > (double)chunk_steps)
+			mem_steps = (double)chunk_steps;
+		if (e.mem_step * mem_steps > LIMIT_MEM_GIB * gib) {
 			rc = cmd_usage("solve", "%s %lld is beyond the planning limits: an "
 				       "estimated %.1f GiB of memory (limit %.0f GiB) for %s",
 				       steps ? "--steps" : "--epochs",
 				       (long long)(steps ? steps : epochs),
-				       e.mem_step * (double)est_steps / gib, LIMIT_MEM_GIB, per);
+				       e.mem_step * mem_steps / gib, LIMIT_MEM_GIB, per);
 			goto out;
 		}
-		if (e.s_step * (double)est_steps > LIMIT_TIME_S) {
+		if (!stream_run && e.s_step * (double)est_steps > LIMIT_TIME_S) {
 			rc = cmd_usage("solve", "%s %lld is beyond the planning limits: an "
 				       "estimated %.0f s of planning per method (limit %.0f s) for %s",
 				       steps ? "--steps" : "--epochs",
@@ -850,7 +885,7 @@ int cmd_solve(int argc, char **argv)
 				       e.s_step * (double)est_steps, LIMIT_TIME_S, per);
 			goto out;
 		}
-		if (e.s_step * (double)est_steps * (double)nm > LIMIT_TIME_S) {
+		if (!stream_run && e.s_step * (double)est_steps * (double)nm > LIMIT_TIME_S) {
 			rc = cmd_usage("solve", "--method '%s' (%zu methods) is beyond the planning "
 				       "limits: an estimated %.0f s of planning (limit %.0f s) for %s "
 				       "over %lld steps", cmd_cut(methods), nm,
@@ -968,7 +1003,7 @@ int cmd_solve(int argc, char **argv)
 		else if (out_dir)
 			outdir_path(spath, sizeof(spath), tmp_dir, list[i]->name);
 		int streamed = plan_lines && spath[0] && bp_method_steps_independent(list[i], &o);
-		struct streamed_out so = {NULL, 0, 0};
+		struct streamed_out so = {.progress = !quiet};
 		int r = streamed ? solve_streamed(&ds, use, &o, chunk_steps, &so, &plan, &err)
 				 : bp_solve(&ds, use, &o, &plan, &err);
 		double t1 = now_ms();

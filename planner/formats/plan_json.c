@@ -8,6 +8,7 @@
  * in the field tables below, which drive reader and writer. */
 #include "plan.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1229,4 +1230,191 @@ int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 	p->summary.model_tflop = p->summary.model_tflops_per_gpu = p->summary.mfu = -1;
 	return bp_json_read_fields(so, summary_fields, BP_ARRAY_LEN(summary_fields), &p->summary,
 				   NULL, 1, "plan.summary", err);
+}
+
+/* ---- a plan of lines read a window of steps at a time (plan.h bp_plan_lines) ---- */
+
+/* Reads the next line into r->line (without its newline): 1, 0 at the end, -1. */
+static int next_plan_line(struct bp_plan_lines *r, struct bp_error *err)
+{
+	ssize_t n = getline(&r->line, &r->cap, r->f);
+	if (n < 0) {
+		if (ferror(r->f))
+			return bp_errorf(err, "cannot read the plan: %s", strerror(errno));
+		return 0;
+	}
+	r->lineno++;
+	if (n > 0 && r->line[n - 1] == '\n')
+		r->line[--n] = 0;
+	if (n > 0 && r->line[n - 1] == '\r')
+		r->line[--n] = 0;
+	r->len = (size_t)n;
+	return 1;
+}
+
+/* A plan object from the header, the given steps and a summary: what bp_plan_from_json
+ * reads. sampling.steps is set to drawn (the window's drawn steps). */
+static json_t *window_root(const struct bp_plan_lines *r, json_t *steps, json_t *summary,
+			   int64_t drawn)
+{
+	json_t *root = json_copy(r->header), *sa = json_copy(json_object_get(r->header,
+									   "sampling"));
+	int ok = root && sa;
+	bp_json_set(sa, "steps", json_integer(drawn), &ok);
+	bp_json_set(root, "sampling", sa, &ok);
+	bp_json_set(root, "steps", json_incref(steps), &ok);
+	bp_json_set(root, "summary", json_incref(summary), &ok);
+	if (!ok) {
+		json_decref(root);
+		return NULL;
+	}
+	return root;
+}
+
+int bp_plan_lines_open(struct bp_plan_lines *r, FILE *f, struct bp_plan *header,
+		       struct bp_error *err)
+{
+	memset(r, 0, sizeof(*r));
+	r->f = f;
+	int got = next_plan_line(r, err);
+	if (got <= 0)
+		return got < 0 ? -1 : bp_errorf(err, "the plan is empty");
+	json_error_t je;
+	r->header = json_loadb(r->line, r->len, JSON_REJECT_DUPLICATES, &je);
+	json_t *lay = json_object_get(r->header, "layout");
+	if (!json_is_object(r->header) || !json_is_string(lay) ||
+	    strcmp(json_string_value(lay), "lines"))
+		return bp_errorf(err, "line 1 of the plan is not a header with \"layout\": "
+				 "\"lines\"");
+	if (json_object_get(r->header, "steps"))
+		return bp_errorf(err, "line 1 of the plan holds steps; a plan of lines has one "
+				 "per line");
+	json_object_del(r->header, "layout");
+	/* a header reads as a plan of no steps; its summary arrives on the last line */
+	struct bp_plan zero;
+	bp_plan_init(&zero);
+	r->zero_summary = summary_to_json(&zero);
+	json_t *steps = json_array();
+	json_t *root = steps && r->zero_summary ? window_root(r, steps, r->zero_summary, 1)
+						: NULL;
+	json_decref(steps);
+	if (!root)
+		return bp_errorf(err, "out of memory");
+	int rc = bp_plan_from_json(header, root, err);
+	json_decref(root);
+	if (rc < 0)
+		return bp_error_prefix(err, "line 1 of the plan");
+	header->nsteps_drawn = json_integer_value(json_object_get(
+		json_object_get(r->header, "sampling"), "steps"));
+	return 0;
+}
+
+/* Reads step lines into steps until at least min have been read and no document drawn so far
+ * is delayed past the last one read (or the summary line comes): the window a reader checks
+ * as a plan of its own. */
+int bp_plan_lines_window(struct bp_plan_lines *r, size_t min, const struct bp_plan *header,
+			 struct bp_plan *w, int64_t *first, struct bp_error *err)
+{
+	json_t *steps = json_array();
+	int64_t reach = -1, drawn = 0;
+	int rc = -1;
+	*first = r->next_index;
+	bp_plan_init(w);
+	if (!steps)
+		return bp_errorf(err, "out of memory");
+	while (!r->done && (json_array_size(steps) < min || reach >= r->next_index)) {
+		int got = next_plan_line(r, err);
+		if (got < 0)
+			goto out;
+		if (!got) {
+			bp_errorf(err, "the plan of lines ends after %ld lines without its summary "
+				  "line (a truncated file?)", r->lineno);
+			goto out;
+		}
+		json_error_t je;
+		json_t *o = json_loadb(r->line, r->len, JSON_REJECT_DUPLICATES, &je);
+		if (!json_is_object(o)) {
+			bp_errorf(err, "line %ld of the plan: %s", r->lineno,
+				  o ? "not a JSON object" : je.text);
+			json_decref(o);
+			goto out;
+		}
+		if (json_object_size(o) == 1 && json_object_get(o, "summary")) {
+			r->summary = json_incref(json_object_get(o, "summary"));
+			json_decref(o);
+			r->done = 1;
+			break;
+		}
+		/* rebased: the window's steps from 0, its delays to its own steps */
+		json_t *ix = json_object_get(o, "index");
+		if (!json_is_integer(ix) || json_integer_value(ix) != r->next_index) {
+			json_decref(o);
+			bp_errorf(err, "line %ld of the plan: step index is not %lld", r->lineno,
+				  (long long)r->next_index);
+			goto out;
+		}
+		json_object_set_new(o, "index", json_integer(r->next_index - *first));
+		json_t *del = json_object_get(o, "delayed"), *d;
+		size_t k;
+		json_array_foreach(del, k, d) {
+			json_t *to = json_array_get(d, 2);
+			if (json_is_integer(to)) {
+				int64_t t = json_integer_value(to);
+				if (t > reach)
+					reach = t;
+				json_array_set_new(d, 2, json_integer(t - *first));
+			}
+		}
+		if (r->next_index < header->nsteps_drawn)
+			drawn++;
+		r->next_index++;
+		if (json_array_append_new(steps, o) < 0) {
+			bp_errorf(err, "out of memory");
+			goto out;
+		}
+	}
+	if (json_array_size(steps) == 0) {
+		rc = 0;
+		goto out;
+	}
+	json_t *root = window_root(r, steps, r->zero_summary, drawn ? drawn : 1);
+	if (!root) {
+		bp_errorf(err, "out of memory");
+		goto out;
+	}
+	rc = bp_plan_from_json(w, root, err);
+	json_decref(root);
+	if (rc < 0) {
+		bp_error_prefix(err, "steps %lld to %lld", (long long)*first,
+				(long long)r->next_index - 1);
+		goto out;
+	}
+	rc = (int)json_array_size(steps) > 0;
+out:
+	json_decref(steps);
+	return rc;
+}
+
+int bp_plan_lines_summary(struct bp_plan_lines *r, struct bp_summary *s, struct bp_error *err)
+{
+	if (!r->done || !r->summary)
+		return bp_errorf(err, "the plan's summary line was not read");
+	int got = next_plan_line(r, err);
+	if (got < 0)
+		return -1;
+	if (got && r->len > 0)
+		return bp_errorf(err, "line %ld of the plan follows the summary line", r->lineno);
+	memset(s, 0, sizeof(*s));
+	s->model_tflop = s->model_tflops_per_gpu = s->mfu = -1;
+	return bp_json_read_fields(r->summary, summary_fields, BP_ARRAY_LEN(summary_fields), s,
+				   NULL, 1, "plan.summary", err);
+}
+
+void bp_plan_lines_close(struct bp_plan_lines *r)
+{
+	json_decref(r->header);
+	json_decref(r->zero_summary);
+	json_decref(r->summary);
+	free(r->line);
+	memset(r, 0, sizeof(*r));
 }

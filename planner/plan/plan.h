@@ -278,6 +278,28 @@ int bp_plan_write_lines(const struct bp_plan *p, FILE *f, struct bp_error *err);
 int bp_plan_write_header(const struct bp_plan *p, FILE *f, struct bp_error *err);
 int bp_plan_write_steps(const struct bp_plan *p, FILE *f, struct bp_error *err);
 int bp_plan_write_summary(const struct bp_plan *p, FILE *f, struct bp_error *err);
+/* A plan of lines read a window of steps at a time (check of a whole run in bounded
+ * memory): open reads the header line into header (a plan of no steps, nsteps_drawn the
+ * run's); window reads step lines until at least min are read and no delay crosses the
+ * window's end, into w as a plan of its own (steps re-indexed from 0, *first the first
+ * one's index in the run), returning 1, or 0 once the summary line is read; summary parses
+ * that line and requires nothing after it. */
+struct bp_plan_lines {
+	FILE *f;
+	json_t *header, *zero_summary, *summary;
+	char *line;
+	size_t cap, len;
+	long lineno;
+	int64_t next_index;
+	int done;
+};
+int bp_plan_lines_open(struct bp_plan_lines *r, FILE *f, struct bp_plan *header,
+		       struct bp_error *err);
+int bp_plan_lines_window(struct bp_plan_lines *r, size_t min, const struct bp_plan *header,
+			 struct bp_plan *w, int64_t *first, struct bp_error *err);
+int bp_plan_lines_summary(struct bp_plan_lines *r, struct bp_summary *s, struct bp_error *err);
+void bp_plan_lines_close(struct bp_plan_lines *r);
+
 /* Reads either layout of text (len bytes): one JSON object, or a plan of lines. */
 int bp_plan_parse(struct bp_plan *p, const char *text, size_t len, struct bp_error *err);
 

@@ -446,8 +446,15 @@ static int copy_decisions(const struct bp_plan *p, struct bp_plan *q, struct bp_
 	return 0;
 }
 
-int bp_plan_check(const struct bp_plan *p, const struct bp_profile *prof,
-		  struct bp_error *err)
+static int keep_stubs(struct bp_plan *ledger, size_t *cap, const struct bp_plan *w,
+		      int64_t step0, struct bp_error *err);
+
+/* bp_plan_check, or with a ledger (a window of a plan of lines) its steps checked alone:
+ * their re-predicted stubs go to the ledger (indices from step0) and their FLOPs to *flops,
+ * for the run's summary. */
+static int check_plan(const struct bp_plan *p, const struct bp_profile *prof,
+		      struct bp_plan *ledger, size_t *ledger_cap, int64_t step0, double *flops,
+		      struct bp_error *err)
 {
 	struct bp_costs costs;
 	struct bp_plan q;
@@ -476,6 +483,9 @@ int bp_plan_check(const struct bp_plan *p, const struct bp_profile *prof,
 	if (bp_plan_costs(p, prof, &costs, err) < 0)
 		goto out;
 	if (bp_plan_validate(p, &costs, err) < 0)
+		goto out;
+	/* the method's parameters as solve reads them, and its records against them */
+	if (bp_method_check_params(m, p, err) < 0)
 		goto out;
 	if (m->record == &bp_record_sparsebalance && p->nlayouts) { /* every budget re-derived */
 		const struct bp_costmodel *cm = bp_costs_pipe(&costs, &p->layouts[0], 0, err);
@@ -537,12 +547,81 @@ int bp_plan_check(const struct bp_plan *p, const struct bp_profile *prof,
 		if (compare_metrics(&a->m, &b->m, ctx, err) < 0)
 			goto out;
 	}
-	if (compare_summary(&p->summary, &q.summary, err) < 0)
+	if (ledger) {
+		bp_plan_step_work(&q, flops);
+		if (keep_stubs(ledger, ledger_cap, &q, step0, err) < 0)
+			goto out;
+	} else if (compare_summary(&p->summary, &q.summary, err) < 0) {
 		goto out;
+	}
 	rc = 0;
 out:
 	bp_plan_release(&q);
 	bp_costs_release(&costs);
+	return rc;
+}
+
+int bp_plan_check(const struct bp_plan *p, const struct bp_profile *prof,
+		  struct bp_error *err)
+{
+	return check_plan(p, prof, NULL, NULL, 0, NULL, err);
+}
+
+int bp_plan_check_lines(struct bp_plan_lines *r, const struct bp_plan *header,
+			const struct bp_profile *prof, size_t window, struct bp_error *err)
+{
+	struct bp_plan w, ledger;
+	struct bp_summary file;
+	size_t cap = 0;
+	double flops = 0.0;
+	int64_t first, last_id = -1;
+	int rc = -1;
+	bp_plan_init(&w);
+	bp_plan_init(&ledger);
+	for (;;) {
+		bp_plan_release(&w);
+		int got = bp_plan_lines_window(r, window, header, &w, &first, err);
+		if (got < 0)
+			goto out;
+		if (!got)
+			break;
+		/* documents ascend over the run, so windows checked alone cannot share one */
+		for (size_t i = 0; i < w.nsteps; i++)
+			for (size_t k = 0; k < w.steps[i].ndocs; k++) {
+				int64_t id = w.steps[i].docs[k].id;
+				if (id <= last_id) {
+					bp_errorf(err, "step %lld: document %lld does not follow "
+						  "document %lld", (long long)(first + (int64_t)i),
+						  (long long)id, (long long)last_id);
+					goto out;
+				}
+				last_id = id;
+			}
+		if (check_plan(&w, prof, &ledger, &cap, first, &flops, err) < 0) {
+			bp_error_prefix(err, "steps %lld to %lld", (long long)first,
+					(long long)(first + (int64_t)w.nsteps - 1));
+			goto out;
+		}
+	}
+	if (bp_plan_lines_summary(r, &file, err) < 0)
+		goto out;
+	if (ledger.nsteps < (size_t)header->nsteps_drawn) {
+		bp_errorf(err, "sampling.steps is %lld, the plan has %zu steps",
+			  (long long)header->nsteps_drawn, ledger.nsteps);
+		goto out;
+	}
+	ledger.cluster = header->cluster;
+	ledger.summary.truncated = file.truncated;
+	ledger.summary.dropped = file.dropped;
+	if (bp_plan_summarize(&ledger, err) < 0)
+		goto out;
+	bp_plan_work_summary(&ledger, flops, prof);
+	if (compare_summary(&file, &ledger.summary, err) < 0)
+		goto out;
+	rc = 0;
+out:
+	bp_plan_release(&w);
+	bp_plan_release(&ledger);
 	return rc;
 }
 
@@ -783,7 +862,7 @@ static void shift_steps(struct bp_plan *w, int64_t step0, int64_t id0)
 /* Keeps what the run's summary needs of a window's steps: their index, documents counted
  * (not kept) and predicted metrics, as stubs in ledger. */
 static int keep_stubs(struct bp_plan *ledger, size_t *cap, const struct bp_plan *w,
-		      struct bp_error *err)
+		      int64_t step0, struct bp_error *err)
 {
 	if (ledger->nsteps + w->nsteps > *cap) {
 		size_t nc = *cap ? *cap : 256;
@@ -799,10 +878,20 @@ static int keep_stubs(struct bp_plan *ledger, size_t *cap, const struct bp_plan 
 		const struct bp_step *st = &w->steps[i];
 		struct bp_step *d = &ledger->steps[ledger->nsteps++];
 		memset(d, 0, sizeof(*d));
-		d->index = st->index;
+		d->index = st->index + step0;
 		d->layout = st->layout;
 		d->ndocs = st->ndocs; /* counted by the summary, never read: docs stays NULL */
 		d->m = st->m;
+		if (st->ndelayed) { /* the summary's delay in steps */
+			d->delayed = bp_calloc(st->ndelayed, sizeof(*d->delayed), err);
+			if (!d->delayed)
+				return -1;
+			for (size_t k = 0; k < st->ndelayed; k++) {
+				d->delayed[k] = st->delayed[k];
+				d->delayed[k].to_step += step0;
+			}
+			d->ndelayed = st->ndelayed;
+		}
 	}
 	return 0;
 }
@@ -891,7 +980,7 @@ int bp_solve_stream(const struct bp_dataset *ds, const struct bp_profile *prof,
 		ledger.summary.dropped = dropped;
 		bp_plan_step_work(&w, &flops);
 		shift_steps(&w, step0, id0);
-		if (keep_stubs(&ledger, &ledger_cap, &w, err) < 0)
+		if (keep_stubs(&ledger, &ledger_cap, &w, 0, err) < 0)
 			goto out;
 		step0 += (int64_t)w.nsteps;
 		id0 += ndocs;

@@ -80,6 +80,13 @@ int bp_plan_check(const struct bp_plan *p, const struct bp_profile *prof,
 int bp_plan_check_samples(const struct bp_plan *p, const struct bp_dataset *ds,
 			  const char *ds_sha, struct bp_error *err);
 
+/* bp_plan_check over a plan of lines a window at a time (at least `window` steps, extended
+ * until no delay crosses its end), so memory holds a window, not the run: each window's
+ * invariants and predictions as bp_plan_check checks a plan's, document ids ascending across
+ * windows, and the summary line against every step's. header: bp_plan_lines_open's. */
+int bp_plan_check_lines(struct bp_plan_lines *r, const struct bp_plan *header,
+			const struct bp_profile *prof, size_t window, struct bp_error *err);
+
 /* Checks the profile's model is the plan's and readies costs for its layouts (release
  * costs after success or failure). */
 int bp_plan_costs(const struct bp_plan *p, const struct bp_profile *prof,
