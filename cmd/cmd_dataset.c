@@ -206,20 +206,15 @@ static void sb_printf(struct sbuf *sb, const char *fmt, ...)
 	}
 }
 
-/* Appends s with the five XML special characters escaped; control characters become '?'. */
+/* Appends s escaped for XML (cmdutil.h cmd_xml_escape). */
 static void sb_xml(struct sbuf *sb, const char *s)
 {
-	for (; s && *s; s++) {
-		switch (*s) {
-		case '&': sb_printf(sb, "&amp;"); break;
-		case '<': sb_printf(sb, "&lt;"); break;
-		case '>': sb_printf(sb, "&gt;"); break;
-		case '"': sb_printf(sb, "&quot;"); break;
-		case '\'': sb_printf(sb, "&apos;"); break;
-		default:
-			sb_printf(sb, "%c", (unsigned char)*s < 0x20 ? '?' : *s);
-		}
-	}
+	char *e = cmd_xml_escape(s);
+	if (!e)
+		sb->oom = 1;
+	else
+		sb_printf(sb, "%s", e);
+	free(e);
 }
 
 /* A power of two as a short label: 512, 4K, 128K, 1M. */

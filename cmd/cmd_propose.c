@@ -38,19 +38,29 @@ static int parse_schemes(const char *s, struct bp_scheme *out, size_t cap, size_
 	*n = 0;
 	for (const char *p = s; *p;) {
 		size_t len = strcspn(p, ",");
-		char part[32];
-		int tp, pp, used = 0;
+		char part[32], *x;
+		int64_t tp = 0, pp = 0;
 		if (!len || len >= sizeof(part))
 			return bp_errorf(err, "--schemes '%s': '%s' is not TPxPP", cmd_cut(s),
 					 cmd_cut_n(p, len));
 		memcpy(part, p, len);
 		part[len] = 0;
-		if (sscanf(part, "%dx%d%n", &tp, &pp, &used) != 2 || used != (int)len || tp < 1 ||
-		    pp < 1)
+		/* TP and PP each by bp_parse_int64 (the one number grammar, overflow checked) */
+		x = strchr(part, 'x');
+		if (x)
+			*x = 0;
+		if (!x || bp_parse_int64(part, &tp, "tp", NULL) < 0 ||
+		    bp_parse_int64(x + 1, &pp, "pp", NULL) < 0) {
+			if (x)
+				*x = 'x';
 			return bp_errorf(err, "--schemes '%s': '%s' is not TPxPP", cmd_cut(s), part);
+		}
+		if (tp < 1 || pp < 1 || tp > (1 << 20) || pp > (1 << 20))
+			return bp_errorf(err, "--schemes '%s': '%lldx%lld' has a degree outside "
+					 "[1, 1048576]", cmd_cut(s), (long long)tp, (long long)pp);
 		if (*n == cap)
 			return bp_errorf(err, "--schemes lists more than %zu schemes", cap);
-		out[(*n)++] = (struct bp_scheme){tp, 1, pp};
+		out[(*n)++] = (struct bp_scheme){(int)tp, 1, (int)pp};
 		p += len + (p[len] == ',');
 	}
 	if (!*n)
@@ -168,8 +178,17 @@ int cmd_hyd_candidates(const struct cmd_hyd_req *r, struct bp_hyd_set *set,
 		if (cmd_load_profile(r->profile, prof, sha, &err) < 0)
 			goto fail;
 	} else {
-		struct bp_scheme sc[64];
-		size_t n = plan_schemes(&r->request, set, sc, 64);
+		/* one more than the limit, to tell a set that passes it */
+		struct bp_scheme sc[CMD_PLAN_MAX_SCHEMES + 1];
+		size_t n = plan_schemes(&r->request, set, sc, BP_ARRAY_LEN(sc));
+		if (n > CMD_PLAN_MAX_SCHEMES) {
+			snprintf(err.text, sizeof(err.text),
+				 "the plan's layouts use more than %d schemes (the request's and "
+				 "the candidate strategies'), which check, simulate and balexec "
+				 "cannot price with the analytic profile; give fewer strategies "
+				 "or --profile", CMD_PLAN_MAX_SCHEMES);
+			goto fail;
+		}
 		if (cmd_analytic_profile(r->gpu, r->model, sc, n, r->max_tokens, prof, sha,
 					 &err) < 0)
 			goto fail;
@@ -449,11 +468,9 @@ int cmd_propose(int argc, char **argv)
 		}
 		gpn = g->gpus_per_node;
 	}
-	if (gpus > gpn && gpus % gpn) {
-		rc = cmd_usage("propose", "--gpus %lld does not fill nodes of %d GPUs",
-			       (long long)gpus, gpn);
+	if ((rc = cmd_check_nodes("propose", gpus, 1, gpn)) != EXIT_OK)
 		goto out;
-	}
+	rc = EXIT_DATA;
 	if (po.schemes) {
 		/* each listed scheme must be one balplan can place for this model */
 		for (size_t i = 0; i < nsc; i++) {

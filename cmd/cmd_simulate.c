@@ -41,13 +41,24 @@ static int write_svg(const struct bp_plan *p, const struct bp_step *st, struct b
 	char lay[256];
 	for (size_t k = 0; k < st->npipes; k++)
 		rows += (size_t)l->pipes[k].sc.pp;
-	cmd_plan_layout(p, lay, sizeof(lay));
-	char *buf = malloc(cap);
+	/* The title names this step's layout (a plan of several layouts: which one and its
+	 * pipelines), escaped: bp_layout_describe writes "<tp 2 cp 1 pp 2>". */
+	struct bp_scheme usc;
+	int udp;
+	if (bp_plan_uniform(p, &usc, &udp)) {
+		cmd_plan_layout(p, lay, sizeof(lay));
+	} else {
+		int k = snprintf(lay, sizeof(lay), "layout %d: ", st->layout);
+		bp_layout_describe(l, lay + k, sizeof(lay) - (size_t)k);
+	}
+	char *t_method = cmd_xml_escape(p->method), *t_lay = cmd_xml_escape(lay);
+	char *t_model = cmd_xml_escape(p->model.name);
+	char *buf = t_method && t_lay && t_model ? malloc(cap) : NULL;
 	double *fs = NULL, *bs = NULL;
 	const double W = 1000.0, left = 90.0, top = 50.0, rowh = 22.0;
 	double total = st->m.step_us > 0 ? st->m.step_us : 1.0, sx = W / total;
 	if (!buf)
-		return cmd_error("cannot draw '%s': out of memory", path);
+		goto oom;
 #define OUT(...)                                                                            \
 	do {                                                                                \
 		int n_ = snprintf(NULL, 0, __VA_ARGS__);                                    \
@@ -64,8 +75,8 @@ static int write_svg(const struct bp_plan *p, const struct bp_step *st, struct b
 	    "font-family=\"sans-serif\" font-size=\"11\">\n", left + W + 20, height);
 	OUT("<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
 	OUT("<text x=\"%.0f\" y=\"20\" font-size=\"14\">%s, step %lld: %.2f ms "
-	    "(%s, %s)</text>\n", left, p->method, (long long)st->index, st->m.step_us / 1e3, lay,
-	    p->model.name);
+	    "(%s, %s)</text>\n", left, t_method, (long long)st->index, st->m.step_us / 1e3,
+	    t_lay, t_model);
 	OUT("<text x=\"%.0f\" y=\"36\" fill=\"#555\">forward blue, backward green, gradient "
 	    "sync grey; bubble %.1f%%, imbalance (WLB-LLM) %.3f</text>\n", left,
 	    100.0 * st->m.bubble, st->m.imb_wlb);
@@ -133,6 +144,9 @@ out:
 	free(buf);
 	free(fs);
 	free(bs);
+	free(t_method);
+	free(t_lay);
+	free(t_model);
 	return rc;
 }
 

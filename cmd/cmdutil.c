@@ -85,6 +85,29 @@ const char *cmd_cut(const char *s)
 	return n <= 60 ? s : cmd_cut_n(s, n);
 }
 
+char *cmd_xml_escape(const char *s)
+{
+	size_t n = 1;
+	for (const char *q = s; q && *q; q++)
+		n += *q == '&' ? 5 : *q == '<' || *q == '>' ? 4 : *q == '"' || *q == '\'' ? 6 : 1;
+	char *out = malloc(n), *o = out;
+	if (!out)
+		return NULL;
+	for (; s && *s; s++) {
+		const char *e = *s == '&' ? "&amp;" : *s == '<' ? "&lt;" : *s == '>' ? "&gt;"
+			      : *s == '"' ? "&quot;" : *s == '\'' ? "&apos;" : NULL;
+		if (e) {
+			size_t k = strlen(e);
+			memcpy(o, e, k);
+			o += k;
+		} else {
+			*o++ = (unsigned char)*s < 0x20 ? '?' : *s;
+		}
+	}
+	*o = 0;
+	return out;
+}
+
 int cmd_same_file(const char *path, const char *input)
 {
 	struct stat a, b;
@@ -117,6 +140,23 @@ int cmd_one_stdin(const char *sub, size_t n, const char *const *names,
 					 first, names[i]);
 		first = names[i];
 	}
+	return 0;
+}
+
+int cmd_check_nodes(const char *sub, int64_t gpus, int64_t tp, int gpus_per_node)
+{
+	int64_t gpn = gpus_per_node > 0 ? gpus_per_node : 1;
+	if (gpus <= gpn) /* one node, or part of one: nothing crosses */
+		return 0;
+	if (gpus % gpn)
+		return cmd_usage(sub, "--gpus %lld does not fill nodes of %lld GPUs",
+				 (long long)gpus, (long long)gpn);
+	if (tp > gpn)
+		return cmd_usage(sub, "--tp %lld: a TP group of %lld GPUs would cross nodes of "
+				 "%lld GPUs", (long long)tp, (long long)tp, (long long)gpn);
+	if (gpn % tp)
+		return cmd_usage(sub, "--tp %lld does not divide nodes of %lld GPUs: a TP group "
+				 "would cross a node", (long long)tp, (long long)gpn);
 	return 0;
 }
 
@@ -305,7 +345,7 @@ int cmd_plan_profile(const struct bp_plan *plan, const char *path, int strict,
 					 "--profile", plan->profile);
 		/* The schemes the plan's layouts use, distinct, in order of first use (solve
 		 * makes the profile for the request's scheme, layout 0's pipeline 0). */
-		struct bp_scheme sc[32];
+		struct bp_scheme sc[CMD_PLAN_MAX_SCHEMES];
 		size_t nsc = 0;
 		for (size_t i = 0; i < plan->nlayouts; i++)
 			for (size_t k = 0; k < plan->layouts[i].npipes; k++) {
@@ -327,6 +367,13 @@ int cmd_plan_profile(const struct bp_plan *plan, const char *path, int strict,
 	if (strict && strcmp(sha, plan->profile_sha))
 		return bp_errorf(err, "profile sha256 %.12s... is not the plan's %.12s...", sha,
 				 plan->profile_sha);
+	/* Not strict (simulate): a profile given on purpose may differ; a regenerated one that
+	 * does means the plan was made with an edited profile of the same name. */
+	if (!path && strcmp(sha, plan->profile_sha))
+		cmd_warn("the plan was made with a profile '%s' of sha256 %.12s..., not the "
+			 "analytic one regenerated (sha256 %.12s...): the numbers shown come from "
+			 "the regenerated profile; give the plan's with --profile",
+			 cmd_cut(plan->profile), plan->profile_sha, sha);
 	return 0;
 }
 

@@ -32,6 +32,11 @@ const char *cmd_cut(const char *s);
 /* The same for the first n bytes of s (not NUL-terminated there). */
 const char *cmd_cut_n(const char *s, size_t n);
 
+/* s with the five XML special characters escaped (&amp; &lt; &gt; &quot; &apos;) and control
+ * characters as '?', for SVG text and attribute values: a new string (caller frees), NULL
+ * when out of memory. */
+char *cmd_xml_escape(const char *s);
+
 /* 1 when path names the same file as input: the same string, or the same device and inode
  * (both exist). "-" (standard input or output) is never the same as anything. */
 int cmd_same_file(const char *path, const char *input);
@@ -44,6 +49,12 @@ int cmd_refuse_overwrite(const char *sub, const char *opt, const char *out, cons
  * paths are skipped). Prints a usage error and returns EXIT_USAGE when two are "-"; else 0. */
 int cmd_one_stdin(const char *sub, size_t n, const char *const *names,
 		  const char *const *paths);
+
+/* The request's layout against the node size, before any planning (solve and propose):
+ * more GPUs than one node must fill whole nodes, and a TP group (tp consecutive ranks,
+ * Megatron order) must stay inside a node, so tp must divide gpus_per_node when there is
+ * more than one node. Prints a usage error naming the option and returns EXIT_USAGE; else 0. */
+int cmd_check_nodes(const char *sub, int64_t gpus, int64_t tp, int gpus_per_node);
 
 /* Reads a whole file ("-" is standard input); *buf (caller frees) is NUL-terminated. */
 int cmd_read_file(const char *path, char **buf, size_t *len, struct bp_error *err);
@@ -69,8 +80,13 @@ int cmd_load_profile(const char *path, struct bp_profile *p, char sha[65],
 int cmd_analytic_profile(const char *gpu, const char *model, const struct bp_scheme *sc,
 			 size_t nsc, int64_t max_tokens, struct bp_profile *p, char sha[65],
 			 struct bp_error *err);
+/* The most distinct schemes a plan's layouts may use when its analytic profile is regenerated
+ * from them (cmd_plan_profile); solve refuses more up front (cmd_hyd_candidates), so it never
+ * writes a plan check, simulate and balexec cannot price. */
+#define CMD_PLAN_MAX_SCHEMES 32
 /* The profile a plan was made with: path when given (its sha must match when strict), else
- * the analytic profile regenerated from the plan when the plan names one. */
+ * the analytic profile regenerated from the plan when the plan names one (its sha must match
+ * when strict; else a warning names both digests). */
 int cmd_plan_profile(const struct bp_plan *plan, const char *path, int strict,
 		     struct bp_profile *p, struct bp_error *err);
 

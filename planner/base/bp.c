@@ -85,12 +85,50 @@ int bp_strlcpy_checked(char *dst, const char *s, size_t n, const char *what,
 	return 0;
 }
 
+/* The one grammar of user-given numbers (issue 27 item 22): plain decimal, nothing around
+ * it. Integers: [+-]?[0-9]+. Reals: [+-]?(D+(.D*)?|.D+)([eE][+-]?D+)?. No hex, no inf or
+ * nan, no leading or trailing spaces; strtoll/strtod then convert what is known to be
+ * decimal. Returns 1 when the whole of s matches. */
+static int is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static int decimal_syntax(const char *s, int real)
+{
+	const char *p = s;
+	size_t mant = 0;
+	if (*p == '+' || *p == '-')
+		p++;
+	while (is_digit(*p))
+		p++, mant++;
+	if (real && *p == '.') {
+		p++;
+		while (is_digit(*p))
+			p++, mant++;
+	}
+	if (!mant)
+		return 0;
+	if (real && (*p == 'e' || *p == 'E')) {
+		p++;
+		if (*p == '+' || *p == '-')
+			p++;
+		if (!is_digit(*p))
+			return 0;
+		while (is_digit(*p))
+			p++;
+	}
+	return *p == 0;
+}
+
 int bp_parse_int64(const char *s, int64_t *out, const char *what, struct bp_error *err)
 {
 	char *end = NULL;
+	if (!decimal_syntax(s, 0))
+		return bp_errorf(err, "%s '%s' is not an integer", what, s);
 	errno = 0;
 	long long v = strtoll(s, &end, 10);
-	if (!*s || end == s || *end)
+	if (end == s || *end)
 		return bp_errorf(err, "%s '%s' is not an integer", what, s);
 	if (errno == ERANGE)
 		return bp_errorf(err, "%s '%s' is out of range", what, s);
@@ -98,14 +136,19 @@ int bp_parse_int64(const char *s, int64_t *out, const char *what, struct bp_erro
 	return 0;
 }
 
+/* Subnormal values (below DBL_MIN, e.g. 1e-308) are numbers like any other: strtod's ERANGE
+ * for them is not an error; the caller's range decides. What underflows to zero from nonzero
+ * digits, or overflows, is out of range. */
 int bp_parse_double(const char *s, double *out, const char *what, struct bp_error *err)
 {
 	char *end = NULL;
+	if (!decimal_syntax(s, 1))
+		return bp_errorf(err, "%s '%s' is not a number", what, s);
 	errno = 0;
 	double v = strtod(s, &end);
-	if (!*s || end == s || *end)
+	if (end == s || *end)
 		return bp_errorf(err, "%s '%s' is not a number", what, s);
-	if (errno == ERANGE || !isfinite(v))
+	if (!isfinite(v) || (errno == ERANGE && v == 0.0 && strpbrk(s, "123456789")))
 		return bp_errorf(err, "%s '%s' is out of range", what, s);
 	*out = v;
 	return 0;
@@ -159,6 +202,38 @@ static void sha_block(uint32_t h[8], const unsigned char *p)
 	h[5] += f;
 	h[6] += g;
 	h[7] += hh;
+}
+
+int bp_i64_mul_add(int64_t a, int64_t b, int64_t c, int64_t *out)
+{
+	int64_t p;
+	if (__builtin_mul_overflow(a, b, &p)) {
+		*out = (a < 0) != (b < 0) ? INT64_MIN : INT64_MAX;
+		return -1;
+	}
+	if (__builtin_add_overflow(p, c, out)) {
+		*out = c < 0 ? INT64_MIN : INT64_MAX;
+		return -1;
+	}
+	return 0;
+}
+
+int64_t bp_i64_mul_add_sat(int64_t a, int64_t b, int64_t c)
+{
+	int64_t v;
+	bp_i64_mul_add(a, b, c, &v);
+	return v;
+}
+
+int64_t bp_i64_from_real_sat(double v)
+{
+	if (v != v)
+		return 0;
+	if (v >= 9223372036854775807.0) /* 2^63: the first double past INT64_MAX */
+		return INT64_MAX;
+	if (v <= -9223372036854775808.0)
+		return INT64_MIN;
+	return (int64_t)v;
 }
 
 void bp_sha256_hex(const void *data, size_t len, char out[65])

@@ -43,8 +43,11 @@ char *bp_strdup(const char *s, struct bp_error *err);
 int bp_strlcpy_checked(char *dst, const char *s, size_t n, const char *what,
 		       struct bp_error *err);
 
-/* Exact decimal parsing for user-given numbers: the whole string must be a number.
- * Return 0 or -1 (err names what with the text given). */
+/* Exact decimal parsing for user-given numbers, the one parser of every option and
+ * parameter: the whole string must be a plain decimal number ([+-]digits; reals also with a
+ * fraction and an exponent), no hex, inf, nan or spaces; reals may be subnormal, what
+ * overflows or underflows to zero is out of range. Return 0 or -1 (err names what with the
+ * text given: "<what> '<s>' is not an integer|not a number|out of range"). */
 int bp_parse_int64(const char *s, int64_t *out, const char *what, struct bp_error *err);
 int bp_parse_double(const char *s, double *out, const char *what, struct bp_error *err);
 
@@ -52,6 +55,14 @@ int bp_parse_double(const char *s, double *out, const char *what, struct bp_erro
 void bp_sha256_hex(const void *data, size_t len, char out[65]);
 
 #define BP_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Checked int64 arithmetic for memory and other byte counts: *out = a * b + c; returns -1
+ * (leaving *out INT64_MAX or INT64_MIN, the side it overflowed to) when the product or the
+ * sum leaves int64's range, else 0. bp_i64_mul_add_sat returns that saturated value. */
+int bp_i64_mul_add(int64_t a, int64_t b, int64_t c, int64_t *out);
+int64_t bp_i64_mul_add_sat(int64_t a, int64_t b, int64_t c);
+/* A double rounded toward zero into int64, saturated at the ends (NaN gives 0). */
+int64_t bp_i64_from_real_sat(double v);
 
 /* Return code of solvers for an infeasible problem (the front end exits 3). */
 #define BP_INFEASIBLE (-3)

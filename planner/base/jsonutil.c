@@ -465,6 +465,11 @@ static int sign_check(const struct bp_field *x, double v, const char *where,
 		return bp_errorf(err, "%s.%s is negative", where, x->key);
 	if ((x->flags & BP_FF_POS) && v == 0)
 		return bp_errorf(err, "%s.%s is zero", where, x->key);
+	/* A signed field with a range (hi > 0): physical-sense bounds, named as limits. */
+	if ((x->flags & (BP_FF_NONNEG | BP_FF_POS)) && x->hi > 0 && v > x->hi)
+		return bp_errorf(err, "%s.%s is %g, above the %g limit", where, x->key, v, x->hi);
+	if ((x->flags & (BP_FF_NONNEG | BP_FF_POS)) && x->lo > 0 && v < x->lo)
+		return bp_errorf(err, "%s.%s is %g, below the %g limit", where, x->key, v, x->lo);
 	return 0;
 }
 

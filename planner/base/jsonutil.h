@@ -84,7 +84,8 @@ char *bp_json_dump_lines(const json_t *root);
 enum bp_ftype { BP_FT_I64, BP_FT_INT, BP_FT_REAL, BP_FT_STR };
 /* Field flags: OPT, absent on read keeps the member's value; EXACT, a real written as it is
  * (not rounded to 1e-3); NONNEG and POS, a number must be >= 0 (> 0) and is otherwise named
- * "negative" ("zero") rather than out of [lo, hi]. */
+ * "negative" ("zero") rather than out of [lo, hi]; with them, hi > 0 (lo > 0) is an upper
+ * (lower) limit, named "above (below) the limit" (a profile's physical-sense bounds). */
 enum { BP_FF_OPT = 1, BP_FF_EXACT = 2, BP_FF_NONNEG = 4, BP_FF_POS = 8 };
 struct bp_field {
 	const char *key;

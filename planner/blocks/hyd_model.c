@@ -190,9 +190,10 @@ static int64_t stage_fit(const struct bp_costmodel *cm, int s, int64_t state, in
 		return INT64_C(1) << 40;
 	double guess = floor((double)(cap - state) / ((double)k * per));
 	int64_t l = guess > 1e12 ? (int64_t)1e12 : (int64_t)guess;
-	while (l > 0 && state + k * bp_cost_act_bytes(cm, s, l) > cap)
+	while (l > 0 && bp_i64_mul_add_sat(k, bp_cost_act_bytes(cm, s, l), state) > cap)
 		l--;
-	while (state + k * bp_cost_act_bytes(cm, s, l + 1) <= cap)
+	while (l < (int64_t)1e12 &&
+	       bp_i64_mul_add_sat(k, bp_cost_act_bytes(cm, s, l + 1), state) <= cap)
 		l++;
 	return l;
 }
@@ -231,7 +232,7 @@ int64_t bp_hyd_maxlen_full(const struct bp_costmodel *cm, int gpus, int64_t alig
 	for (int s = 0; s < cm->sc.pp; s++) {
 		double st = bp_cost_stage_params(cm, s) / cm->sc.tp * spb * (1.0 - alpha) +
 			    total * spb * alpha / (gpus < 1 ? 1 : gpus);
-		int64_t l = stage_fit(cm, s, (int64_t)st, cm->sc.pp - s, cap);
+		int64_t l = stage_fit(cm, s, bp_i64_from_real_sat(st), cm->sc.pp - s, cap);
 		if (l < best)
 			best = l;
 	}

@@ -45,11 +45,20 @@ int bp_sb_kset_parse(const char *s, int **out, size_t *n, struct bp_error *err)
 	size_t m = 0;
 	const char *c = s;
 	for (;;) {
-		char *end;
-		errno = 0;
-		long v = strtol(c, &end, 10);
-		if (end == c || errno || (*end && *end != ',') || v < 1 || v > (1L << 20) ||
-		    (m && v <= k[m - 1])) {
+		/* one entry up to the next comma, parsed by bp_parse_int64 (no spaces, no sign
+		 * games: the one number grammar) */
+		const char *end = strchr(c, ',');
+		size_t len = end ? (size_t)(end - c) : strlen(c);
+		char num[24];
+		int64_t v = 0;
+		if (!end)
+			end = c + len;
+		if (len < sizeof(num)) {
+			memcpy(num, c, len);
+			num[len] = 0;
+		}
+		if (len >= sizeof(num) || bp_parse_int64(num, &v, "budget", NULL) < 0 || v < 1 ||
+		    v > (1L << 20) || (m && v <= k[m - 1])) {
 			free(k);
 			return bp_errorf(err, "budget set '%s': entry %zu is not an integer in [1, "
 					 "1048576] above the one before", s, m + 1);

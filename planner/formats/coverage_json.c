@@ -84,6 +84,10 @@ int bp_sb_coverage_from_json(struct bp_sb_coverage *c, json_t *root, struct bp_e
 	    bp_json_get_int(root, "samples", 1, 1, 4096, &nq, w, err) < 0 ||
 	    bp_json_get_real_array(root, "p", 1, &c->p, &c->np, w, err) < 0)
 		return -1;
+	/* the model whose gate was measured: solve checks it is the plan's (issue 27) */
+	if (!c->model[0])
+		return bp_errorf(err, "coverage.model is empty (name the model whose gate was "
+				 "measured)");
 	c->nq = (size_t)nq;
 	if ((double)c->layers * (double)c->np * (double)c->nq > (double)(1 << 24))
 		return bp_errorf(err, "coverage: %d layers x %zu p x %zu samples is over 16M samples "

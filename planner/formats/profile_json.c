@@ -191,17 +191,23 @@ static int read_matrix(json_t *obj, const char *key, size_t nq, size_t nkv,
 static const struct bp_field hardware_fields[] = {
 	BP_FIELD_STR(struct bp_hardware, gpu, "gpu"),
 	BP_FIELD_INT(struct bp_hardware, gpus_per_node, "gpus_per_node", 1, 1024),
-	BP_FIELD_I64F(struct bp_hardware, hbm_bytes, "hbm_bytes", 0, 0, BP_FF_POS),
-	BP_FIELD_REALF(struct bp_hardware, hbm_gbps, "hbm_gbps", 0, 0, BP_FF_POS),
-	BP_FIELD_REALF(struct bp_hardware, nvlink_gbps, "nvlink_gbps", 0, 0, BP_FF_POS),
-	BP_FIELD_REALF(struct bp_hardware, net_gbps, "net_gbps", 0, 0, BP_FF_POS),
-	BP_FIELD_REALF(struct bp_hardware, bf16_tflops, "bf16_tflops", 0, 0, BP_FF_POS),
+	BP_FIELD_I64F(struct bp_hardware, hbm_bytes, "hbm_bytes", 0, BP_PROFILE_MAX_HBM_BYTES,
+		      BP_FF_POS),
+	BP_FIELD_REALF(struct bp_hardware, hbm_gbps, "hbm_gbps", 1, BP_PROFILE_MAX_GBPS, BP_FF_POS),
+	BP_FIELD_REALF(struct bp_hardware, nvlink_gbps, "nvlink_gbps", 0.01, BP_PROFILE_MAX_GBPS,
+		       BP_FF_POS),
+	BP_FIELD_REALF(struct bp_hardware, net_gbps, "net_gbps", 0.001, BP_PROFILE_MAX_GBPS,
+		       BP_FF_POS),
+	BP_FIELD_REALF(struct bp_hardware, bf16_tflops, "bf16_tflops", BP_PROFILE_MIN_TFLOPS,
+		       BP_PROFILE_MAX_TFLOPS, BP_FF_POS),
 };
+/* Physical-sense bounds (profile.h) keep every memory product below int64's range for any
+ * request the planning limits accept; costmodel.c saturates what goes past them anyway. */
 static const struct bp_field memory_fields[] = {
 	BP_FIELD_REALF(struct bp_memory, act_bytes_per_token_layer, "act_bytes_per_token_layer", 0,
-		       0, BP_FF_POS),
-	BP_FIELD_REALF(struct bp_memory, state_bytes_per_param, "state_bytes_per_param", 0, 0,
-		       BP_FF_POS),
+		       BP_PROFILE_MAX_ACT_BYTES, BP_FF_POS),
+	BP_FIELD_REALF(struct bp_memory, state_bytes_per_param, "state_bytes_per_param", 0,
+		       BP_PROFILE_MAX_STATE_BYTES, BP_FF_POS),
 	BP_FIELD_I64F(struct bp_memory, reserved_bytes, "reserved_bytes", 0, 0, BP_FF_NONNEG),
 };
 
@@ -509,11 +515,15 @@ static int read_fits(struct bp_profile *p, json_t *root, struct bp_error *err)
 		json_t *o = json_array_get(a, i);
 		char w[64];
 		snprintf(w, sizeof(w), "profile.fits[%zu]", i);
-		/* a, b, c are least-squares coefficients: any finite sign is legitimate. */
+		/* a, b, c are least-squares coefficients: any sign is legitimate, no magnitude
+		 * above the largest time a cell may hold. */
 		if (read_degrees(o, keys, &f->tp, &f->cp, &f->pp, w, err) < 0 ||
-		    bp_json_get_real(o, "a", 1, -DBL_MAX, DBL_MAX, &f->a, w, err) < 0 ||
-		    bp_json_get_real(o, "b", 1, -DBL_MAX, DBL_MAX, &f->b, w, err) < 0 ||
-		    bp_json_get_real(o, "c", 1, -DBL_MAX, DBL_MAX, &f->c, w, err) < 0)
+		    bp_json_get_real(o, "a", 1, -BP_PROFILE_MAX_US, BP_PROFILE_MAX_US, &f->a, w,
+				     err) < 0 ||
+		    bp_json_get_real(o, "b", 1, -BP_PROFILE_MAX_US, BP_PROFILE_MAX_US, &f->b, w,
+				     err) < 0 ||
+		    bp_json_get_real(o, "c", 1, -BP_PROFILE_MAX_US, BP_PROFILE_MAX_US, &f->c, w,
+				     err) < 0)
 			return -1;
 	}
 	qsort(p->fits, n, sizeof(*p->fits), cmp_fit);

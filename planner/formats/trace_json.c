@@ -26,8 +26,10 @@ void bp_trace_release(struct bp_trace *t)
 	bp_trace_init(t);
 }
 
-/* Every field named once (jsonutil.h's field tables): the reader and the writer use them. */
-#define BIG 1e300
+/* Every field named once (jsonutil.h's field tables): the reader and the writer use them.
+ * Times are microseconds on a real clock: below 1e15 us (about 32 years), so that no report
+ * prints a 300-digit number (issue 27 item 20). */
+#define BIG 1e15
 static const struct bp_field mb_fields[] = {
 	BP_FIELD_REAL(struct bp_trace_mb, fwd_start_us, "fwd_start_us", 0, BIG),
 	BP_FIELD_REAL(struct bp_trace_mb, fwd_us, "fwd_us", 0, BIG),
@@ -210,6 +212,8 @@ int bp_trace_from_json(struct bp_trace *t, json_t *root, struct bp_error *err)
 	    bp_json_read_fields(root, top_fields, BP_ARRAY_LEN(top_fields), t, extra2, !v1, where,
 				err) < 0)
 		return -1;
+	if (strcmp(t->backend, "host") && strcmp(t->backend, "cuda")) /* balexec's backends */
+		return bp_errorf(err, "trace.backend \"%s\" is not host or cuda", t->backend);
 	if (v1) {
 		json_t *cl = bp_json_get_object(root, "cluster", where, err);
 		if (!cl || bp_json_check_keys(cl, ckeys, "trace.cluster", err) < 0 ||

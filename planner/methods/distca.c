@@ -436,7 +436,9 @@ static int kept_fits(const struct bp_method_ctx *ctx, const struct bp_plan *out,
 			int64_t act = j < pi->nmbs ? bp_cost_act_bytes(cm, 0, pi->mbs[j].tokens)
 						   : 0;
 			double held = kept[j * (size_t)nservers + (size_t)srv[k]];
-			int64_t need = state + act + (int64_t)ceil(held);
+			int64_t keep = bp_i64_from_real_sat(ceil(held));
+			int64_t need = bp_i64_mul_add_sat(1, act,
+							  bp_i64_mul_add_sat(1, state, keep));
 			if (need > cap) {
 				*fits = 0;
 				break;
@@ -480,7 +482,8 @@ static int ticks_memory(const struct bp_method_ctx *ctx, const struct bp_step *s
 				int64_t j = bp_tick_op(pp, m, t, s, &bwd, &phase);
 				if (j < 0 || (size_t)j >= pi->nmbs)
 					continue;
-				held[s] += (bwd ? -1 : 1) * bp_cost_act_bytes(cm, s, pi->mbs[j].tokens);
+				int64_t act = bp_cost_act_bytes(cm, s, pi->mbs[j].tokens);
+				held[s] = bp_i64_mul_add_sat(bwd ? -1 : 1, act, held[s]);
 				count[s] += bwd ? -1 : 1;
 				if (held[s] > peak[s]) {
 					peak[s] = held[s];
@@ -488,7 +491,7 @@ static int ticks_memory(const struct bp_method_ctx *ctx, const struct bp_step *s
 				}
 			}
 		for (int s = 0; s < pp; s++) {
-			int64_t need = peak[s] + bp_cost_state_bytes(cm, s);
+			int64_t need = bp_i64_mul_add_sat(1, peak[s], bp_cost_state_bytes(cm, s));
 			if (need > cap) {
 				rc = bp_infeasiblef(err, "step %lld: stage %d of pipeline %zu holds %lld "
 						    "micro-batches in flight in DistCA's tick schedule "
@@ -573,6 +576,60 @@ static int read_opts(struct bp_plan *out, int tp, int app_a, struct dc_opts *o,
 	o->escalate = (int)escalate;
 	o->buffer = (double)buffer;
 	bp_ca_token_bytes(&out->model, tp, &o->ca.q_bytes, &o->ca.kv_bytes);
+	return 0;
+}
+
+/* check's half of the parameters (method.h check_params): read_opts on the scratch copy,
+ * then every step's record against them: each call's tolerance is the parameter's, or with
+ * escalate 1 a rung of the ladder above it; its bytes fit ca_buffer_bytes; max_shards is the
+ * parameter's (App. A's bound, >= 1, for -1); its loads are finite, non-negative and no
+ * server's maximum is below the mean. */
+int bp_distca_check_params(const struct bp_plan *p, struct bp_plan *scratch,
+			   struct bp_error *err)
+{
+	struct dc_opts o;
+	int64_t ms;
+	if (!scratch->nlayouts || !scratch->layouts[0].npipes)
+		return 0; /* the plan's validation names a missing layout */
+	if (read_opts(scratch, scratch->layouts[0].pipes[0].sc.tp, 1, &o, err) < 0)
+		return -1;
+	if (bp_parse_int64(bp_plan_param(scratch, "max_shards"), &ms, "max_shards", err) < 0)
+		return -1;
+	for (size_t s = 0; s < p->nsteps; s++) {
+		const struct bp_ca_record *r = p->steps[s].record;
+		if (!r || p->steps[s].record_ops != &bp_record_distca)
+			continue;
+		if (ms >= 0 ? r->max_shards != ms : r->max_shards < 1)
+			return bp_errorf(err, "step %zu record: max_shards %d, the plan's "
+					 "parameter max_shards is %lld", s, r->max_shards,
+					 (long long)ms);
+		for (size_t i = 0; i < r->ncalls; i++) {
+			double e = r->eps[i];
+			/* the record keeps 1e-3 (bp_json_real) */
+			const double tol = 5e-4 + 1e-12;
+			int rung = fabs(e - o.ca.eps) <= tol;
+			for (size_t k = 0; o.escalate && !rung && k < BP_ARRAY_LEN(eps_ladder); k++)
+				rung = eps_ladder[k] > o.ca.eps && fabs(e - eps_ladder[k]) <= tol;
+			if (!rung)
+				return bp_errorf(err, "step %zu record: call %zu has tolerance "
+						 "%g, the plan's parameter tolerance is %g "
+						 "(escalate %d)", s, i, e, o.ca.eps, o.escalate);
+			if (!(r->bytes[i] >= 0 && r->bytes[i] <= o.buffer + 0.5))
+				return bp_errorf(err, "step %zu record: call %zu moves %.0f "
+						 "bytes, more than ca_buffer_bytes %.0f", s, i,
+						 r->bytes[i], o.buffer);
+			double mean = r->mean[i], slack = 1e-9 * fabs(mean) + 1e-6;
+			if (!isfinite(mean) || mean < 0 || !(r->moved[i] >= 0) ||
+			    !isfinite(r->moved[i]) || !(r->max_before[i] + slack >= mean) ||
+			    !(r->max_after[i] + slack >= mean) || !isfinite(r->max_before[i]) ||
+			    !isfinite(r->max_after[i]))
+				return bp_errorf(err, "step %zu record: call %zu has loads mean "
+						 "%g, max %g before and %g after, %g pairs moved "
+						 "(a maximum below the mean, or negative)", s, i,
+						 mean, r->max_before[i], r->max_after[i],
+						 r->moved[i]);
+		}
+	}
 	return 0;
 }
 

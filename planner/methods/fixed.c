@@ -44,6 +44,14 @@ out:
 	return rc;
 }
 
+int bp_fixed_check_params(const struct bp_plan *p, struct bp_plan *scratch,
+			  struct bp_error *err)
+{
+	int64_t window;
+	(void)p;
+	return bp_method_param_int(scratch, "window", 1, 1, 64, &window, err);
+}
+
 int bp_method_fixed(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		   struct bp_plan *out, struct bp_error *err)
 {

@@ -13,6 +13,8 @@
  * blocks/window.h), its record on the window's first step. */
 #include "method.h"
 
+#include <string.h>
+
 #include "ilp_pack.h"
 #include "window.h"
 
@@ -22,6 +24,20 @@ static int ilp_window(const struct bp_method_ctx *ctx, const struct bp_batch *b,
 {
 	return bp_ilp_pack_step(ctx, b, st, (int)st->npipes, out->max_tokens, out->max_tokens,
 				arg, err);
+}
+
+int bp_fixed_ilp_check_params(const struct bp_plan *p, struct bp_plan *scratch,
+			      struct bp_error *err)
+{
+	struct bp_ilp_opts o;
+	int64_t window;
+	(void)p;
+	if (bp_ilp_read_params(scratch, &o, err) < 0)
+		return -1;
+	/* wlb-ilp shares the ILP parameters; its window is fixed-ilp's only */
+	if (!bp_plan_param(scratch, "window") && !strcmp(p->method, "wlb-ilp"))
+		return 0;
+	return bp_method_param_int(scratch, "window", 1, 1, 64, &window, err);
 }
 
 int bp_method_fixed_ilp(const struct bp_method_ctx *ctx, const struct bp_batches *in,

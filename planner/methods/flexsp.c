@@ -311,9 +311,10 @@ static int64_t group_cap(const struct bp_costmodel *cm)
 		return 0;
 	double guess = floor((double)(cap - state) / (double)per * (double)probe);
 	int64_t l = guess > 1e12 ? (int64_t)1e12 : (int64_t)guess;
-	while (l > 0 && state + bp_cost_act_bytes(cm, 0, l) > cap)
+	while (l > 0 && bp_i64_mul_add_sat(1, bp_cost_act_bytes(cm, 0, l), state) > cap)
 		l--;
-	while (l < (int64_t)1e12 && state + bp_cost_act_bytes(cm, 0, l + 1) <= cap)
+	while (l < (int64_t)1e12 &&
+	       bp_i64_mul_add_sat(1, bp_cost_act_bytes(cm, 0, l + 1), state) <= cap)
 		l++;
 	return l * cm->sc.cp;
 }
@@ -781,6 +782,29 @@ int bp_flexsp_max_group(const struct bp_model *m, int tp, int units, int64_t max
 	return (int)lim;
 }
 
+/* flexsp's parameters: solve's reader and check's (bp_flexsp_check_params). */
+static int read_params(struct bp_plan *out, int64_t *buckets, int64_t *max_group,
+		       struct bp_ilp_opts *ilp, struct bp_error *err)
+{
+	if (bp_method_param_int(out, "buckets", 16, 1, 4096, buckets, err) < 0 ||
+	    bp_method_param_int(out, "max_group", 0, 0, 1 << 20, max_group, err) < 0 ||
+	    bp_ilp_read_params(out, ilp, err) < 0)
+		return -1;
+	if (*max_group & (*max_group - 1))
+		return bp_errorf(err, "parameter max_group is %lld, not a power of two (0: "
+				 "Ulysses's limit, heads / tp)", (long long)*max_group);
+	return 0;
+}
+
+int bp_flexsp_check_params(const struct bp_plan *p, struct bp_plan *scratch,
+			   struct bp_error *err)
+{
+	int64_t buckets, max_group;
+	struct bp_ilp_opts ilp;
+	(void)p;
+	return read_params(scratch, &buckets, &max_group, &ilp, err);
+}
+
 int bp_method_flexsp(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		     struct bp_plan *out, struct bp_error *err)
 {
@@ -806,16 +830,8 @@ int bp_method_flexsp(const struct bp_method_ctx *ctx, const struct bp_batches *i
 		return -1;
 	for (int u = 0; u < c.units; u++)
 		memcpy(c.ranks + (size_t)u * c.tp, l0->pipes[u].ranks, (size_t)c.tp * sizeof(int));
-	if (bp_method_param_int(out, "buckets", 16, 1, 4096, &buckets, err) < 0 ||
-	    bp_method_param_int(out, "max_group", 0, 0, 1 << 20, &max_group, err) < 0 ||
-	    bp_ilp_read_params(out, &c.ilp, err) < 0)
+	if (read_params(out, &buckets, &max_group, &c.ilp, err) < 0)
 		goto out;
-	if (max_group & (max_group - 1)) {
-		bp_errorf(err, "parameter max_group is %lld, not a power of two (0: Ulysses's limit, "
-			  "heads / tp)",
-			  (long long)max_group);
-		goto out;
-	}
 	c.buckets = (size_t)buckets;
 	c.max_group = bp_flexsp_max_group(&out->model, c.tp, c.units, max_group);
 	c.coef = bp_kk_coef(&out->model);

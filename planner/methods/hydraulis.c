@@ -341,6 +341,14 @@ static int read_opts(struct bp_plan *out, struct opts *o, struct bp_error *err)
 	return 0;
 }
 
+int bp_hyd_check_params(const struct bp_plan *p, struct bp_plan *scratch,
+			struct bp_error *err)
+{
+	struct opts o;
+	(void)p;
+	return read_opts(scratch, &o, err);
+}
+
 static const struct scheme_fit *find_fit(const struct scheme_fit *f, size_t n, int tp, int pp)
 {
 	for (size_t i = 0; i < n; i++)

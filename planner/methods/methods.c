@@ -37,50 +37,54 @@ static const char *const flexsp_params[] = {"buckets", "max_group", "ilp_time_li
 static const struct bp_method methods[] = {
 	{"plain", bp_method_plain,
 	 "documents in loader order cut into fixed context windows, dealt round-robin",
-	 "Megatron-LM baseline (WLB-LLM Sec. 3, 'Plain-4D')", NULL, NULL, NULL},
+	 "Megatron-LM baseline (WLB-LLM Sec. 3, 'Plain-4D')", NULL, NULL, NULL, NULL},
 	{"fixed", bp_method_fixed,
 	 "fixed-length packing: costliest document first into the least-loaded window that fits",
-	 "WLB-LLM Sec. 3.2 'Fixed-Len Greedy' (Table 2)", fixed_params, NULL, NULL},
+	 "WLB-LLM Sec. 3.2 'Fixed-Len Greedy' (Table 2)", fixed_params, NULL, NULL,
+	 bp_fixed_check_params},
 	{"wlb", bp_method_wlb,
 	 "variable-length packing with outlier delay queues (Alg. 1)",
-	 "WLB-LLM Sec. 4.1-4.2, Eq. 2, Alg. 1", wlb_params, NULL, NULL},
+	 "WLB-LLM Sec. 4.1-4.2, Eq. 2, Alg. 1", wlb_params, NULL, NULL, NULL},
 	{"fixed-ilp", bp_method_fixed_ilp,
 	 "fixed-length packing solved exactly by GLPK, warm-started from fixed",
-	 "WLB-LLM Sec. 3.2, Eq. 1", ilp_params, &bp_record_ilp, bp_ilp_warn},
+	 "WLB-LLM Sec. 3.2, Eq. 1", ilp_params, &bp_record_ilp, bp_ilp_warn,
+	 bp_fixed_ilp_check_params},
 	{"wlb-ilp", bp_method_wlb_ilp,
 	 "wlb's outlier queues, each step's packing solved by GLPK from the greedy",
-	 "WLB-LLM Sec. 4.1-4.2, Eq. 2", wlb_ilp_params, &bp_record_ilp, bp_ilp_warn},
+	 "WLB-LLM Sec. 4.1-4.2, Eq. 2", wlb_ilp_params, &bp_record_ilp, bp_ilp_warn,
+	 bp_fixed_ilp_check_params},
 	{"ffd", bp_method_ffd,
 	 "first-fit-decreasing to the context length, bins dealt round-robin",
-	 "NeMo's sequence packing (first-fit-decreasing)", NULL, NULL, NULL},
+	 "NeMo's sequence packing (first-fit-decreasing)", NULL, NULL, NULL, NULL},
 	{"bfd", bp_method_bfd,
 	 "best-fit-decreasing with a segment tree, O(n log n)",
-	 "TRL's packing (best-fit-decreasing)", NULL, NULL, NULL},
+	 "TRL's packing (best-fit-decreasing)", NULL, NULL, NULL, NULL},
 	{"multipack", bp_method_multipack,
 	 "LPT packing that balances tokens across DP ranks",
-	 "multipack sampler (longest-processing-time over ranks)", NULL, NULL, NULL},
+	 "multipack sampler (longest-processing-time over ranks)", NULL, NULL, NULL, NULL},
 	{"kk", bp_method_kk,
 	 "Karmarkar-Karp balanced partition on a workload proxy, with a token cap",
-	 "verl's seqlen balancing (Karmarkar-Karp)", NULL, NULL, NULL},
+	 "verl's seqlen balancing (Karmarkar-Karp)", NULL, NULL, NULL, NULL},
 	{"hydraulis", bp_method_hydraulis,
 	 "per-step heterogeneous strategy: dispatch (Alg. 1), packing (Eq. 1), selection",
-	 "Hydraulis Sec. 5-7, Eq. 1-4, Alg. 1", hyd_params, &bp_record_hydraulis, NULL},
+	 "Hydraulis Sec. 5-7, Eq. 1-4, Alg. 1", hyd_params, &bp_record_hydraulis, NULL,
+	 bp_hyd_check_params},
 	{"sparsebalance", bp_method_sparsebalance,
 	 "MoBA sparse attention: sparsity-aware batching and per-layer dynamic sparsity tuning",
 	 "SparseBalance Sec. IV, Eq. 3-10, Alg. 1-2", sb_params, &bp_record_sparsebalance,
-	 bp_sb_warn},
+	 bp_sb_warn, NULL},
 	{"sb-lbb", bp_method_sb_lbb,
 	 "MoBA sparse attention: length-balanced batching with dynamic sparsity tuning",
 	 "SparseBalance Sec. V-B3 (LBB) with Sec. IV-A, Alg. 1", sb_params,
-	 &bp_record_sparsebalance, bp_sb_warn},
+	 &bp_record_sparsebalance, bp_sb_warn, NULL},
 	{"distca", bp_method_distca,
 	 "core attention disaggregated onto in-place servers, greedy comm-aware CA-task moves",
 	 "DistCA Sec. 3-4, 6.1, App. A, B, E", distca_params, &bp_record_distca,
-	 bp_distca_warn},
+	 bp_distca_warn, bp_distca_check_params},
 	{"flexsp", bp_method_flexsp,
 	 "per-step power-of-two Ulysses SP groups of TP groups, documents assigned by a MILP",
 	 "FlexSP (arXiv 2412.01523) as DistCA Sec. 6's FlexSP+", flexsp_params,
-	 &bp_record_flexsp, bp_flexsp_warn},
+	 &bp_record_flexsp, bp_flexsp_warn, bp_flexsp_check_params},
 };
 
 int bp_method_in_all(const struct bp_method *m)
@@ -96,6 +100,47 @@ int bp_method_in_all(const struct bp_method *m)
 int bp_method_own_memory(const struct bp_method *m)
 {
 	return m->solve == bp_method_flexsp;
+}
+
+int bp_method_check_params(const struct bp_method *m, const struct bp_plan *p,
+			   struct bp_error *err)
+{
+	struct bp_plan sc;
+	int rc = -1;
+	for (size_t i = 0; i < p->nparams; i++) {
+		const char *key = p->params[i].key;
+		/* keys a method records beyond its parameters: wlb's N, hydraulis's fits */
+		int known = !strcmp(key, "cp_shard") ||
+			    (!strcmp(key, "microbatches_per_step") &&
+			     (m->solve == bp_method_wlb || m->solve == bp_method_wlb_ilp)) ||
+			    (!strncmp(key, "fit_", 4) && m->solve == bp_method_hydraulis);
+		for (size_t k = 0; m->params && m->params[k] && !known; k++)
+			known = !strcmp(m->params[k], key);
+		if (!known)
+			return bp_errorf(err, "method '%s' has no parameter '%.64s'", m->name, key);
+	}
+	if (!m->check_params)
+		return 0;
+	bp_plan_init(&sc);
+	sc.cluster = p->cluster;
+	sc.model = p->model;
+	sc.max_tokens = p->max_tokens;
+	for (size_t i = 0; i < p->nparams; i++)
+		if (bp_plan_set_param(&sc, p->params[i].key, p->params[i].value, err) < 0)
+			goto out;
+	if (p->nlayouts) {
+		struct bp_layout l;
+		if (bp_layout_copy(&l, &p->layouts[0], err) < 0)
+			goto out;
+		if (bp_plan_add_layout(&sc, &l, err) < 0) {
+			bp_layout_release(&l);
+			goto out;
+		}
+	}
+	rc = m->check_params(p, &sc, err);
+out:
+	bp_plan_release(&sc);
+	return rc;
 }
 
 size_t bp_method_count(void)

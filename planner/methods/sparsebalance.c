@@ -241,6 +241,10 @@ static int sb_measured(struct sb *c, const struct bp_method_ctx *ctx, struct bp_
 	const struct bp_sb_coverage *cv = ctx->input;
 	if (!cv || !cv->nbins)
 		return bp_errorf(err, "sb_coverage '%s': no coverage file was read", s);
+	if (strcmp(cv->model, out->model.name))
+		return bp_errorf(err, "coverage file is for model '%s', the plan's model is '%s' "
+				 "(a gate's coverage is the model's own)", cv->model,
+				 out->model.name);
 	if (cv->block != c->block || cv->k_base != c->k_base)
 		return bp_errorf(err, "coverage file is for block %d k_base %d, the plan uses "
 				 "block %d k_base %d", cv->block, cv->k_base, c->block, c->k_base);
@@ -323,12 +327,14 @@ static int sb_config(struct sb *c, const struct bp_method_ctx *ctx, struct bp_pl
 				 "or measured:FILE", s);
 	if (param_str(out, "sb_k90", "10,50", &s, err) < 0)
 		return -1;
-	char *end;
-	c->k90_lo = strtod(s, &end);
-	if (*end != ',' || !(c->k90_lo >= 2))
-		return bp_errorf(err, "sb_k90 '%s' is not LO,HI with 2 <= LO <= HI <= 512", s);
-	c->k90_hi = strtod(end + 1, &end);
-	if (*end || !(c->k90_hi >= c->k90_lo && c->k90_hi <= 512))
+	char lohi[64], *comma;
+	snprintf(lohi, sizeof(lohi), "%s", s); /* the two numbers, each bp_parse_double's */
+	comma = strchr(lohi, ',');
+	if (comma)
+		*comma = 0;
+	if (!comma || bp_parse_double(lohi, &c->k90_lo, "sb_k90", NULL) < 0 ||
+	    bp_parse_double(comma + 1, &c->k90_hi, "sb_k90", NULL) < 0 || !(c->k90_lo >= 2) ||
+	    !(c->k90_hi >= c->k90_lo && c->k90_hi <= 512))
 		return bp_errorf(err, "sb_k90 '%s' is not LO,HI with 2 <= LO <= HI <= 512", s);
 	if (bp_method_param_int(out, "sb_dst", 1, 0, 1, &v, err) < 0)
 		return -1;

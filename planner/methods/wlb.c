@@ -159,9 +159,8 @@ static int64_t memory_lmax(const struct bp_costmodel *cm, int64_t hi)
 		int64_t mid = lo + (hi - lo + 1) / 2, per_rank = (mid + cp - 1) / cp;
 		int fits = 1;
 		for (int s = 0; s < pp && fits; s++)
-			fits = bp_cost_state_bytes(cm, s) +
-				       (int64_t)(pp - s) * bp_cost_act_bytes(cm, s, per_rank) <=
-			       cap;
+			fits = bp_i64_mul_add_sat(pp - s, bp_cost_act_bytes(cm, s, per_rank),
+						  bp_cost_state_bytes(cm, s)) <= cap;
 		if (fits)
 			lo = mid;
 		else

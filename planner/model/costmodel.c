@@ -770,8 +770,9 @@ double bp_cost_adam_shard(const struct bp_profile *p, double params)
 
 int64_t bp_cost_act_bytes(const struct bp_costmodel *cm, int stage, int64_t tokens_on_rank)
 {
-	return (int64_t)((double)tokens_on_rank * cm->stage_layers[stage] *
-			 cm->prof->mem.act_bytes_per_token_layer / cm->sc.tp);
+	/* saturated: a product past int64 is memory no GPU has, and stays comparable */
+	return bp_i64_from_real_sat((double)tokens_on_rank * cm->stage_layers[stage] *
+				    cm->prof->mem.act_bytes_per_token_layer / cm->sc.tp);
 }
 
 int64_t bp_cost_state_bytes(const struct bp_costmodel *cm, int stage)
@@ -782,7 +783,7 @@ int64_t bp_cost_state_bytes(const struct bp_costmodel *cm, int stage)
 	double per = bp_cost_stage_params(cm, stage) / cm->sc.tp;
 	double spb = cm->prof->mem.state_bytes_per_param;
 	double alpha = 2.0 / 3.0;
-	return (int64_t)(per * spb * ((1.0 - alpha) + alpha / cm->sync_ranks));
+	return bp_i64_from_real_sat(per * spb * ((1.0 - alpha) + alpha / cm->sync_ranks));
 }
 
 int64_t bp_cost_state_bytes_full(const struct bp_costmodel *cm, int stage, int gpus)
@@ -790,8 +791,9 @@ int64_t bp_cost_state_bytes_full(const struct bp_costmodel *cm, int stage, int g
 	double spb = cm->prof->mem.state_bytes_per_param, total = 0.0, alpha = 2.0 / 3.0;
 	for (int s = 0; s < cm->sc.pp; s++)
 		total += bp_cost_stage_params(cm, s);
-	return (int64_t)(bp_cost_stage_params(cm, stage) / cm->sc.tp * spb * (1.0 - alpha) +
-			 total * spb * alpha / (gpus < 1 ? 1 : gpus));
+	return bp_i64_from_real_sat(bp_cost_stage_params(cm, stage) / cm->sc.tp * spb *
+					    (1.0 - alpha) +
+				    total * spb * alpha / (gpus < 1 ? 1 : gpus));
 }
 
 int64_t bp_cost_mem_cap(const struct bp_costmodel *cm)

@@ -27,6 +27,17 @@
  * writer prints exactly in 15 significant digits. With it, a plan made from the profile stays
  * far below the plan reader's 1e300 bound even after extrapolation beyond the grids. */
 #define BP_PROFILE_MAX_US 1e12
+/* Physical-sense bounds on a profile's scalars, checked when it is read (issue 27): a GPU's
+ * memory (16 TiB), bandwidths in GB/s (1 PB/s), dense bf16 peak in TFLOP/s (0.1 to 100,000:
+ * an MFU against 1e-300 is 4e302), activation bytes per token and layer at tp 1 (100 MB: 45 x
+ * the largest hidden size a model may have, 2^20, is 47 MB) and model-state bytes per
+ * parameter (1 KiB; mixed-precision Adam keeps 18). */
+#define BP_PROFILE_MAX_HBM_BYTES 17592186044416.0
+#define BP_PROFILE_MAX_GBPS 1e6
+#define BP_PROFILE_MIN_TFLOPS 0.1
+#define BP_PROFILE_MAX_TFLOPS 1e5
+#define BP_PROFILE_MAX_ACT_BYTES 1e8
+#define BP_PROFILE_MAX_STATE_BYTES 1024.0
 
 enum bp_coll_op {
 	BP_COLL_ALLREDUCE,

@@ -57,8 +57,10 @@ int bp_method_param_int(struct bp_plan *p, const char *key, int64_t def, int64_t
 		*out = def;
 		return bp_plan_set_param(p, key, buf, err);
 	}
-	if (bp_parse_int64(v, out, key, err) < 0)
-		return bp_errorf(err, "parameter %s '%s' is not an integer", key, v);
+	char what[80];
+	snprintf(what, sizeof(what), "parameter %s", key);
+	if (bp_parse_int64(v, out, what, err) < 0)
+		return -1;
 	if (*out < lo || *out > hi)
 		return bp_errorf(err, "parameter %s is %lld, outside [%lld, %lld]", key,
 				 (long long)*out, (long long)lo, (long long)hi);
@@ -75,8 +77,10 @@ int bp_method_param_real(struct bp_plan *p, const char *key, double def, double 
 		*out = def;
 		return bp_plan_set_param(p, key, buf, err);
 	}
-	if (bp_parse_double(v, out, key, err) < 0)
-		return bp_errorf(err, "parameter %s '%s' is not a number", key, v);
+	char what[80];
+	snprintf(what, sizeof(what), "parameter %s", key);
+	if (bp_parse_double(v, out, what, err) < 0)
+		return -1;
 	if (*out < lo || *out > hi)
 		return bp_errorf(err, "parameter %s is %g, outside [%g, %g]", key, *out, lo, hi);
 	return 0;

@@ -51,7 +51,19 @@ struct bp_method {
 	/* Called after prediction with the finished plan (NULL: nothing): fills buf (n bytes)
 	 * with a warning the front end prints, or leaves it empty. */
 	void (*warn)(const struct bp_plan *p, char *buf, size_t n);
+	/* Checks a plan's parameters as solve reads them, and its records against them (NULL:
+	 * nothing beyond the names): scratch holds a copy of p's parameters, cluster, model,
+	 * max_tokens and layout 0, where the method's own parameter reader runs (recording its
+	 * defaults there). bp_plan_check runs it through bp_method_check_params, so check and
+	 * balexec accept no parameter solve would refuse. */
+	int (*check_params)(const struct bp_plan *p, struct bp_plan *scratch,
+			    struct bp_error *err);
 };
+
+/* One validation of a plan's method parameters for solve and check alike: every key one of
+ * the method's (or cp_shard), then the method's check_params hook on a scratch copy. */
+int bp_method_check_params(const struct bp_method *m, const struct bp_plan *p,
+			   struct bp_error *err);
 
 /* Whether `solve -m all` runs the method: every method but hydraulis, which brings its own
  * layouts and candidate strategies, distca, which brings its own schedule, flexsp (its own
@@ -92,6 +104,8 @@ int bp_method_kk(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 int bp_method_hydraulis(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 			struct bp_plan *out, struct bp_error *err);
 extern const struct bp_record_ops bp_record_hydraulis; /* methods/hydraulis.c */
+int bp_hyd_check_params(const struct bp_plan *p, struct bp_plan *scratch,
+			struct bp_error *err);
 int bp_method_sparsebalance(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 			    struct bp_plan *out, struct bp_error *err);
 int bp_method_sb_lbb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
@@ -108,10 +122,19 @@ int bp_sb_recheck(const struct bp_plan *p, const struct bp_costmodel *cm,
 int bp_method_distca(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		     struct bp_plan *out, struct bp_error *err);
 extern const struct bp_record_ops bp_record_distca; /* methods/distca.c */
+int bp_distca_check_params(const struct bp_plan *p, struct bp_plan *scratch,
+			   struct bp_error *err);
 void bp_distca_warn(const struct bp_plan *p, char *buf, size_t n);
 int bp_method_flexsp(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		     struct bp_plan *out, struct bp_error *err);
 extern const struct bp_record_ops bp_record_flexsp; /* methods/flexsp.c */
+int bp_flexsp_check_params(const struct bp_plan *p, struct bp_plan *scratch,
+			   struct bp_error *err);
+/* fixed, fixed-ilp (and the ILP parameters of wlb-ilp): their window and GLPK budgets */
+int bp_fixed_check_params(const struct bp_plan *p, struct bp_plan *scratch,
+			  struct bp_error *err);
+int bp_fixed_ilp_check_params(const struct bp_plan *p, struct bp_plan *scratch,
+			      struct bp_error *err);
 void bp_flexsp_warn(const struct bp_plan *p, char *buf, size_t n);
 /* flexsp's largest group, in units of tp GPUs: max_group when > 0 (a power of two), else
  * the largest power of two dividing the model's heads / tp (Ulysses gives each rank whole

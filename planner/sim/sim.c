@@ -92,14 +92,14 @@ int bp_sim_1f1b(const struct bp_sim_pipe *in, struct bp_sim_result *out, struct 
 					f_end[idx] = start + dur;
 					if (out->f_start)
 						out->f_start[idx] = start;
-					held[s] += act;
+					held[s] = bp_i64_mul_add_sat(act, 1, held[s]);
 					if (held[s] > out->peak_act[s])
 						out->peak_act[s] = held[s];
 				} else {
 					b_end[idx] = start + dur;
 					if (out->b_start)
 						out->b_start[idx] = start;
-					held[s] -= act;
+					held[s] = bp_i64_mul_add_sat(act, -1, held[s]);
 				}
 				free_at[s] = start + dur;
 				out->busy[s] += dur;

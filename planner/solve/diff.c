@@ -25,6 +25,7 @@ struct ctx {
 	size_t max_lines;
 	int detail; /* counts against max_lines */
 	int failed;
+	int layers; /* the layers both plans' sparse budgets cover (the fewer) */
 };
 
 static void add(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -220,6 +221,34 @@ static void diff_step(struct ctx *c, const struct bp_step *a, const struct bp_st
 		free(la);
 		free(lb);
 	}
+	/* Per-layer sparse budgets (SparseBalance) of micro-batches that hold the same spans:
+	 * a decision of the plan like the spans, so an edited budget is a difference. */
+	size_t kdiff = 0, fk = 0, fj = 0;
+	int fl = -1, fa = 0, fb = 0;
+	for (size_t k = 0; k < a->npipes && k < b->npipes; k++) {
+		const struct bp_pipe *x = &a->pipes[k], *y = &b->pipes[k];
+		for (size_t j = 0; j < x->nmbs && j < y->nmbs; j++) {
+			const struct bp_mb *p = &x->mbs[j], *q = &y->mbs[j];
+			if (!p->sparse_k || !q->sparse_k || !mb_same(p, q))
+				continue;
+			int l = 0;
+			while (l < c->layers && p->sparse_k[l] == q->sparse_k[l])
+				l++;
+			if (l == c->layers)
+				continue;
+			if (!kdiff++) {
+				fk = k;
+				fj = j;
+				fl = l;
+				fa = p->sparse_k[l];
+				fb = q->sparse_k[l];
+			}
+		}
+	}
+	if (kdiff)
+		add(c, "step %lld: sparse budgets differ in %zu micro-batch%s (first: pipeline %zu "
+		       "micro-batch %zu layer %d, %d -> %d blocks)", si, kdiff,
+		    kdiff == 1 ? "" : "es", fk, fj, fl, fa, fb);
 	if (fabs(a->m.step_us - b->m.step_us) > 1e-3)
 		add(c, "step %lld: predicted step time %.3f ms -> %.3f ms (%+.2f%%)", si,
 		    a->m.step_us / 1e3, b->m.step_us / 1e3, pct(a->m.step_us, b->m.step_us));
@@ -228,7 +257,8 @@ static void diff_step(struct ctx *c, const struct bp_step *a, const struct bp_st
 int bp_plan_diff(const struct bp_plan *a, const struct bp_plan *b, size_t max_lines,
 		 struct bp_diff *out, struct bp_error *err)
 {
-	struct ctx c = {out, max_lines, 0, 0};
+	struct ctx c = {out, max_lines, 0, 0,
+			a->model.layers < b->model.layers ? a->model.layers : b->model.layers};
 	bp_diff_init(out);
 	out->equivalent = 1;
 	if (strcmp(a->dataset, b->dataset) || strcmp(a->dataset_sha, b->dataset_sha))

@@ -678,7 +678,8 @@ static void test_method(void)
 			CHECK(bp_json_parse_text(t1, strlen(t1), plan_cb, &q, &err) == 0);
 			char *t3 = encode(&q);
 			CHECK(t3 && !strcmp(t1, t3));
-			CHECK(bp_plan_check(&q, &prof, &err) == 0);
+			CHECK(bp_plan_check(&q, &prof, &err) == 0 ||
+			      (fprintf(stderr, "%s\n", err.text), 0));
 			/* every candidate is a layout; steps use them; every micro-batch within its
 			 * pipeline's MaxLen (P1); P2 on every layout */
 			CHECK(p1.nlayouts == 1 + set.n);
