@@ -46,7 +46,7 @@ struct bp_trace_step {
 struct bp_trace {
 	char plan_sha[65];   /* sha256 of the plan file's bytes */
 	char method[32];     /* the plan's method */
-	char backend[16];
+	char backend[32];
 	double time_scale;
 	double timeout_s;
 	int64_t max_bytes;

@@ -212,8 +212,12 @@ int bp_trace_from_json(struct bp_trace *t, json_t *root, struct bp_error *err)
 	    bp_json_read_fields(root, top_fields, BP_ARRAY_LEN(top_fields), t, extra2, !v1, where,
 				err) < 0)
 		return -1;
-	if (strcmp(t->backend, "host") && strcmp(t->backend, "cuda")) /* balexec's backends */
-		return bp_errorf(err, "trace.backend \"%s\" is not host or cuda", t->backend);
+	/* balexec's backends, or a training job's own measurements ("trainer:NAME",
+	 * executor/README.md: tests/torch writes "trainer:torch-gloo") */
+	if (strcmp(t->backend, "host") && strcmp(t->backend, "cuda") &&
+	    (strncmp(t->backend, "trainer:", 8) || !t->backend[8]))
+		return bp_errorf(err, "trace.backend \"%s\" is not host, cuda or trainer:NAME",
+				 t->backend);
 	if (v1) {
 		json_t *cl = bp_json_get_object(root, "cluster", where, err);
 		if (!cl || bp_json_check_keys(cl, ckeys, "trace.cluster", err) < 0 ||

@@ -31,7 +31,7 @@ Per rank it writes DIR/rank-R.json: per step the normaliser, its own loss sum an
 loss, and per micro-batch the sample token ranges it trained in order ([sample, first, end) of
 the sample's tokens), the sha256 of its input ids and labels, and the measured forward and
 backward times. Rank 0 writes --trace FILE, a balplan.trace/v2 of the measured times that
-`balplan report PLAN FILE` reads (backend "torch-gloo", time scale 1). --save-at K saves the
+`balplan report PLAN FILE` reads (backend "trainer:torch-gloo", time scale 1). --save-at K saves the
 model and the optimizer when step K is next (after step K-1); --resume FILE loads such a
 checkpoint and must be given with --start-step K, so a restart continues exactly."""
 import argparse
@@ -420,7 +420,7 @@ def write_trace(a, plan_json, plan_sha, world, everyone):
                       "predicted_us": plan_json["steps"][s["step"]]["predicted"]["step_us"],
                       "step_us": max(o["step_us"] for o in ranks), "ranks": ranks})
     trace = {"format": "balplan.trace/v2", "plan_sha256": plan_sha,
-             "method": plan_json["method"]["name"], "backend": "torch-gloo", "time_scale": 1.0,
+             "method": plan_json["method"]["name"], "backend": "trainer:torch-gloo", "time_scale": 1.0,
              "timeout_s": float(a.timeout), "max_bytes": 0, "warmup": 0, "world": world,
              "steps": steps}
     tmp = a.trace + ".tmp"
