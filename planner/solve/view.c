@@ -8,6 +8,17 @@
 
 #include "jsonutil.h"
 
+/* o when everything was set, else NULL with err (out of memory unless already said). */
+static json_t *finish(json_t *o, int ok, struct bp_error *err)
+{
+	if (ok)
+		return o;
+	json_decref(o);
+	if (!err->text[0])
+		bp_errorf(err, "out of memory");
+	return NULL;
+}
+
 static json_t *int_pair(int64_t a, int64_t b)
 {
 	return json_pack("[II]", (json_int_t)a, (json_int_t)b);
@@ -53,13 +64,7 @@ static json_t *mb_json(const struct bp_mb *mb, size_t j, int cp, int cp_i,
 	bp_json_set(o, "cu_seqlens", cu, &ok);
 	bp_json_set(o, "cp_ranges", ranges, &ok);
 	bp_json_set(o, "cp_tokens", json_integer(tokens), &ok);
-	if (!ok) {
-		json_decref(o);
-		if (!err->text[0])
-			bp_errorf(err, "out of memory");
-		return NULL;
-	}
-	return o;
+	return finish(o, ok, err);
 }
 
 json_t *bp_rank_view(const struct bp_plan *p, const struct bp_doc_index *docs, int64_t step,
@@ -116,11 +121,5 @@ json_t *bp_rank_view(const struct bp_plan *p, const struct bp_doc_index *docs, i
 	bp_json_set(o, "server", json_integer(pl.server), &ok);
 	bp_json_set(o, "step_tokens", json_integer(st->m.tokens), &ok);
 	bp_json_set(o, "microbatches", mbs, &ok);
-	if (!ok) {
-		json_decref(o);
-		if (!err->text[0])
-			bp_errorf(err, "out of memory");
-		return NULL;
-	}
-	return o;
+	return finish(o, ok, err);
 }
