@@ -274,7 +274,9 @@ def _load_steps(root, ctx):
     (keeping the document index that resolves a span's sample across steps) and return a
     sequence with the same items; nothing else in the package reads ``steps``.
     """
-    steps_j = _get(root, "steps", "plan", "array")
+    steps_j = root.get("steps")
+    if not isinstance(steps_j, _StepLines):
+        steps_j = _get(root, "steps", "plan", "array")
     docs = {}
     return [_read_step(o, i, ctx, docs) for i, o in enumerate(steps_j)]
 
@@ -295,66 +297,86 @@ def open_plan(path, world_size=None, dataset_sha256=None):
     naming what is wrong; an unreadable file raises the OSError it gave.
     """
     name = _plan_name(path)
-    if hasattr(path, "read"):
-        text = path.read()
-    elif name == "-":
-        text = sys.stdin.read()
-    else:
-        with open(path, "rb") as f:
-            text = f.read()
-    if isinstance(text, bytes):
+    if isinstance(path, (str, bytes)) or hasattr(path, "__fspath__"):
+        if name != "-":
+            with open(path, "rb") as f:
+                return _open_file(f, name, world_size, dataset_sha256)
+        path = sys.stdin.buffer
+    return _open_file(path, name, world_size, dataset_sha256)
+
+
+def _text(data, name):
+    if isinstance(data, bytes):
         try:
-            text = text.decode("utf-8")
+            return data.decode("utf-8")
         except UnicodeDecodeError as e:
             raise PlanError("%s: not a balplan plan (not UTF-8 text: %s)" % (name, e))
-    root = _lines_to_root(text, name)
-    if root is None:
-        try:
-            root = json.loads(text)
-        except ValueError as e:
-            raise PlanError("%s: not a balplan plan (not JSON: %s)" % (name, e))
+    return data
+
+
+def _open_file(f, name, world_size, dataset_sha256):
+    """A plan of lines is read a line at a time (each step line turned into the package's
+    small tuples as it comes, never the whole document at once); one JSON document whole."""
+    first = _text(f.readline(), name)
+    header = _lines_header(first, name)
+    if header is not None:
+        header["steps"] = _StepLines(f, name)
+        plan = Plan.from_json(header, name=name, world_size=world_size,
+                              dataset_sha256=dataset_sha256)
+        if header["steps"].summary is None:
+            raise PlanError("%s: the plan of lines ends after %d lines without its summary "
+                            "line (a truncated file?)" % (name, header["steps"].lineno))
+        return plan
+    text = first + _text(f.read(), name)
+    try:
+        root = json.loads(text)
+    except ValueError as e:
+        raise PlanError("%s: not a balplan plan (not JSON: %s)" % (name, e))
     return Plan.from_json(root, name=name, world_size=world_size,
                           dataset_sha256=dataset_sha256)
 
 
-def _lines_to_root(text, name):
-    """A plan of lines (plans/README.md "Plans of lines": a header line with "layout":
-    "lines", one step per line, a {"summary": ...} line) as one plan object; None when the
-    text is one JSON document instead."""
-    first, _, _ = text.partition("\n")
+def _lines_header(first, name):
+    """The header of a plan of lines (its first line, a whole JSON object with "layout":
+    "lines"), or None when the plan is one JSON document (whose first line is "{")."""
     try:
         header = json.loads(first) if first.strip() else None
     except ValueError:
-        return None  # the first line of a pretty-printed plan is "{"
+        return None
     if not isinstance(header, dict) or "layout" not in header:
         return None
     if header.pop("layout") != "lines":
         raise PlanError("%s: line 1 is not a header with \"layout\": \"lines\"" % name)
     if "steps" in header:
         raise PlanError("%s: line 1 holds steps; a plan of lines has one per line" % name)
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    steps, summary = [], None
-    for no, line in enumerate(lines[1:], start=2):
-        if summary is not None:
-            raise PlanError("%s: line %d follows the summary line" % (name, no))
-        try:
-            o = json.loads(line)
-        except ValueError as e:
-            raise PlanError("%s: line %d of the plan is not JSON: %s" % (name, no, e))
-        if not isinstance(o, dict):
-            raise PlanError("%s: line %d of the plan is not a JSON object" % (name, no))
-        if len(o) == 1 and "summary" in o:
-            summary = o["summary"]
-        else:
-            steps.append(o)
-    if summary is None:
-        raise PlanError("%s: the plan of lines ends after %d lines without its summary "
-                        "line (a truncated file?)" % (name, len(lines)))
-    header["steps"] = steps
-    header["summary"] = summary
     return header
+
+
+class _StepLines(object):
+    """The step lines of a plan of lines, parsed one at a time as they are iterated; the
+    summary line ends them (kept in ``summary``); nothing may follow it."""
+
+    def __init__(self, f, name):
+        self.f, self.name, self.summary, self.lineno = f, name, None, 1
+
+    def __iter__(self):
+        for raw in self.f:
+            self.lineno += 1
+            line = _text(raw, self.name).rstrip("\r\n")
+            if self.summary is not None:
+                if line.strip():
+                    raise PlanError("line %d follows the summary line" % self.lineno)
+                continue
+            try:
+                o = json.loads(line)
+            except ValueError as e:
+                raise PlanError("line %d of the plan is not JSON: %s" % (self.lineno, e))
+            if not isinstance(o, dict):
+                raise PlanError("line %d of the plan is not a JSON object" % self.lineno)
+            if len(o) == 1 and "summary" in o:
+                self.summary = o["summary"]
+                continue
+            yield o
 
 
 RankSample = namedtuple("RankSample", "step microbatch sample sample_offset len")
