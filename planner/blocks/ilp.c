@@ -59,7 +59,7 @@ const char *bp_ilp_status_name(enum bp_ilp_status s)
 void bp_ilp_opts_default(struct bp_ilp_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->time_limit_s = 10.0;
+	o->time_limit_s = 300.0;
 	o->rel_gap = 1e-4;
 	o->node_limit = 2000;
 	o->work_limit = BP_ILP_WORK_LIMIT_M * 1e6;

@@ -60,7 +60,8 @@ struct bp_ilp_opts {
 	const double *warm;
 };
 
-/* The defaults the methods use (ilp_time_limit_s 10, ilp_gap 1e-4, node limit 2000, work
+/* The defaults the methods use (ilp_time_limit_s 300, a safety net far from what a search
+ * within its work budget takes even under sanitizers on a loaded machine, ilp_gap 1e-4, node limit 2000, work
  * limit BP_ILP_WORK_LIMIT_M million, no presolve, no cuts, no warm start, ilp_max_vars
  * 10000). */
 #define BP_ILP_WORK_LIMIT_M 100

@@ -322,7 +322,7 @@ static int read_opts(struct bp_plan *out, struct opts *o, struct bp_error *err)
 	    bp_method_param_int(out, "pack_ilp_vars", 0, 0, INT64_MAX, &pv, err) < 0 ||
 	    bp_method_param_int(out, "ilp_node_limit", 200, 1, INT32_MAX, &nl, err) < 0 ||
 	    bp_method_param_int(out, "ilp_work_limit", 5, 1, 1000000000, &wl, err) < 0 ||
-	    bp_method_param_real(out, "ilp_time_limit_s", 10.0, 0.001, 86400.0, &tl, err) < 0 ||
+	    bp_method_param_real(out, "ilp_time_limit_s", 300.0, 0.001, 86400.0, &tl, err) < 0 ||
 	    bp_method_param_real(out, "ilp_gap", 1e-4, 0.0, 1.0, &gap, err) < 0)
 		return -1;
 	o->trials = (int)t;
