@@ -21,8 +21,8 @@ static void check_usage(FILE *f)
 		   "                         (its sha256 must match): every sample of the planned\n"
 		   "                         range must be trained exactly once, in the step the\n"
 		   "                         plan's order puts it in or a recorded later one\n"
-		   "      --length-field KEY, --tokens-field KEY, --id-field KEY\n"
-		   "                         JSONL fields, as given to solve\n\n"
+		   "      --length-field KEY, --tokens-field KEY, --id-field KEY, --skip-empty\n"
+		   "                         the reader's options, as given to solve\n\n"
 		   "exit status: 0 valid, 1 invalid or unreadable, 2 usage error\n");
 }
 
@@ -99,11 +99,12 @@ int cmd_check(int argc, char **argv)
 		{"jsonl-field", required_argument, NULL, 'J'},
 		{"tokens-field", required_argument, NULL, 'j'},
 		{"id-field", required_argument, NULL, 'I'},
+		{"skip-empty", no_argument, NULL, 'e'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *profile = NULL, *index = NULL;
-	struct bp_read_opts ro = {NULL, NULL, NULL};
+	struct bp_read_opts ro = {.length_field = NULL, .tokens_field = NULL, .id_field = NULL};
 	int c;
 	while ((c = getopt_long(argc, argv, "p:h", opts, NULL)) != -1) {
 		switch (c) {
@@ -112,6 +113,7 @@ int cmd_check(int argc, char **argv)
 		case 'J': ro.length_field = optarg; break;
 		case 'j': ro.tokens_field = optarg; break;
 		case 'I': ro.id_field = optarg; break;
+		case 'e': ro.skip_empty = 1; break;
 		case 'h': check_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("check", "unknown or incomplete option '%s'",
@@ -128,7 +130,7 @@ int cmd_check(int argc, char **argv)
 		if (r)
 			return r;
 	}
-	if (!index && (ro.length_field || ro.tokens_field || ro.id_field))
+	if (!index && (ro.length_field || ro.tokens_field || ro.id_field || ro.skip_empty))
 		return cmd_usage("check", "the field options belong to --index");
 	struct bp_plan plan;
 	struct bp_profile prof;

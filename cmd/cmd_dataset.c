@@ -15,7 +15,8 @@
 static void dataset_usage(FILE *f)
 {
 	fprintf(f, "usage: balplan dataset show [--jsonl-field KEY | --tokens-field KEY]\n"
-		   "                            [--id-field KEY] [--svg FILE] NAME|FILE|-\n"
+		   "                            [--id-field KEY] [--skip-empty] [--svg FILE]\n"
+		   "                            NAME|FILE|-\n"
 		   "       balplan dataset list\n\n"
 		   "Shows a dataset's provenance, statistics (count, tokens, mean, p50, p90, p99,\n"
 		   "max) and a histogram of document counts and token shares over log2 length bins.\n"
@@ -29,7 +30,8 @@ static void dataset_usage(FILE *f)
 		   "--tokens-field KEY a token array whose size is the count instead (default:\n"
 		   "input_ids, then tokens, when no count field is there); --id-field KEY the\n"
 		   "integer sample id every line must carry (default: id when the first line has\n"
-		   "an integer id, else a sample's id is its position).\n"
+		   "an integer id, else a sample's id is its position). --skip-empty leaves an\n"
+		   ".idx's documents of 0 tokens out (with a warning) instead of refusing them.\n"
 		   "--svg FILE also draws the histogram as an SVG image; with FILE '-' the\n"
 		   "image is written to standard output instead of the text.\n\n"
 		   "exit status: 0 ok, 1 data error, 2 usage error\n");
@@ -375,11 +377,12 @@ int cmd_dataset(int argc, char **argv)
 		{"length-field", required_argument, NULL, 'J'},
 		{"tokens-field", required_argument, NULL, 'T'},
 		{"id-field", required_argument, NULL, 'I'},
+		{"skip-empty", no_argument, NULL, 'e'},
 		{"svg", required_argument, NULL, 'S'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	struct bp_read_opts ro = {NULL, NULL, NULL};
+	struct bp_read_opts ro = {.length_field = NULL, .tokens_field = NULL, .id_field = NULL};
 	const char *svg = NULL, *field_opt = "jsonl-field";
 	int c, li = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
@@ -390,6 +393,7 @@ int cmd_dataset(int argc, char **argv)
 			break;
 		case 'T': ro.tokens_field = optarg; break;
 		case 'I': ro.id_field = optarg; break;
+		case 'e': ro.skip_empty = 1; break;
 		case 'S': svg = optarg; break;
 		case 'h': dataset_usage(stdout); return EXIT_OK;
 		default:
@@ -401,10 +405,11 @@ int cmd_dataset(int argc, char **argv)
 		return cmd_usage("dataset", "expected 'show NAME|FILE' or 'list'");
 	const char *verb = argv[optind++]; /* getopt_long permuted options before operands */
 	if (!strcmp(verb, "list")) {
-		if (svg || ro.length_field || ro.tokens_field || ro.id_field)
+		if (svg || ro.length_field || ro.tokens_field || ro.id_field || ro.skip_empty)
 			return cmd_usage("dataset", "'--%s' applies to 'show' only",
 					 svg ? "svg" : ro.length_field ? field_opt
-					 : ro.tokens_field ? "tokens-field" : "id-field");
+					 : ro.tokens_field ? "tokens-field"
+					 : ro.id_field ? "id-field" : "skip-empty");
 		if (optind < argc)
 			return cmd_usage("dataset", "unexpected argument '%s'",
 					 cmd_cut(argv[optind]));

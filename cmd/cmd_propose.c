@@ -447,7 +447,8 @@ int cmd_propose(int argc, char **argv)
 		rc = cmd_usage("propose", "%s", err.text);
 		goto out;
 	}
-	if (cmd_load_dataset(dataset, &(struct bp_read_opts){jsonl_field, NULL, NULL}, &ds, ds_sha, &err) < 0) {
+	if (cmd_load_dataset(dataset, &(struct bp_read_opts){.length_field = jsonl_field}, &ds,
+			     ds_sha, &err) < 0) {
 		rc = cmd_error("%s", err.text);
 		goto out;
 	}

@@ -36,6 +36,9 @@ static void solve_usage(FILE *f)
 		"                           input_ids, tokens]\n"
 		"      --id-field KEY       JSONL: integer sample id [auto: id, else the line's\n"
 		"                           sample position]\n"
+		"      --skip-empty         .idx: leave out documents of 0 tokens (Megatron-LM's\n"
+		"                           preprocessing writes one per empty text), with a\n"
+		"                           warning; refused otherwise\n"
 		"  -p, --profile FILE       profile; without it an analytic one is made from\n"
 		"                           --gpu and --model\n"
 		"      --gpu NAME           GPU preset for the analytic profile [H100]\n"
@@ -488,6 +491,7 @@ int cmd_solve(int argc, char **argv)
 		{"length-field", required_argument, NULL, 'J'},
 		{"tokens-field", required_argument, NULL, 'j'},
 		{"id-field", required_argument, NULL, 'I'},
+		{"skip-empty", no_argument, NULL, 'e'},
 		{"order", required_argument, NULL, 'X'},
 		{"epochs", required_argument, NULL, 'E'},
 		{"last-batch", required_argument, NULL, 'B'},
@@ -520,6 +524,7 @@ int cmd_solve(int argc, char **argv)
 	};
 	const char *dataset = "synthetic-longtail", *jsonl_field = NULL, *profile = NULL;
 	const char *tokens_field = NULL, *id_field = NULL;
+	int skip_empty = 0;
 	const char *gpu = "H100", *model = "llama3-8b", *methods = "all", *out = NULL;
 	const char *out_dir = NULL, *strategies = NULL;
 	struct bp_param params[32];
@@ -543,6 +548,7 @@ int cmd_solve(int argc, char **argv)
 		case 'J': jsonl_field = optarg; break;
 		case 'j': tokens_field = optarg; break;
 		case 'I': id_field = optarg; break;
+		case 'e': skip_empty = 1; break;
 		case 'X':
 			if (bp_order_parse(optarg, &order) < 0)
 				return cmd_usage("solve", "--order '%s' is not file, shuffle or draw",
@@ -795,7 +801,9 @@ int cmd_solve(int argc, char **argv)
 	bp_sb_coverage_init(&sbcov);
 	int have_sbcov = 0;
 	struct bp_scheme sc = {(int)tp, (int)cp, (int)pp};
-	if (cmd_load_dataset(dataset, &(struct bp_read_opts){jsonl_field, tokens_field, id_field},
+	struct bp_read_opts ro = {.length_field = jsonl_field, .tokens_field = tokens_field,
+				  .id_field = id_field, .skip_empty = skip_empty};
+	if (cmd_load_dataset(dataset, &ro,
 			     &ds, ds_sha, &err) < 0) {
 		rc = cmd_error("%s", err.text);
 		goto out;

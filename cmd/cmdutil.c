@@ -265,6 +265,9 @@ int cmd_load_dataset(const char *spec, const struct bp_read_opts *ro, struct bp_
 	free(buf);
 	if (rc < 0)
 		return bp_error_prefix(err, "cannot read dataset '%s'", spec);
+	if (ds->skipped)
+		cmd_warn("dataset '%s': %lld documents of 0 tokens left out (--skip-empty)",
+			 cmd_cut(spec), (long long)ds->skipped);
 	return 0;
 }
 

@@ -94,8 +94,8 @@ static int add_mul(uint64_t *acc, uint64_t n, uint64_t k)
 	return 0;
 }
 
-int bp_idx_read(struct bp_dataset *ds, const char *buf, size_t len, char *source, size_t cap,
-		struct bp_error *err)
+int bp_idx_read(struct bp_dataset *ds, const char *buf, size_t len, int skip_empty,
+		char *source, size_t cap, struct bp_error *err)
 {
 	const unsigned char *b = (const unsigned char *)buf;
 	size_t m = len < IDX_MAGIC_LEN ? len : IDX_MAGIC_LEN;
@@ -172,6 +172,7 @@ int bp_idx_read(struct bp_dataset *ds, const char *buf, size_t len, char *source
 	if (!ds->lengths)
 		return -1;
 	int64_t prev = 0, total = 0;
+	size_t kept = 0;
 	for (size_t d = 1; d < nd; d++) {
 		size_t off = (size_t)(idx - b) + 8 * d;
 		int64_t v = rd_i64(idx + 8 * d);
@@ -182,10 +183,22 @@ int bp_idx_read(struct bp_dataset *ds, const char *buf, size_t len, char *source
 		if ((uint64_t)v > S)
 			return bp_errorf(err, "byte %zu: document index %zu is %lld, past the sequence "
 					 "count %llu", off, d, (long long)v, (unsigned long long)S);
-		if (v == prev)
+		if (v == prev && !skip_empty)
 			return bp_errorf(err, "byte %zu: document %zu has 0 tokens (document indices "
-					 "%zu and %zu are both %lld: no sequences)", off, d - 1, d - 1,
-					 d, (long long)v);
+					 "%zu and %zu are both %lld: no sequences; --skip-empty "
+					 "leaves such documents out)", off, d - 1, d - 1, d,
+					 (long long)v);
+		if (v == prev) { /* skipped: the kept ones keep their document index as id */
+			if (!ds->ids) {
+				ds->ids = bp_calloc(nd - 1, sizeof(*ds->ids), err);
+				if (!ds->ids)
+					return -1;
+				for (size_t k = 0; k < kept; k++)
+					ds->ids[k] = (int64_t)k;
+			}
+			ds->skipped++;
+			continue;
+		}
 		int64_t sum = 0;
 		for (int64_t s = prev; s < v; s++) {
 			int32_t l = rd_i32(lens + 4 * (size_t)s);
@@ -197,14 +210,16 @@ int bp_idx_read(struct bp_dataset *ds, const char *buf, size_t len, char *source
 		if (total > INT64_MAX - sum)
 			return bp_errorf(err, "byte %zu: the total token count overflows int64", off);
 		total += sum;
-		ds->lengths[d - 1] = sum;
+		if (ds->ids)
+			ds->ids[kept] = (int64_t)(d - 1);
+		ds->lengths[kept++] = sum;
 		prev = v;
 	}
 	if ((uint64_t)prev != S)
 		return bp_errorf(err, "byte %zu: the last document index (%zu) is %lld, not the "
 				 "sequence count %llu", (size_t)(idx - b) + 8 * (nd - 1), nd - 1,
 				 (long long)prev, (unsigned long long)S);
-	ds->nlengths = nd - 1;
+	ds->nlengths = kept;
 	ds->sequences = (int64_t)S;
 	snprintf(source, cap, "Megatron-LM index (.idx) of %s tokens%s; a sample is a document, "
 		 "its sequences summed", dtypes[code].name, rest ? ", with sequence modes" : "");

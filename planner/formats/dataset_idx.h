@@ -16,7 +16,7 @@ int bp_idx_detect(const char *buf, size_t len);
  * nlengths and sequences (the .idx's sequence count); ids stay NULL. source (cap bytes) gets
  * the provenance text; the caller fills the rest. Every field is validated; a message names
  * the byte offset. Returns 0 or -1 (ds is the caller's to release). */
-int bp_idx_read(struct bp_dataset *ds, const char *buf, size_t len, char *source, size_t cap,
-		struct bp_error *err);
+int bp_idx_read(struct bp_dataset *ds, const char *buf, size_t len, int skip_empty,
+		char *source, size_t cap, struct bp_error *err);
 
 #endif

@@ -518,7 +518,7 @@ static char detect(const char *text, size_t len)
 int bp_dataset_parse(struct bp_dataset *ds, const char *text, size_t len, const char *name,
 		     const char *jsonl_field, struct bp_error *err)
 {
-	struct bp_read_opts o = {jsonl_field, NULL, NULL};
+	struct bp_read_opts o = {.length_field = jsonl_field, .tokens_field = NULL, .id_field = NULL};
 	return bp_dataset_read(ds, text, len, name, &o, err);
 }
 
@@ -539,7 +539,7 @@ int bp_dataset_read(struct bp_dataset *ds, const char *text, size_t len, const c
 		goto out;
 	}
 	if (bp_idx_detect(text, len)) {
-		if (bp_idx_read(ds, text, len, source, sizeof(source), err) < 0 ||
+		if (bp_idx_read(ds, text, len, ro && ro->skip_empty, source, sizeof(source), err) < 0 ||
 		    set_bare_fields(ds, name, source, err) < 0)
 			goto out;
 		snprintf(ds->format, sizeof(ds->format), "megatron-idx");

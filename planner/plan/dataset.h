@@ -54,6 +54,7 @@ struct bp_dataset {
 	int64_t *ids;
 	char format[16];
 	int64_t sequences;
+	int64_t skipped; /* documents of 0 tokens a reader left out (bp_read_opts skip_empty) */
 };
 
 void bp_dataset_init(struct bp_dataset *ds);
@@ -73,6 +74,8 @@ struct bp_read_opts {
 	const char *length_field; /* integer token count: tokens, num_tokens, length, len */
 	const char *tokens_field; /* token array whose length is the count: input_ids, tokens */
 	const char *id_field;     /* integer sample id: id; absent: the line's sample position */
+	int skip_empty;           /* .idx: leave documents of 0 tokens out (counted in skipped;
+				   * the others keep their document index as sample id) */
 };
 
 /* Reads any accepted input (v1 JSON, text, JSONL, a Megatron-LM .idx; len bytes, told apart

@@ -122,7 +122,7 @@ static void test_text_forms(void)
 	free(perm);
 
 	/* The options are JSONL's: text ignores them, but a conflict is refused everywhere. */
-	struct bp_read_opts o = {NULL, NULL, "doc"};
+	struct bp_read_opts o = {.length_field = NULL, .tokens_field = NULL, .id_field = "doc"};
 	CHECK(read_opts(&ds, "5\n", 2, &o, &err) == 0 && ds.ids == NULL);
 	bp_dataset_release(&ds);
 }
@@ -157,7 +157,7 @@ static void test_text_errors(void)
 	EXPECT_ERROR("0 9223372036854775807\n1 1\n", "line 2: the total token count overflows int64");
 	EXPECT_ERROR("100\n0\n", "line 2: '0' is not a positive integer");
 	/* Both count fields named: a usage conflict, whatever the input. */
-	struct bp_read_opts both = {"n", "input_ids", NULL};
+	struct bp_read_opts both = {.length_field = "n", .tokens_field = "input_ids", .id_field = NULL};
 	EXPECT_ERROR_O("5\n", &both, "both a length field \"n\" and a token array field "
 		       "\"input_ids\" named: a sample's length comes from one of them");
 }
@@ -191,12 +191,12 @@ static void test_jsonl_forms(void)
 	CHECK(same_lengths(&ds, (int64_t[]){2}, 1));
 
 	/* Named fields. */
-	struct bp_read_opts o = {NULL, "ids", "doc"};
+	struct bp_read_opts o = {.length_field = NULL, .tokens_field = "ids", .id_field = "doc"};
 	t = "{\"doc\": 10, \"ids\": [1, 1], \"id\": \"z\"}\n\n{\"doc\": 0, \"ids\": [1]}\n";
 	CHECK(read_opts(&ds, t, strlen(t), &o, &err) == 0);
 	CHECK(same_lengths(&ds, (int64_t[]){2, 1}, 2) && same_ids(&ds, (int64_t[]){10, 0}, 2));
 	CHECK(!strcmp(ds.source, "JSONL, token array \"ids\", sample id \"doc\""));
-	struct bp_read_opts o2 = {"n", NULL, "id"};
+	struct bp_read_opts o2 = {.length_field = "n", .tokens_field = NULL, .id_field = "id"};
 	t = "{\"id\": 1, \"n\": 5}\n{\"id\": 3, \"n\": 6}\n";
 	CHECK(read_opts(&ds, t, strlen(t), &o2, &err) == 0);
 	CHECK(same_lengths(&ds, (int64_t[]){5, 6}, 2) && same_ids(&ds, (int64_t[]){1, 3}, 2));
@@ -236,7 +236,7 @@ static void test_jsonl_errors(void)
 	EXPECT_ERROR("{\"input_ids\": [1]}\n\n{\"input_ids\": []}\n",
 		     "line 3: token array \"input_ids\" is empty");
 	EXPECT_ERROR("{\"input_ids\": []}\n", "line 1: token array \"input_ids\" is empty");
-	struct bp_read_opts len_arr = {"input_ids", NULL, NULL};
+	struct bp_read_opts len_arr = {.length_field = "input_ids", .tokens_field = NULL, .id_field = NULL};
 	EXPECT_ERROR_O("{\"input_ids\": [1, 2]}\n", &len_arr,
 		       "line 1: \"input_ids\" is an array, not an integer token count (name it as "
 		       "the token array field)");
@@ -251,7 +251,7 @@ static void test_jsonl_errors(void)
 		     "{\"id\": 7, \"tokens\": 5}\n",
 		     "line 3: sample id 7 repeats line 1");
 	/* A named id field. */
-	struct bp_read_opts doc = {NULL, NULL, "doc"};
+	struct bp_read_opts doc = {.length_field = NULL, .tokens_field = NULL, .id_field = "doc"};
 	EXPECT_ERROR_O("{\"doc\": 1, \"tokens\": 5}\n{\"tokens\": 5}\n", &doc,
 		       "line 2: no sample id field \"doc\"");
 	EXPECT_ERROR_O("{\"tokens\": 5, \"id\": 1}\n", &doc, "line 1: no sample id field \"doc\"");
@@ -259,7 +259,7 @@ static void test_jsonl_errors(void)
 		       "line 1: sample id \"doc\" is not an integer");
 	EXPECT_ERROR_O("{\"doc\": 0, \"tokens\": 5}\n{\"doc\": 0, \"tokens\": 6}\n", &doc,
 		       "line 2: sample id 0 repeats line 1");
-	struct bp_read_opts arr = {NULL, "ids", NULL};
+	struct bp_read_opts arr = {.length_field = NULL, .tokens_field = "ids", .id_field = NULL};
 	EXPECT_ERROR_O("{\"input_ids\": [1]}\n", &arr, "line 1: no token array \"ids\"");
 }
 
@@ -345,7 +345,7 @@ static void test_idx_read(void)
 
 	/* Multimodal: the sequence modes follow. Field options do not apply and are ignored. */
 	build(&m, 4, 4, ref_lens, ref_nseq, 3, 1);
-	struct bp_read_opts o = {"n", NULL, "id"};
+	struct bp_read_opts o = {.length_field = "n", .tokens_field = NULL, .id_field = "id"};
 	CHECK(read_opts(&ds, (const char *)m.b, m.n, &o, &err) == 0);
 	CHECK(same_lengths(&ds, (int64_t[]){7, 5, 3}, 3) && ds.sequences == 6);
 	CHECK(strstr(ds.source, "of int32 tokens, with sequence modes") != NULL);
