@@ -463,13 +463,25 @@ static void test_idx_errors(void)
 	ref(&m);
 	set64(&m, 122, 2);
 	EXPECT_IMG(&m, "byte 122: document 1 has 0 tokens (document indices 1 and 2 are both 2: "
-		       "no sequences)");
+		       "no sequences; --skip-empty leaves such documents out)");
 	build(&m, 8, 2, ref_lens, (int[]){2, 0, 1, 3}, 4, 0);
 	EXPECT_IMG(&m, "byte 122: document 1 has 0 tokens (document indices 1 and 2 are both 2: "
-		       "no sequences)");
+		       "no sequences; --skip-empty leaves such documents out)");
 	build(&m, 8, 2, ref_lens, (int[]){6, 0}, 2, 0);
 	EXPECT_IMG(&m, "byte 122: document 1 has 0 tokens (document indices 1 and 2 are both 6: "
-		       "no sequences)");
+		       "no sequences; --skip-empty leaves such documents out)");
+	/* --skip-empty: the empty document left out, the others keep their index as id. */
+	{
+		struct bp_read_opts skip = {.skip_empty = 1};
+		struct bp_error err = {""};
+		struct bp_dataset sk;
+		bp_dataset_init(&sk);
+		build(&m, 8, 2, ref_lens, (int[]){2, 0, 1, 3}, 4, 0);
+		CHECK(bp_dataset_read(&sk, (const char *)m.b, m.n, "s", &skip, &err) == 0);
+		CHECK(sk.nlengths == 3 && sk.skipped == 1 && sk.ids && sk.ids[0] == 0 &&
+		      sk.ids[1] == 2 && sk.ids[2] == 3);
+		bp_dataset_release(&sk);
+	}
 	/* No documents at all (D 1, S 0), and D 1 with sequences. */
 	build(&m, 8, 2, NULL, NULL, 0, 0);
 	CHECK(m.n == 42);
