@@ -26,20 +26,14 @@ static void check_usage(FILE *f)
 		   "exit status: 0 valid, 1 invalid or unreadable, 2 usage error\n");
 }
 
-/* Whether the file's first line is a whole JSON object with "layout" (plans/README.md
- * "Plans of lines"); the pretty-printed layout's first line is "{". */
+/* Whether the file is a plan of lines (plan.h bp_plan_text_is_lines, on its first line). */
 static int is_plan_of_lines(const char *path)
 {
 	FILE *f = fopen(path, "rb");
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n = f ? getline(&line, &cap, f) : -1;
-	int yes = 0;
-	if (n > 1) {
-		json_t *o = json_loadb(line, (size_t)n, JSON_REJECT_DUPLICATES, NULL);
-		yes = json_is_object(o) && json_object_get(o, "layout") != NULL;
-		json_decref(o);
-	}
+	int yes = n > 0 && bp_plan_text_is_lines(line, (size_t)n);
 	free(line);
 	if (f)
 		fclose(f);
@@ -69,12 +63,8 @@ static int check_lines(const char *path, const char *profile)
 		cmd_error("plan '%s': %s", path, err.text);
 		goto out;
 	}
-	if (bp_plan_check_lines(&r, &header, &prof, CHECK_WINDOW_STEPS, &err) < 0) {
-		cmd_error("plan '%s' is invalid: %s", path, err.text);
-		goto out;
-	}
 	struct bp_summary s;
-	if (bp_plan_lines_summary(&r, &s, &err) < 0) {
+	if (bp_plan_check_lines(&r, &header, &prof, CHECK_WINDOW_STEPS, &s, &err) < 0) {
 		cmd_error("plan '%s' is invalid: %s", path, err.text);
 		goto out;
 	}

@@ -125,38 +125,15 @@ static double now_ms(void)
  * (".jsonl", plan.h bp_plan_write_lines). Set once from the options. */
 static int plan_lines;
 
-/* A plan of lines written step by step to a temporary file renamed into place ('-':
- * standard output). */
+/* A plan of lines, written step by step (plan.h bp_plan_write_lines). */
 static int write_plan_lines(const struct bp_plan *plan, const char *path)
 {
-	struct bp_error err;
-	if (!strcmp(path, "-")) {
-		if (bp_plan_write_lines(plan, stdout, &err) < 0 || fflush(stdout))
-			return cmd_error("cannot write plan to standard output: %s", err.text);
-		return EXIT_OK;
-	}
-	size_t pl = strlen(path);
-	char *tmp = malloc(pl + 32);
-	if (!tmp)
-		return cmd_error("cannot write plan '%s': out of memory", path);
-	snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
-	FILE *f = fopen(tmp, "wb");
-	int rc = EXIT_OK;
-	if (!f) {
-		rc = cmd_error("cannot write plan '%s': %s", path, strerror(errno));
-	} else {
-		int bad = bp_plan_write_lines(plan, f, &err) < 0;
-		bad |= fflush(f) != 0;
-		int e = errno;
-		bad |= fclose(f) != 0;
-		if (bad || rename(tmp, path)) {
-			rc = cmd_error("cannot write plan '%s': %s", path,
-				       bad && err.text[0] ? err.text : strerror(e ? e : errno));
-			unlink(tmp);
-		}
-	}
-	free(tmp);
-	return rc;
+	struct bp_error err = {""};
+	struct cmd_atomic a;
+	if (cmd_atomic_open(&a, path, &err) < 0 ||
+	    cmd_atomic_close(&a, path, bp_plan_write_lines(plan, a.f, &err) < 0, &err) < 0)
+		return cmd_error("cannot write plan '%s': %s", path, err.text);
+	return EXIT_OK;
 }
 
 static int write_plan(const struct bp_plan *plan, const char *path)
@@ -436,50 +413,26 @@ static int solve_streamed(const struct bp_dataset *ds, const struct bp_profile *
 static int write_streamed(const struct bp_plan *header, struct streamed_out *so,
 			  const char *path)
 {
-	struct bp_error err;
-	err.text[0] = 0;
-	int to_stdout = !strcmp(path, "-");
-	size_t pl = strlen(path);
-	char *tmp = to_stdout ? NULL : malloc(pl + 32);
-	FILE *f = stdout;
-	int rc = EXIT_OK, bad = 0;
-	if (!to_stdout) {
-		if (!tmp) {
-			fclose(so->steps);
-			return cmd_error("cannot write plan '%s': out of memory", path);
-		}
-		snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
-		f = fopen(tmp, "wb");
-	}
-	if (!f) {
-		rc = cmd_error("cannot write plan '%s': %s", path, strerror(errno));
+	struct bp_error err = {""};
+	struct cmd_atomic a;
+	int rc = EXIT_OK;
+	if (cmd_atomic_open(&a, path, &err) < 0) {
+		rc = cmd_error("cannot write plan '%s': %s", path, err.text);
 		goto out;
 	}
-	bad = bp_plan_write_header(header, f, &err) < 0;
+	int bad = bp_plan_write_header(header, a.f, &err) < 0;
 	rewind(so->steps);
 	char buf[1 << 16];
 	size_t n;
 	while (!bad && (n = fread(buf, 1, sizeof(buf), so->steps)) > 0)
-		bad = fwrite(buf, 1, n, f) != n;
+		bad = fwrite(buf, 1, n, a.f) != n;
 	bad |= ferror(so->steps) != 0;
-	bad = bad || bp_plan_write_summary(header, f, &err) < 0;
-	bad |= fflush(f) != 0;
-	int e = errno;
-	if (!to_stdout) {
-		bad |= fclose(f) != 0;
-		if (bad || rename(tmp, path)) {
-			e = e ? e : errno;
-			unlink(tmp);
-			bad = 1;
-		}
-	}
-	if (bad)
-		rc = cmd_error("cannot write plan '%s': %s", path,
-			       err.text[0] ? err.text : strerror(e ? e : EIO));
+	bad = bad || bp_plan_write_summary(header, a.f, &err) < 0;
+	if (cmd_atomic_close(&a, path, bad, &err) < 0)
+		rc = cmd_error("cannot write plan '%s': %s", path, err.text);
 out:
 	fclose(so->steps);
 	so->steps = NULL;
-	free(tmp);
 	return rc;
 }
 

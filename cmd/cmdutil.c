@@ -199,36 +199,56 @@ int cmd_read_file(const char *path, char **buf, size_t *len, struct bp_error *er
 	return 0;
 }
 
-int cmd_write_file(const char *path, const char *data, size_t len, struct bp_error *err)
+int cmd_atomic_open(struct cmd_atomic *a, const char *path, struct bp_error *err)
 {
+	a->f = NULL;
+	a->tmp = NULL;
 	if (!strcmp(path, "-")) {
-		if (fwrite(data, 1, len, stdout) != len || fflush(stdout))
-			return bp_errorf(err, "%s", strerror(errno));
+		a->f = stdout;
 		return 0;
 	}
 	size_t pl = strlen(path);
-	char *tmp = malloc(pl + 32);
-	if (!tmp)
+	a->tmp = malloc(pl + 32);
+	if (!a->tmp)
 		return bp_errorf(err, "out of memory");
-	snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
-	FILE *f = fopen(tmp, "wb");
-	if (!f) {
+	snprintf(a->tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
+	a->f = fopen(a->tmp, "wb");
+	if (!a->f) {
 		int e = errno;
-		free(tmp);
+		free(a->tmp);
+		a->tmp = NULL;
 		return bp_errorf(err, "%s", strerror(e));
 	}
-	int bad = fwrite(data, 1, len, f) != len;
-	bad |= fflush(f) != 0;
-	int e = errno;
-	bad |= fclose(f) != 0;
-	if (bad || rename(tmp, path)) {
-		e = e ? e : errno;
-		unlink(tmp);
-		free(tmp);
-		return bp_errorf(err, "%s", strerror(e ? e : EIO));
-	}
-	free(tmp);
 	return 0;
+}
+
+int cmd_atomic_close(struct cmd_atomic *a, const char *path, int bad, struct bp_error *err)
+{
+	bad |= fflush(a->f) != 0;
+	int e = errno;
+	if (a->tmp) {
+		bad |= fclose(a->f) != 0;
+		if (bad || rename(a->tmp, path)) {
+			e = e ? e : errno;
+			unlink(a->tmp);
+			bad = 1;
+		}
+		free(a->tmp);
+	}
+	a->f = NULL;
+	a->tmp = NULL;
+	if (bad && !err->text[0]) /* a writer's own message stays */
+		bp_errorf(err, "%s", strerror(e ? e : EIO));
+	return bad ? -1 : 0;
+}
+
+int cmd_write_file(const char *path, const char *data, size_t len, struct bp_error *err)
+{
+	struct cmd_atomic a;
+	if (cmd_atomic_open(&a, path, err) < 0)
+		return -1;
+	err->text[0] = 0;
+	return cmd_atomic_close(&a, path, fwrite(data, 1, len, a.f) != len, err);
 }
 
 static const char *base_name(const char *path)

@@ -61,6 +61,17 @@ int cmd_read_file(const char *path, char **buf, size_t *len, struct bp_error *er
 /* Writes data to path atomically (a temporary file renamed into place); "-" is stdout. */
 int cmd_write_file(const char *path, const char *data, size_t len, struct bp_error *err);
 
+/* A file written whole or not at all, by a writer that streams: open gives a->f, a
+ * temporary beside path ("-": standard output); close flushes it and, unless bad, renames
+ * it into place (else removes it). close keeps a message already in err, else names the
+ * system's error. 0 or -1. */
+struct cmd_atomic {
+	FILE *f;
+	char *tmp;
+};
+int cmd_atomic_open(struct cmd_atomic *a, const char *path, struct bp_error *err);
+int cmd_atomic_close(struct cmd_atomic *a, const char *path, int bad, struct bp_error *err);
+
 /* Loads a dataset from a preset name or a file path; name gets the dataset's name and sha
  * the sha256 of the bytes read. */
 int cmd_load_dataset(const char *spec, const struct bp_read_opts *ro, struct bp_dataset *ds,

@@ -434,85 +434,7 @@ int bp_plan_write_lines(const struct bp_plan *p, FILE *f, struct bp_error *err)
 	return 0;
 }
 
-/* A plan of lines back into one object: the header with "steps" and "summary". */
-static json_t *lines_to_root(const char *text, size_t len, struct bp_error *err)
-{
-	json_t *root = NULL, *steps = json_array();
-	const char *p = text, *end = text + len;
-	int line = 0, have_summary = 0;
-	if (!steps)
-		goto oom;
-	while (p < end) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *e = nl ? nl : end;
-		line++;
-		if (e == p || (e - p == 1 && *p == '\r')) { /* only a last empty line */
-			p = nl ? nl + 1 : end;
-			if (p < end) {
-				bp_errorf(err, "line %d of the plan is empty", line);
-				goto fail;
-			}
-			break;
-		}
-		json_error_t je;
-		json_t *o = json_loadb(p, (size_t)(e - p), JSON_REJECT_DUPLICATES, &je);
-		if (!o || !json_is_object(o)) {
-			bp_errorf(err, "line %d of the plan: %s", line,
-				  o ? "not a JSON object" : je.text);
-			json_decref(o);
-			goto fail;
-		}
-		if (have_summary) {
-			json_decref(o);
-			bp_errorf(err, "line %d of the plan follows the summary line", line);
-			goto fail;
-		}
-		if (!root) {
-			root = o;
-			json_t *lay = json_object_get(root, "layout");
-			if (!json_is_string(lay) || strcmp(json_string_value(lay), "lines")) {
-				bp_errorf(err, "line 1 of the plan is not a header with \"layout\": "
-					  "\"lines\"");
-				goto fail;
-			}
-			json_object_del(root, "layout");
-		} else if (json_object_size(o) == 1 && json_object_get(o, "summary")) {
-			if (json_object_set(root, "summary", json_object_get(o, "summary")) < 0) {
-				json_decref(o);
-				goto oom;
-			}
-			json_decref(o);
-			have_summary = 1;
-		} else if (json_array_append_new(steps, o) < 0) {
-			goto oom;
-		}
-		p = nl ? nl + 1 : end;
-	}
-	if (!root) {
-		bp_errorf(err, "the plan is empty");
-		goto fail;
-	}
-	if (!have_summary) {
-		bp_errorf(err, "the plan of lines ends after %d lines without its summary line "
-			  "(a truncated file?)", line);
-		goto fail;
-	}
-	if (json_object_get(root, "steps") || json_object_set_new(root, "steps", steps) < 0) {
-		steps = NULL;
-		bp_errorf(err, "line 1 of the plan holds steps; a plan of lines has one per line");
-		goto fail;
-	}
-	return root;
-oom:
-	bp_errorf(err, "out of memory");
-fail:
-	json_decref(steps);
-	json_decref(root);
-	return NULL;
-}
-
-/* Whether text is a plan of lines: its first line is a whole JSON object by itself. */
-static int is_lines(const char *text, size_t len)
+int bp_plan_text_is_lines(const char *text, size_t len)
 {
 	const char *nl = memchr(text, '\n', len);
 	size_t n = nl ? (size_t)(nl - text) : len;
@@ -529,13 +451,32 @@ static int from_json_cb(void *out, json_t *root, struct bp_error *err)
 
 int bp_plan_parse(struct bp_plan *p, const char *text, size_t len, struct bp_error *err)
 {
-	if (!is_lines(text, len))
+	if (!bp_plan_text_is_lines(text, len))
 		return bp_json_parse_text(text, len, from_json_cb, p, err);
-	json_t *root = lines_to_root(text, len, err);
-	if (!root)
-		return -1;
-	int rc = bp_plan_from_json(p, root, err);
-	json_decref(root);
+	/* a plan of lines: the window reader (below) over the text, one window for all */
+	struct bp_plan_lines r;
+	struct bp_plan header;
+	int64_t first;
+	int rc = -1;
+	memset(&r, 0, sizeof(r));
+	bp_plan_init(&header);
+	FILE *f = fmemopen((void *)text, len, "r");
+	if (!f)
+		return bp_errorf(err, "cannot read the plan: %s", strerror(errno));
+	if (bp_plan_lines_open(&r, f, &header, err) < 0)
+		goto out;
+	int got = bp_plan_lines_window(&r, SIZE_MAX, &header, p, &first, err);
+	if (got < 0)
+		goto out;
+	if (!got) { /* no step line: the header is the plan */
+		*p = header;
+		bp_plan_init(&header);
+	}
+	rc = bp_plan_lines_summary(&r, &p->summary, err);
+out:
+	bp_plan_lines_close(&r);
+	fclose(f);
+	bp_plan_release(&header);
 	return rc;
 }
 
@@ -1377,7 +1318,10 @@ int bp_plan_lines_window(struct bp_plan_lines *r, size_t min, const struct bp_pl
 		rc = 0;
 		goto out;
 	}
-	json_t *root = window_root(r, steps, r->zero_summary, drawn ? drawn : 1);
+	/* a window that is the whole plan is the plan as written, sampling.steps included */
+	int whole = *first == 0 && r->done;
+	json_t *root = window_root(r, steps, r->zero_summary,
+				   whole ? header->nsteps_drawn : drawn ? drawn : 1);
 	if (!root) {
 		bp_errorf(err, "out of memory");
 		goto out;
@@ -1385,8 +1329,9 @@ int bp_plan_lines_window(struct bp_plan_lines *r, size_t min, const struct bp_pl
 	rc = bp_plan_from_json(w, root, err);
 	json_decref(root);
 	if (rc < 0) {
-		bp_error_prefix(err, "steps %lld to %lld", (long long)*first,
-				(long long)r->next_index - 1);
+		if (!whole)
+			bp_error_prefix(err, "steps %lld to %lld", (long long)*first,
+					(long long)r->next_index - 1);
 		goto out;
 	}
 	rc = (int)json_array_size(steps) > 0;

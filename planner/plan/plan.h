@@ -300,7 +300,11 @@ int bp_plan_lines_window(struct bp_plan_lines *r, size_t min, const struct bp_pl
 int bp_plan_lines_summary(struct bp_plan_lines *r, struct bp_summary *s, struct bp_error *err);
 void bp_plan_lines_close(struct bp_plan_lines *r);
 
-/* Reads either layout of text (len bytes): one JSON object, or a plan of lines. */
+/* Reads either layout of text (len bytes): one JSON object, or a plan of lines (read by
+ * bp_plan_lines as one window). */
 int bp_plan_parse(struct bp_plan *p, const char *text, size_t len, struct bp_error *err);
+/* Whether text is a plan of lines: its first line is a whole JSON object with "layout" (the
+ * one-object layout's first line is "{"). */
+int bp_plan_text_is_lines(const char *text, size_t len);
 
 #endif

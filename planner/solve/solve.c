@@ -568,10 +568,10 @@ int bp_plan_check(const struct bp_plan *p, const struct bp_profile *prof,
 }
 
 int bp_plan_check_lines(struct bp_plan_lines *r, const struct bp_plan *header,
-			const struct bp_profile *prof, size_t window, struct bp_error *err)
+			const struct bp_profile *prof, size_t window, struct bp_summary *file,
+			struct bp_error *err)
 {
 	struct bp_plan w, ledger;
-	struct bp_summary file;
 	size_t cap = 0;
 	double flops = 0.0;
 	int64_t first, last_id = -1;
@@ -603,7 +603,7 @@ int bp_plan_check_lines(struct bp_plan_lines *r, const struct bp_plan *header,
 			goto out;
 		}
 	}
-	if (bp_plan_lines_summary(r, &file, err) < 0)
+	if (bp_plan_lines_summary(r, file, err) < 0)
 		goto out;
 	if (ledger.nsteps < (size_t)header->nsteps_drawn) {
 		bp_errorf(err, "sampling.steps is %lld, the plan has %zu steps",
@@ -611,12 +611,12 @@ int bp_plan_check_lines(struct bp_plan_lines *r, const struct bp_plan *header,
 		goto out;
 	}
 	ledger.cluster = header->cluster;
-	ledger.summary.truncated = file.truncated;
-	ledger.summary.dropped = file.dropped;
+	ledger.summary.truncated = file->truncated;
+	ledger.summary.dropped = file->dropped;
 	if (bp_plan_summarize(&ledger, err) < 0)
 		goto out;
 	bp_plan_work_summary(&ledger, flops, prof);
-	if (compare_summary(&file, &ledger.summary, err) < 0)
+	if (compare_summary(file, &ledger.summary, err) < 0)
 		goto out;
 	rc = 0;
 out:

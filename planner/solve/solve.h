@@ -83,9 +83,11 @@ int bp_plan_check_samples(const struct bp_plan *p, const struct bp_dataset *ds,
 /* bp_plan_check over a plan of lines a window at a time (at least `window` steps, extended
  * until no delay crosses its end), so memory holds a window, not the run: each window's
  * invariants and predictions as bp_plan_check checks a plan's, document ids ascending across
- * windows, and the summary line against every step's. header: bp_plan_lines_open's. */
+ * windows, and the summary line (into *file) against every step's. header:
+ * bp_plan_lines_open's. */
 int bp_plan_check_lines(struct bp_plan_lines *r, const struct bp_plan *header,
-			const struct bp_profile *prof, size_t window, struct bp_error *err);
+			const struct bp_profile *prof, size_t window, struct bp_summary *file,
+			struct bp_error *err);
 
 /* Checks the profile's model is the plan's and readies costs for its layouts (release
  * costs after success or failure). */
