@@ -345,7 +345,10 @@ __global__ void __launch_bounds__(NTHREAD) attn_bwd_kernel(bwd_args a)
 	const int kvh = blockIdx.y;
 	const int group = a.heads / a.kv_heads;
 	int seg;
-	const int tile = find_tile(a.cu_kv, a.nseg, BN, (int64_t)gridDim.x - 1 - blockIdx.x, &seg);
+	/* Key tiles in their natural order: under the causal mask key tile j is seen by the
+	 * query tiles from j on, so the first tiles carry the most work and start first (the
+	 * forward's reversed order here left the heaviest tiles for the tail). */
+	const int tile = find_tile(a.cu_kv, a.nseg, BN, (int64_t)blockIdx.x, &seg);
 	const int64_t q_start = a.cu_q[seg], kv_start = a.cu_kv[seg];
 	const int lq = a.cu_q[seg + 1] - a.cu_q[seg], lk = a.cu_kv[seg + 1] - a.cu_kv[seg];
 	const int n0 = tile * BN;

@@ -506,7 +506,10 @@ __global__ void __launch_bounds__(NTHREAD) sp_bwd_kernel(bwd_args a)
 	const int kvh = blockIdx.y;
 	const int group = a.heads / a.kv_heads;
 	int seg;
-	const int tile = find_item(a.cu, a.nseg, BN, (int64_t)gridDim.x - 1 - blockIdx.x, &seg);
+	/* Key tiles in their natural order: under the causal mask key tile j is seen by the
+	 * query tiles from j on, so the first tiles carry the most work and start first (the
+	 * forward's reversed order here left the heaviest tiles for the tail). */
+	const int tile = find_item(a.cu, a.nseg, BN, (int64_t)blockIdx.x, &seg);
 	const int64_t start = a.cu[seg];
 	const int len = a.cu[seg + 1] - a.cu[seg];
 	const int n0 = tile * BN;

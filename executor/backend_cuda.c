@@ -1471,6 +1471,18 @@ static int start_device(struct cuda *st, const struct bp_backend_args *a, struct
 		return bp_errorf(err, "no CUDA device: cudaGetDeviceCount found none");
 	st->dev = a->local_rank >= 0 ? a->local_rank % n : 0;
 	CU(cudaSetDevice(st->dev), "cudaSetDevice");
+	/* The main and the two p2p streams allocate from the device's one default pool. With
+	 * its reuse policies on, a cudaMallocAsync on a p2p stream may take memory freed on the
+	 * main stream and make the p2p stream wait for the main stream's work: in 1F1B that work
+	 * may wait for this very receive, a hang across GPUs. Reuse across streams only where
+	 * the streams are already ordered (cudaMemPoolReuseFollowEventDependencies stays on). */
+	cudaMemPool_t pool;
+	CU(cudaDeviceGetDefaultMemPool(&pool, st->dev), "cudaDeviceGetDefaultMemPool");
+	int off = 0;
+	CU(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowOpportunistic, &off),
+	   "cudaMemPoolSetAttribute");
+	CU(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &off),
+	   "cudaMemPoolSetAttribute");
 	/* Non-blocking: the legacy default stream (synchronous copies) never waits for it. */
 	CU(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking),
 	   "cudaStreamCreateWithFlags");

@@ -372,7 +372,13 @@ static int upload_offsets(int64_t n, int64_t q, int64_t kv, struct bp_error *err
 		if (kv > 0)
 			h[n + 1 + i] = (int32_t)(i * kv);
 	}
-	cudaError_t e = cudaMemcpy(G.cu.p, h, len * sizeof(int32_t), cudaMemcpyHostToDevice);
+	/* On the kernels' stream, then waited for: a synchronous copy from pageable memory may
+	 * return before its DMA ends, and the legacy stream does not order it before the
+	 * non-blocking stream the kernels run on (they could read stale offsets). */
+	cudaError_t e = cudaMemcpyAsync(G.cu.p, h, len * sizeof(int32_t), cudaMemcpyHostToDevice,
+					G.stream);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(G.stream);
 	free(h);
 	return e != cudaSuccess ? cu_fail(err, e, "cudaMemcpy", __LINE__) : 0;
 }
@@ -684,8 +690,11 @@ static int time_coll(struct coll_ctx *c, int warmup, int reps, struct bp_meas *m
 		}
 		h[i] = ms;
 	}
-	cudaError_t e = cudaMemcpy(G.times.p, h, (size_t)reps * sizeof(float),
-				   cudaMemcpyHostToDevice);
+	/* On G.stream (see upload_offsets): the all-reduce below must read these times. */
+	cudaError_t e = cudaMemcpyAsync(G.times.p, h, (size_t)reps * sizeof(float),
+					cudaMemcpyHostToDevice, G.stream);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(G.stream);
 	ncclResult_t r = e == cudaSuccess ? ncclAllReduce(G.times.p, G.times.p, (size_t)reps,
 							  ncclFloat32, ncclMax, c->comm,
 							  G.stream) : ncclSuccess;
@@ -798,7 +807,10 @@ static int check_placement(const struct bp_prof_world *w, int rank, struct bp_er
 	char *all = bp_calloc((size_t)w->ranks, sizeof(me), err);
 	if (!all)
 		return -1;
-	cudaError_t e = cudaMemcpy(G.cin.p, me, sizeof(me), cudaMemcpyHostToDevice);
+	/* On G.stream and waited for (see upload_offsets), ahead of the gather that reads it. */
+	cudaError_t e = cudaMemcpyAsync(G.cin.p, me, sizeof(me), cudaMemcpyHostToDevice, G.stream);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(G.stream);
 	ncclResult_t r = e == cudaSuccess ? ncclAllGather(G.cin.p, G.cout.p, sizeof(me), ncclChar,
 							  G.comm, G.stream) : ncclSuccess;
 	if (e == cudaSuccess && r == ncclSuccess)
