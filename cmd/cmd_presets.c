@@ -7,6 +7,17 @@
 #include "method.h"
 #include "presets.h"
 
+/* The TP degrees of a profile's attention tables, "4,8". */
+static const char *profile_tps(const struct bp_profile *p)
+{
+	static char buf[96];
+	size_t k = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < p->nattn && k + 12 < sizeof(buf); i++)
+		k += (size_t)snprintf(buf + k, sizeof(buf) - k, "%s%d", i ? "," : "", p->attn[i].tp);
+	return buf;
+}
+
 int cmd_presets(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -18,9 +29,11 @@ int cmd_presets(int argc, char **argv)
 	int c;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (c == 'h') {
-			printf("usage: balplan presets [--names models|gpus|datasets|methods]\n\n"
-			       "Lists the built-in models, GPUs, datasets and methods; with --names,\n"
-			       "only the names of one kind, one per line (for scripts).\n\n"
+			printf("usage: balplan presets [--names "
+			       "models|gpus|datasets|profiles|methods]\n\n"
+			       "Lists the built-in models, GPUs, datasets, shipped measured profiles\n"
+			       "(--profile NAME) and methods; with --names, only the names of one\n"
+			       "kind, one per line (for scripts).\n\n"
 			       "exit status: 0 ok, 2 usage error\n");
 			return EXIT_OK;
 		}
@@ -44,12 +57,15 @@ int cmd_presets(int argc, char **argv)
 		else if (!strcmp(names, "datasets"))
 			for (size_t i = 0; i < bp_dataset_preset_count(); i++)
 				printf("%s\n", bp_dataset_preset_name(i));
+		else if (!strcmp(names, "profiles"))
+			for (size_t i = 0; i < bp_embedded_profiles_count; i++)
+				printf("%s\n", bp_embedded_profiles[i].name);
 		else if (!strcmp(names, "methods"))
 			for (size_t i = 0; i < bp_method_count(); i++)
 				printf("%s\n", bp_method_at(i)->name);
 		else
-			return cmd_usage("presets", "--names '%s' is not models, gpus, datasets or "
-					 "methods", names);
+			return cmd_usage("presets", "--names '%s' is not models, gpus, datasets, "
+					 "profiles or methods", names);
 		return EXIT_OK;
 	}
 	printf("models:\n  %-14s %7s %7s %6s %4s %4s %7s %7s\n", "name", "params", "layers",
@@ -71,6 +87,19 @@ int cmd_presets(int argc, char **argv)
 	printf("datasets:\n");
 	for (size_t i = 0; i < bp_dataset_preset_count(); i++)
 		printf("  %s\n", bp_dataset_preset_name(i));
+	printf("profiles (measured, shipped; --profile NAME):\n");
+	for (size_t i = 0; i < bp_embedded_profiles_count; i++) {
+		struct bp_profile p;
+		struct bp_error err = {{0}};
+		char sha[65];
+		bp_profile_init(&p);
+		if (cmd_load_profile(bp_embedded_profiles[i].name, &p, sha, &err) == 0)
+			printf("  %-26s %s, %s; tp %s\n", bp_embedded_profiles[i].name,
+			       p.prov.device, p.prov.date, profile_tps(&p));
+		else /* cannot happen: the build reads them (tests/cli) */
+			printf("  %-26s (unreadable: %s)\n", bp_embedded_profiles[i].name, err.text);
+		bp_profile_release(&p);
+	}
 	printf("methods:\n");
 	for (size_t i = 0; i < bp_method_count(); i++) {
 		const struct bp_method *m = bp_method_at(i);

@@ -315,11 +315,27 @@ int cmd_load_coverage(const char *path, struct bp_sb_coverage *c, struct bp_erro
 	return 0;
 }
 
+const struct bp_embedded_file *cmd_shipped_profile(const char *name)
+{
+	for (size_t i = 0; name && i < bp_embedded_profiles_count; i++)
+		if (!strcmp(bp_embedded_profiles[i].name, name))
+			return &bp_embedded_profiles[i];
+	return NULL;
+}
+
 int cmd_load_profile(const char *path, struct bp_profile *p, char sha[65],
 		     struct bp_error *err)
 {
 	char *buf = NULL;
 	size_t len = 0;
+	/* A shipped profile's name, unless a file of that name exists (the file wins). */
+	const struct bp_embedded_file *f = cmd_shipped_profile(path);
+	if (f && access(path, F_OK) != 0) {
+		bp_sha256_hex((const char *)f->data, f->len, sha);
+		if (bp_json_parse_text((const char *)f->data, f->len, profile_cb, p, err) < 0)
+			return bp_error_prefix(err, "cannot read the shipped profile '%s'", path);
+		return 0;
+	}
 	if (cmd_read_file(path, &buf, &len, err) < 0)
 		return bp_error_prefix(err, "cannot read profile '%s'", path);
 	bp_sha256_hex(buf, len, sha);
@@ -359,6 +375,8 @@ int cmd_plan_profile(const struct bp_plan *plan, const char *path, int strict,
 		     struct bp_profile *p, struct bp_error *err)
 {
 	char sha[65];
+	if (!path && cmd_shipped_profile(plan->profile))
+		path = plan->profile; /* made with a shipped profile: that one, by name */
 	if (path) {
 		if (cmd_load_profile(path, p, sha, err) < 0)
 			return -1;

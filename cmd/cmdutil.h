@@ -9,6 +9,7 @@
 
 #include "bp.h"
 #include "dataset.h"
+#include "embedded.h"
 #include "plan.h"
 #include "profile.h"
 
@@ -83,6 +84,11 @@ struct bp_sb_coverage;
 int cmd_load_coverage(const char *path, struct bp_sb_coverage *c, struct bp_error *err);
 
 /* Loads a profile file; sha gets the sha256 of its bytes. */
+/* The measured profile shipped under this name (profiler/profiles/NAME.json, embedded), or
+ * NULL. */
+const struct bp_embedded_file *cmd_shipped_profile(const char *name);
+/* Reads a profile from path ('-': standard input), or the shipped profile of that name when
+ * no such file exists; sha gets the sha256 of its bytes. */
 int cmd_load_profile(const char *path, struct bp_profile *p, char sha[65],
 		     struct bp_error *err);
 /* Makes the analytic profile solve uses for (gpu, model, scheme, max_tokens): the grid goes

@@ -18,6 +18,7 @@
 
 #include "costmodel.h"
 #include "jsonutil.h"
+#include "presets.h"
 
 #define STATE_MAGIC "# balprof-state v1 "
 
@@ -239,6 +240,15 @@ int bp_prof_tasks(const struct bp_profile *p, const struct bp_prof_world *w,
 				if (push_task(&v, &cnt, &cap, &t, err) < 0)
 					goto fail;
 			}
+		for (size_t i = 0; i < lt->n; i++)
+			for (int b = 0; b < 2; b++) {
+				t = task_at(BP_TASK_LM_HEAD, lt->tp, a, i, 0, b);
+				t.q = (int64_t)llround(lt->tokens[i]);
+				snprintf(t.key, sizeof(t.key), "lmhead tp=%d t=%lld %s", t.tp,
+					 (long long)t.q, b ? "bwd" : "fwd");
+				if (push_task(&v, &cnt, &cap, &t, err) < 0)
+					goto fail;
+			}
 	}
 	for (size_t a = 0; a < p->nattn; a++) {
 		const struct bp_attn_table *at = &p->attn[a];
@@ -251,6 +261,23 @@ int bp_prof_tasks(const struct bp_profile *p, const struct bp_prof_world *w,
 					t.q = (int64_t)llround(at->q[i]);
 					t.kv = (int64_t)llround(at->kv[j]);
 					snprintf(t.key, sizeof(t.key), "attn tp=%d q=%lld kv=%lld %s",
+						 t.tp, (long long)t.q, (long long)t.kv,
+						 b ? "bwd" : "fwd");
+					if (push_task(&v, &cnt, &cap, &t, err) < 0)
+						goto fail;
+				}
+			}
+		/* The same cells, the document alone in its launch (balprof reuses the packed
+		 * measurement where the packed launch held one copy). */
+		for (size_t i = 0; i < at->nq; i++)
+			for (size_t j = 0; j < at->nkv; j++) {
+				if (at->kv[j] < at->q[i])
+					continue;
+				for (int b = 0; b < 2; b++) {
+					t = task_at(BP_TASK_ATTN_ALONE, at->tp, a, i, j, b);
+					t.q = (int64_t)llround(at->q[i]);
+					t.kv = (int64_t)llround(at->kv[j]);
+					snprintf(t.key, sizeof(t.key), "attn1 tp=%d q=%lld kv=%lld %s",
 						 t.tp, (long long)t.q, (long long)t.kv,
 						 b ? "bwd" : "fwd");
 					if (push_task(&v, &cnt, &cap, &t, err) < 0)
@@ -467,6 +494,34 @@ int bp_prof_merge(struct bp_profile *p, const struct bp_prof_world *w,
 	*measured = *total = 0;
 	if (bp_prof_tasks(p, w, &t, &nt, err) < 0)
 		return -1;
+	/* The optional tables, NaN until measured (filled from their defaults below). */
+	for (size_t a = 0; a < p->nattn; a++) {
+		struct bp_attn_table *at = &p->attn[a];
+		size_t nc = at->nq * at->nkv;
+		free(at->fwd_alone);
+		free(at->bwd_alone);
+		at->fwd_alone = bp_calloc(nc, sizeof(double), err);
+		at->bwd_alone = bp_calloc(nc, sizeof(double), err);
+		if (!at->fwd_alone || !at->bwd_alone) {
+			free(t);
+			return -1;
+		}
+		for (size_t c = 0; c < nc; c++)
+			at->fwd_alone[c] = at->bwd_alone[c] = NAN;
+	}
+	for (size_t a = 0; a < p->nlinear; a++) {
+		struct bp_linear_table *lt = &p->linear[a];
+		free(lt->lm_fwd);
+		free(lt->lm_bwd);
+		lt->lm_fwd = bp_calloc(lt->n, sizeof(double), err);
+		lt->lm_bwd = bp_calloc(lt->n, sizeof(double), err);
+		if (!lt->lm_fwd || !lt->lm_bwd) {
+			free(t);
+			return -1;
+		}
+		for (size_t c = 0; c < lt->n; c++)
+			lt->lm_fwd[c] = lt->lm_bwd[c] = NAN;
+	}
 	for (size_t k = 0; k < nt; k++) {
 		const struct bp_meas *m = bp_state_find(s, t[k].key);
 		(*total)++;
@@ -494,6 +549,13 @@ int bp_prof_merge(struct bp_profile *p, const struct bp_prof_world *w,
 		} else if (t[k].kind == BP_TASK_SPARSE) {
 			struct bp_sparse_table *st = &p->sparse[t[k].table];
 			(t[k].bwd ? st->bwd : st->fwd)[t[k].i * st->nk + t[k].j] = m->median;
+		} else if (t[k].kind == BP_TASK_LM_HEAD) {
+			struct bp_linear_table *lt = &p->linear[t[k].table];
+			(t[k].bwd ? lt->lm_bwd : lt->lm_fwd)[t[k].i] = m->median;
+		} else if (t[k].kind == BP_TASK_ATTN_ALONE) {
+			struct bp_attn_table *at = &p->attn[t[k].table];
+			(t[k].bwd ? at->bwd_alone : at->fwd_alone)[t[k].i * at->nkv + t[k].j] =
+				m->median;
 		} else {
 			struct bp_attn_table *at = &p->attn[t[k].table];
 			(t[k].bwd ? at->bwd : at->fwd)[t[k].i * at->nkv + t[k].j] = m->median;
@@ -504,8 +566,13 @@ int bp_prof_merge(struct bp_profile *p, const struct bp_prof_world *w,
 	 * tables whose cells were measured: an analytic table is monotone already. */
 	for (size_t a = 0; a < p->nattn; a++) {
 		struct bp_attn_table *at = &p->attn[a];
-		for (int b = 0; b < 2; b++) {
-			double *v = b ? at->bwd : at->fwd;
+		for (int b = 0; b < 4; b++) {
+			double *v = b == 0 ? at->fwd : b == 1 ? at->bwd : b == 2 ? at->fwd_alone
+										 : at->bwd_alone;
+			/* an alone cell not measured: the packed one (merged above) */
+			for (size_t c = 0; b >= 2 && c < at->nq * at->nkv; c++)
+				if (isnan(v[c]))
+					v[c] = (b == 2 ? at->fwd : at->bwd)[c];
 			for (size_t i = 0; i < at->nq; i++) {
 				size_t jq = at->nkv;
 				for (size_t j = 0; j < at->nkv; j++)
@@ -525,10 +592,22 @@ int bp_prof_merge(struct bp_profile *p, const struct bp_prof_world *w,
 		monotone2(st->fwd, st->nx, st->nk);
 		monotone2(st->bwd, st->nx, st->nk);
 	}
+	/* The LM head not measured: lm_ratio x the layer's GEMMs, as the cost model prices it
+	 * without a curve (costmodel.c bp_cost_lm_head). */
+	int64_t lp = bp_model_layer_params(&p->model);
+	double lmr = lp > 0 ? (double)p->model.hidden * (double)p->model.vocab / (double)lp : 0.0;
 	for (size_t a = 0; a < p->nlinear; a++) {
 		struct bp_linear_table *lt = &p->linear[a];
 		monotone2(lt->fwd, 1, lt->n);
 		monotone2(lt->bwd, 1, lt->n);
+		for (size_t c = 0; c < lt->n; c++) {
+			if (isnan(lt->lm_fwd[c]))
+				lt->lm_fwd[c] = lmr * lt->fwd[c];
+			if (isnan(lt->lm_bwd[c]))
+				lt->lm_bwd[c] = lmr * lt->bwd[c];
+		}
+		monotone2(lt->lm_fwd, 1, lt->n);
+		monotone2(lt->lm_bwd, 1, lt->n);
 	}
 	for (size_t a = 0; a < p->ncoll; a++)
 		monotone2(p->coll[a].us, 1, p->coll[a].n);

@@ -52,7 +52,7 @@ int bp_prof_group(const struct bp_prof_world *w, int inter, int r, int *nodes, i
 
 /* One measurement: a cell of a table, forward or backward. */
 enum bp_task_kind { BP_TASK_MEMORY, BP_TASK_COLL, BP_TASK_LINEAR, BP_TASK_ATTN,
-		    BP_TASK_SPARSE };
+		    BP_TASK_SPARSE, BP_TASK_ATTN_ALONE, BP_TASK_LM_HEAD };
 struct bp_task {
 	enum bp_task_kind kind;
 	int tp;
@@ -65,6 +65,8 @@ struct bp_task {
 	int block, budget;  /* sparse: MoBA block B and budget k in blocks */
 	int op, inter, ranks, gnodes, gper; /* coll: enum bp_coll_op, placement, group */
 	char key[BP_PROF_KEY]; /* "attn tp=8 q=128 kv=256 fwd", "linear tp=8 t=4096 bwd",
+				  "attn1 tp=8 q=128 kv=256 fwd" (alone in its launch),
+				  "lmhead tp=8 t=4096 fwd",
 				  "sparse tp=8 block=256 x=32768 k=8 fwd",
 				  "coll all_reduce intra r=8 b=1024", "memory reserved" */
 };
@@ -72,8 +74,10 @@ struct bp_task {
 /* The cells of skeleton p that world w (NULL: one process) measures, in run order: memory
  * first; then the collective tables w can form (bp_prof_group; none for one process), per
  * table every size ascending; then per TP degree the linear table (forward, backward per
- * token count), then the attention grid (forward and backward per cell with kv >= q; cells
- * kv < q are copies of kv = q and not measured), rows by q ascending; then every sparse
+ * token count) and the LM head at the same token counts, then the attention grid (forward
+ * and backward per cell with kv >= q; cells kv < q are copies of kv = q and not measured),
+ * rows by q ascending, then the same cells alone in a launch (fwd_alone, bwd_alone); then
+ * every sparse
  * table in p->sparse order (by tp, block), every (x, k) cell, forward then backward, x
  * ascending, then k ascending (M[x,k], specs/sparsebalance.md sec. 11.1). *out is the
  * caller's to free(). Returns 0 or -1 with err. */
@@ -105,8 +109,10 @@ void bp_state_release(struct bp_state *s);
  * mixed into a profile. 2: the sparse cells exist, a forward includes the selection and a
  * backward re-runs it before the gradients (what balexec's CUDA backend runs); and the
  * skeleton's sparse grid (x, k, block) is in the keys. State files without "cells=" (1:
- * before the sparse cells) are refused. */
-#define BP_PROF_CELLS 2
+ * before the sparse cells) are refused. 3: a packed attention or sparse cell runs as many
+ * copies as fill the GPU, its work uncapped (2 capped it, leaving mid-length documents alone
+ * in their launch); the alone cells and the LM head exist. */
+#define BP_PROF_CELLS 3
 
 /* The signature of a run: what decides the grid and the meaning of the cells (the cells
  * version BP_PROF_CELLS, gpu, model, schemes, max-len, reps, warm-ups, the world's ranks and
@@ -134,7 +140,9 @@ void bp_prof_stats(double *v, size_t n, double *median, double *min, double *max
 
 /* Replaces every cell of skeleton p that s has with its median (the cells of
  * bp_prof_tasks(p, w)): attention (cells kv < q copy kv = q), sparse attention, linear,
- * collectives, memory.reserved_bytes. Then makes each table non-decreasing along every axis
+ * collectives, memory.reserved_bytes; and gives every attention table fwd_alone/bwd_alone
+ * and every linear table its LM head curve (a cell s lacks: the packed cell's value, and
+ * lm_ratio x the layer's GEMMs, as the cost model prices them without). Then makes each table non-decreasing along every axis
  * (sparse: along x and along k) by a running maximum (timing noise between neighbouring
  * cells would otherwise fail the reader's monotonicity check; the state file keeps the raw
  * medians). Cells s lacks keep their analytic values (raised only where the running

@@ -351,7 +351,8 @@ static int read_schemes(struct bp_profile *p, json_t *root, struct bp_error *err
 
 static int read_attention(struct bp_profile *p, json_t *root, struct bp_error *err)
 {
-	static const char *const keys[] = {"tp", "q", "kv", "fwd", "bwd", NULL};
+	static const char *const keys[] = {"tp", "q", "kv", "fwd", "bwd", "fwd_alone",
+					   "bwd_alone", NULL};
 	json_t *a = bp_json_get_array(root, "attention", "profile", err);
 	if (!a)
 		return -1;
@@ -374,6 +375,15 @@ static int read_attention(struct bp_profile *p, json_t *root, struct bp_error *e
 		    read_matrix(o, "fwd", t->nq, t->nkv, "q", "kv", &t->fwd, w, err) < 0 ||
 		    read_matrix(o, "bwd", t->nq, t->nkv, "q", "kv", &t->bwd, w, err) < 0)
 			return -1;
+		int ha = json_object_get(o, "fwd_alone") != NULL;
+		if (ha != (json_object_get(o, "bwd_alone") != NULL))
+			return bp_errorf(err, "%s has one of fwd_alone and bwd_alone: both or neither",
+					 w);
+		if (ha && (read_matrix(o, "fwd_alone", t->nq, t->nkv, "q", "kv", &t->fwd_alone, w,
+				       err) < 0 ||
+			   read_matrix(o, "bwd_alone", t->nq, t->nkv, "q", "kv", &t->bwd_alone, w,
+				       err) < 0))
+			return -1;
 	}
 	qsort(p->attn, n, sizeof(*p->attn), cmp_attn);
 	for (size_t i = 1; i < n; i++)
@@ -385,7 +395,8 @@ static int read_attention(struct bp_profile *p, json_t *root, struct bp_error *e
 
 static int read_linear(struct bp_profile *p, json_t *root, struct bp_error *err)
 {
-	static const char *const keys[] = {"tp", "tokens", "fwd", "bwd", NULL};
+	static const char *const keys[] = {"tp", "tokens", "fwd", "bwd", "lm_head_fwd",
+					   "lm_head_bwd", NULL};
 	json_t *a = bp_json_get_array(root, "linear", "profile", err);
 	if (!a)
 		return -1;
@@ -406,6 +417,13 @@ static int read_linear(struct bp_profile *p, json_t *root, struct bp_error *err)
 		if (read_axis(o, "tokens", 1, &t->tokens, &t->n, w, err) < 0 ||
 		    read_curve(o, "fwd", t->n, "token count", &t->fwd, w, err) < 0 ||
 		    read_curve(o, "bwd", t->n, "token count", &t->bwd, w, err) < 0)
+			return -1;
+		int hl = json_object_get(o, "lm_head_fwd") != NULL;
+		if (hl != (json_object_get(o, "lm_head_bwd") != NULL))
+			return bp_errorf(err, "%s has one of lm_head_fwd and lm_head_bwd: both or "
+					 "neither", w);
+		if (hl && (read_curve(o, "lm_head_fwd", t->n, "token count", &t->lm_fwd, w, err) < 0 ||
+			   read_curve(o, "lm_head_bwd", t->n, "token count", &t->lm_bwd, w, err) < 0))
 			return -1;
 	}
 	qsort(p->linear, n, sizeof(*p->linear), cmp_linear);
@@ -669,6 +687,10 @@ static json_t *attn_to_json(const struct bp_attn_table *t)
 	bp_json_set(o, "kv", bp_json_real_array(t->kv, t->nkv), &ok);
 	bp_json_set(o, "fwd", matrix_to_json(t->fwd, t->nq, t->nkv), &ok);
 	bp_json_set(o, "bwd", matrix_to_json(t->bwd, t->nq, t->nkv), &ok);
+	if (t->fwd_alone && t->bwd_alone) {
+		bp_json_set(o, "fwd_alone", matrix_to_json(t->fwd_alone, t->nq, t->nkv), &ok);
+		bp_json_set(o, "bwd_alone", matrix_to_json(t->bwd_alone, t->nq, t->nkv), &ok);
+	}
 	if (!ok) {
 		json_decref(o);
 		return NULL;
@@ -684,6 +706,10 @@ static json_t *linear_to_json(const struct bp_linear_table *t)
 	bp_json_set(o, "tokens", bp_json_real_array(t->tokens, t->n), &ok);
 	bp_json_set(o, "fwd", bp_json_real_array(t->fwd, t->n), &ok);
 	bp_json_set(o, "bwd", bp_json_real_array(t->bwd, t->n), &ok);
+	if (t->lm_fwd && t->lm_bwd) {
+		bp_json_set(o, "lm_head_fwd", bp_json_real_array(t->lm_fwd, t->n), &ok);
+		bp_json_set(o, "lm_head_bwd", bp_json_real_array(t->lm_bwd, t->n), &ok);
+	}
 	if (!ok) {
 		json_decref(o);
 		return NULL;

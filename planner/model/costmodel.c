@@ -84,13 +84,12 @@ static double grid_value(const struct bp_attn_table *t, const double *v, double 
 	return (1 - tq) * ((1 - tk) * v00 + tk * v01) + tq * ((1 - tk) * v10 + tk * v11);
 }
 
-double bp_cost_attn(const struct bp_attn_table *t, double q, double kv, int bwd)
+static double attn_value(const struct bp_attn_table *t, const double *v, double q, double kv)
 {
 	if (q <= 0)
 		return 0.0;
 	if (kv < q)
 		kv = q;
-	const double *v = bwd ? t->bwd : t->fwd;
 	double qmin = t->q[0], qmax = t->q[t->nq - 1];
 	double kmin = t->kv[0], kmax = t->kv[t->nkv - 1];
 	/* Below the grid: the smallest cell (tile padding makes small inputs cost the same). */
@@ -104,6 +103,31 @@ double bp_cost_attn(const struct bp_attn_table *t, double q, double kv, int bwd)
 		kg = qg;
 	double base = grid_value(t, v, qg, kg);
 	return base * causal_work(qc, kc) / causal_work(qg, kg);
+}
+
+double bp_cost_attn(const struct bp_attn_table *t, double q, double kv, int bwd)
+{
+	return attn_value(t, bwd ? t->bwd : t->fwd, q, kv);
+}
+
+double bp_cost_attn_alone(const struct bp_attn_table *t, double q, double kv, int bwd)
+{
+	if (!t->fwd_alone || !t->bwd_alone)
+		return 0.0;
+	return attn_value(t, bwd ? t->bwd_alone : t->fwd_alone, q, kv);
+}
+
+double bp_cost_attn_launch(const struct bp_attn_table *t, const int64_t (*seg)[2], size_t n,
+			   int bwd)
+{
+	double sum = 0.0, alone = 0.0;
+	for (size_t i = 0; i < n; i++) {
+		sum += bp_cost_attn(t, (double)seg[i][0], (double)seg[i][1], bwd);
+		double a = bp_cost_attn_alone(t, (double)seg[i][0], (double)seg[i][1], bwd);
+		if (a > alone)
+			alone = a;
+	}
+	return sum > alone ? sum : alone;
 }
 
 static double curve_value(const double *x, const double *y, size_t n, double at)
@@ -120,6 +144,16 @@ double bp_cost_linear(const struct bp_linear_table *t, double tokens, int bwd)
 	if (tokens <= 0)
 		return 0.0;
 	return curve_value(t->tokens, bwd ? t->bwd : t->fwd, t->n, tokens);
+}
+
+double bp_cost_lm_head(const struct bp_costmodel *cm, double tokens, int bwd)
+{
+	const struct bp_linear_table *t = cm->linear;
+	if (tokens <= 0)
+		return 0.0;
+	if (t->lm_fwd && t->lm_bwd)
+		return curve_value(t->tokens, bwd ? t->lm_bwd : t->lm_fwd, t->n, tokens);
+	return cm->lm_ratio * bp_cost_linear(t, tokens, bwd);
 }
 
 static double ring_factor(int n)
@@ -471,9 +505,8 @@ size_t bp_shard_ranges(const struct bp_span *spans, size_t n, enum bp_shard mode
 static void rank_layer(const struct bp_costmodel *cm, int64_t (*seg)[2], size_t nseg,
 		       int64_t tokens, int bwd, int attn_here, double part[3])
 {
-	double attn = 0.0;
-	for (size_t i = 0; attn_here && i < nseg; i++)
-		attn += bp_cost_attn(cm->attn, (double)seg[i][0], (double)seg[i][1], bwd);
+	double attn = attn_here ? bp_cost_attn_launch(cm->attn, (const int64_t(*)[2])seg, nseg,
+						       bwd) : 0.0;
 	double lin = bp_cost_linear(cm->linear, (double)tokens, bwd);
 	double tpc = 0.0;
 	if (cm->sc.tp > 1) /* two all-reduces of the layer's activations (Megatron TP) */
@@ -518,7 +551,6 @@ static int bp_cost_mb_sparse(const struct bp_costmodel *cm, const struct bp_mb_d
 	int64_t tokens = 0;
 	for (size_t i = 0; i < d->n; i++)
 		tokens += d->spans[i].len;
-	double lmr = cm->lm_ratio;
 	int layer = 0;
 	for (int s = 0; s < cm->sc.pp; s++) {
 		double a[2] = {0, 0}, part[2][3];
@@ -531,7 +563,7 @@ static int bp_cost_mb_sparse(const struct bp_costmodel *cm, const struct bp_mb_d
 		for (int b = 0; b < 2; b++) {
 			rank_layer(cm, NULL, 0, tokens, b, 0, part[b]);
 			double L = cm->stage_layers[s];
-			double lm = last ? lmr * bp_cost_linear(cm->linear, (double)tokens, b) : 0.0;
+			double lm = last ? bp_cost_lm_head(cm, (double)tokens, b) : 0.0;
 			double v = a[b] + L * (part[b][1] + part[b][2]) + lm;
 			struct bp_mb_part q = {a[b], L * part[b][1], L * part[b][2], 0.0, lm};
 			if (b) {
@@ -565,7 +597,6 @@ int bp_cost_mb(const struct bp_costmodel *cm, const struct bp_mb_desc *d, double
 	double worst_f = 0.0, worst_b = 0.0, worst_lm_f = 0.0, worst_lm_b = 0.0;
 	double wf[3] = {0, 0, 0}, wb[3] = {0, 0, 0};
 	int64_t max_tokens = 0;
-	double lmr = cm->lm_ratio;
 	/* Ulysses: every rank attends over the whole documents with cp-th of the heads */
 	int ulysses = d->shard == BP_SHARD_ULYSSES && cp > 1 && attn_here;
 	double ua[2] = {0.0, 0.0};
@@ -598,8 +629,8 @@ int bp_cost_mb(const struct bp_costmodel *cm, const struct bp_mb_desc *d, double
 			worst_b = bw;
 			memcpy(wb, b, sizeof(wb));
 		}
-		double lf = lmr * bp_cost_linear(cm->linear, (double)tokens, 0);
-		double lb = lmr * bp_cost_linear(cm->linear, (double)tokens, 1);
+		double lf = bp_cost_lm_head(cm, (double)tokens, 0);
+		double lb = bp_cost_lm_head(cm, (double)tokens, 1);
 		if (lf > worst_lm_f)
 			worst_lm_f = lf;
 		if (lb > worst_lm_b)

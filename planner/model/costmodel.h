@@ -118,7 +118,18 @@ size_t bp_bracket(const double *axis, size_t n, double x);
 
 /* Table lookups (us per layer). q, kv in tokens (kv is clamped to >= q), bytes >= 0. */
 double bp_cost_attn(const struct bp_attn_table *t, double q, double kv, int bwd);
+/* The segment alone in a launch (the table's fwd_alone / bwd_alone); 0 when the table has
+ * none (analytic profiles). */
+double bp_cost_attn_alone(const struct bp_attn_table *t, double q, double kv, int bwd);
+/* One varlen launch over n (q, kv) segments: the sum of their packed costs, but at least
+ * the longest-running segment alone (its chain of tiles is the critical path when the
+ * others cannot fill the GPU beside it); the plain sum without alone tables. */
+double bp_cost_attn_launch(const struct bp_attn_table *t, const int64_t (*seg)[2], size_t n,
+			   int bwd);
 double bp_cost_linear(const struct bp_linear_table *t, double tokens, int bwd);
+/* The LM head over tokens (us, one pass): the linear table's lm_head curve when measured,
+ * else lm_ratio x a layer's GEMMs. */
+double bp_cost_lm_head(const struct bp_costmodel *cm, double tokens, int bwd);
 double bp_cost_coll(const struct bp_profile *p, enum bp_coll_op op, int ranks, int inter,
 		    double bytes);
 

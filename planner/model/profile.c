@@ -46,11 +46,15 @@ void bp_profile_release(struct bp_profile *p)
 		free(p->attn[i].kv);
 		free(p->attn[i].fwd);
 		free(p->attn[i].bwd);
+		free(p->attn[i].fwd_alone);
+		free(p->attn[i].bwd_alone);
 	}
 	for (size_t i = 0; i < p->nlinear; i++) {
 		free(p->linear[i].tokens);
 		free(p->linear[i].fwd);
 		free(p->linear[i].bwd);
+		free(p->linear[i].lm_fwd);
+		free(p->linear[i].lm_bwd);
 	}
 	for (size_t i = 0; i < p->nsparse; i++) {
 		free(p->sparse[i].x);

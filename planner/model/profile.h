@@ -55,6 +55,12 @@ struct bp_attn_table {
 	size_t nq, nkv;
 	double *q, *kv;     /* strictly increasing grid axes, tokens; owned */
 	double *fwd, *bwd;  /* [iq * nkv + ikv], us per layer; owned */
+	/* Optional, both or neither (measured profiles): the cell's document alone in a
+	 * launch, us per layer. fwd/bwd price a document packed among others, the launch full
+	 * (profiler/README.md "Caveat"); a document alone cannot fill the GPU when its
+	 * longest chain of tiles is the critical path, so a micro-batch's attention costs at
+	 * least its longest document alone (bp_cost_attn_mb). NULL: not measured. */
+	double *fwd_alone, *bwd_alone;
 };
 
 /* Block-sparse attention of one causal document of x tokens (q = kv = x), MoBA top-k block
@@ -74,6 +80,10 @@ struct bp_linear_table {
 	size_t n;
 	double *tokens;     /* strictly increasing; owned */
 	double *fwd, *bwd;  /* us per layer; owned */
+	/* Optional, both or neither (measured profiles): the LM head's GEMMs over that many
+	 * tokens, us. NULL: priced as a layer's GEMMs scaled by hidden x vocab over the
+	 * layer's parameters (costmodel.c lm_head_ratio). */
+	double *lm_fwd, *lm_bwd;
 };
 
 struct bp_coll_table {

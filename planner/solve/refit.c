@@ -155,11 +155,19 @@ int bp_refit_profile(const struct bp_profile *in, const struct bp_refit *f,
 		struct bp_attn_table *t = &tmp.attn[i];
 		scale(t->fwd, t->nq * t->nkv, f->alpha);
 		scale(t->bwd, t->nq * t->nkv, f->alpha);
+		if (t->fwd_alone) {
+			scale(t->fwd_alone, t->nq * t->nkv, f->alpha);
+			scale(t->bwd_alone, t->nq * t->nkv, f->alpha);
+		}
 	}
 	for (size_t i = 0; i < tmp.nlinear; i++) {
 		struct bp_linear_table *t = &tmp.linear[i];
 		scale(t->fwd, t->n, f->beta);
 		scale(t->bwd, t->n, f->beta);
+		if (t->lm_fwd) {
+			scale(t->lm_fwd, t->n, f->beta);
+			scale(t->lm_bwd, t->n, f->beta);
+		}
 	}
 	char name[sizeof(tmp.name)];
 	if (!strncmp(in->name, "refit-", 6))

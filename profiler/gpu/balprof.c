@@ -10,7 +10,10 @@
  *   tokens that are the last q positions of a causal kv-token prefix). A cell is a document
  *   inside a packed varlen launch, not a launch of its own (profiler/README.md "Caveat"):
  *   small cells run as n copies in one launch, n sized to fill the GPU, and the time is
- *   divided by n, so the launch is amortised as in a packed micro-batch;
+ *   divided by n, so the launch is amortised as in a packed micro-batch; and each cell
+ *   again alone in its launch (fwd_alone / bwd_alone: a micro-batch costs at least its
+ *   longest document alone, costmodel.h bp_cost_attn_launch), reusing the packed
+ *   measurement where that launch held one copy;
  * - sparse attention: balexec's block-sparse MoBA top-k kernels (executor/attn_sparse.h) per
  *   TP degree and block B at every (x, k) cell of M[x,k] (SparseBalance Sec. IV-B Eq. 10,
  *   specs/sparsebalance.md sec. 11.1): one causal document of x tokens at budget k blocks,
@@ -18,7 +21,8 @@
  *   backward runs the selection again before the gradients, as balexec's CUDA backend does;
  * - linear: one layer's GEMMs at each token count through cublasGemmEx (bf16 in and out,
  *   fp32 accumulation): forward QKV, O, FFN in (gate and up fused), FFN out; backward the
- *   two GEMMs (data and weight gradient) of each, as backend_cuda.c runs them;
+ *   two GEMMs (data and weight gradient) of each, as backend_cuda.c runs them; and the LM
+ *   head at the same token counts (lm_head_fwd / lm_head_bwd), in backend_cuda.c's chunks;
  * - memory: reserved_bytes = total - free device memory after the CUDA context, cuBLAS with
  *   its workspace and an NCCL communicator exist; hbm_bytes the device's total.
  * Kept analytic, and said so in the provenance: the collective tables (one process has no
@@ -57,7 +61,6 @@
 #define FILL_CHUNK (256 * 1024)      /* bytes of seeded values uploaded, then replicated */
 #define BLAS_WORKSPACE (32u << 20)   /* cuBLAS workspace, as backend_cuda.c */
 #define TARGET_BLOCKS 2048           /* CTAs per attention launch worth amortising over */
-#define TARGET_PAIRS 4e8             /* query-key pairs x heads per launch at most (~2 ms) */
 #define COPY_BYTES (12.0 * (1 << 30)) /* device bytes the copies of a cell may use */
 #define LONG_RUN_MS 200.0            /* a run this long: fewer reps (below) */
 #define LONG_CELL_MS 2000.0          /* timed milliseconds per long cell at most */
@@ -77,6 +80,8 @@ struct gpu {
 	struct dbuf q, k, v, o, dout, dq, dk, dv, lse, ws, cu;
 	/* linear */
 	struct dbuf w_qkv, w_o, w_up, w_down, dw, x, qkv, ao, y, dy, dx, dob, u;
+	/* the LM head */
+	struct dbuf w_lm, dw_lm, lm;
 	/* collectives */
 	struct dbuf cin, cout, times;
 	uint16_t *fill;
@@ -84,7 +89,7 @@ struct gpu {
 };
 
 struct dims { /* one TP rank's share of the model, as backend_cuda.c model_dims */
-	int64_t h, hl, kvl, hd, nq, nkv, nqkv, fl, nup;
+	int64_t h, hl, kvl, hd, nq, nkv, nqkv, fl, nup, vl;
 };
 
 static struct gpu G;
@@ -190,7 +195,7 @@ static void free_attn_bufs(void)
 static void free_linear_bufs(void)
 {
 	struct dbuf *all[] = {&G.w_qkv, &G.w_o, &G.w_up, &G.w_down, &G.dw, &G.x, &G.qkv, &G.ao,
-			      &G.y, &G.dy, &G.dx, &G.dob, &G.u};
+			      &G.y, &G.dy, &G.dx, &G.dob, &G.u, &G.w_lm, &G.dw_lm, &G.lm};
 	for (size_t i = 0; i < BP_ARRAY_LEN(all); i++)
 		dfree(all[i]);
 }
@@ -303,6 +308,7 @@ static void model_dims(const struct bp_model *m, int tp, struct dims *d)
 	d->nqkv = d->nq + 2 * d->nkv;
 	d->fl = (m->ffn + tp - 1) / tp;
 	d->nup = (m->gated ? 2 : 1) * d->fl;
+	d->vl = (m->vocab + tp - 1) / tp;
 }
 
 struct attn_ctx {
@@ -322,16 +328,18 @@ static int attn_run(void *p, struct bp_error *err)
 }
 
 /* How many copies of the document (q, kv) one launch runs: enough CTAs for TARGET_BLOCKS,
- * no more than TARGET_PAIRS of work and COPY_BYTES of memory; at least one. */
+ * no more than COPY_BYTES of memory; at least one. No cap on the work: a cap (cells 2 had
+ * one, 4e8 pairs) left mid-length documents alone in their launch, and a document that
+ * cannot fill the GPU alone is slower per copy than packed (on the H100, 2026-11-26: a
+ * qwen2.5-0.5b backward of 6,144 tokens ran 2.2x its packed rate), which then priced every
+ * packed micro-batch of such documents as if each ran alone (profiler/README.md
+ * "Packed and alone"). */
 static int64_t attn_copies(const struct dims *d, int64_t q, int64_t kv, int bwd)
 {
 	double blocks = bwd ? (double)((kv + 63) / 64 * d->kvl) : (double)((q + 63) / 64 * d->hl);
-	double pairs = ((double)q * (double)kv - (double)q * (double)(q - 1) / 2) * (double)d->hl;
 	double bytes = (double)q * (double)d->nq * 2 * 5 + (double)q * (double)d->hl * 8 +
 		       (double)q * (double)d->nq * 4 + (double)kv * (double)d->nkv * 2 * 4;
 	double n = ceil(TARGET_BLOCKS / blocks);
-	if (n > floor(TARGET_PAIRS / pairs))
-		n = floor(TARGET_PAIRS / pairs);
 	if (n > floor(COPY_BYTES / bytes))
 		n = floor(COPY_BYTES / bytes);
 	if (n > 1 << 16)
@@ -383,13 +391,15 @@ static int upload_offsets(int64_t n, int64_t q, int64_t kv, struct bp_error *err
 	return e != cudaSuccess ? cu_fail(err, e, "cudaMemcpy", __LINE__) : 0;
 }
 
-static int measure_attn(const struct bp_model *m, const struct bp_task *t, int warmup,
-			int reps, struct bp_meas *out, struct bp_error *err)
+/* A cell of the attention grid: packed (n copies per launch, time / n) or, alone, the one
+ * document in its launch (fwd_alone / bwd_alone: the latency when nothing runs beside it). */
+static int measure_attn(const struct bp_model *m, const struct bp_task *t, int alone,
+			int warmup, int reps, struct bp_meas *out, struct bp_error *err)
 {
 	struct dims d;
 	struct attn_ctx c;
 	model_dims(m, t->tp, &d);
-	int64_t n = attn_copies(&d, t->q, t->kv, t->bwd);
+	int64_t n = alone ? 1 : attn_copies(&d, t->q, t->kv, t->bwd);
 	if (n * t->kv > INT32_MAX)
 		n = INT32_MAX / t->kv;
 	memset(&c, 0, sizeof(c));
@@ -462,21 +472,17 @@ static void sparse_shape(const struct dims *d, const struct bp_task *t, int64_t 
 
 /* How many copies of the document one launch runs, as attn_copies: enough CTAs for
  * TARGET_BLOCKS (forward and selection: one per query tile and head; backward: one per key
- * tile and kv head), no more than TARGET_PAIRS of work (MoBA's pairs, bp_moba_pairs) and
- * COPY_BYTES of memory (inputs, outputs, gradients and the workspace); at least one. */
+ * tile and kv head), no more than COPY_BYTES of memory (inputs, outputs, gradients and the
+ * workspace); at least one. */
 static int64_t sparse_copies(const struct dims *d, const struct bp_task *t)
 {
 	struct bp_sparse_shape one;
 	double x = (double)t->q, tiles = ceil(x / 64);
 	double blocks = t->bwd ? tiles * (double)d->kvl : tiles * (double)d->hl;
-	double dense = x * (x + 1) / 2, pairs = bp_moba_pairs(x, t->block, t->budget);
 	sparse_shape(d, t, 1, &one);
-	pairs = (pairs < dense ? pairs : dense) * (double)d->hl;
 	double bytes = x * (double)d->nq * 2 * 4 + x * (double)d->hl * 4 +
 		       x * (double)d->nkv * 2 * 4 + (double)bp_sparse_workspace(&one);
 	double n = ceil(TARGET_BLOCKS / blocks);
-	if (pairs > 0 && n > floor(TARGET_PAIRS / pairs))
-		n = floor(TARGET_PAIRS / pairs);
 	if (n > floor(COPY_BYTES / bytes))
 		n = floor(COPY_BYTES / bytes);
 	if (n > 1 << 16)
@@ -596,6 +602,47 @@ static int measure_linear(const struct bp_model *m, const struct bp_task *t, int
 	    ensure(&G.u, tt * nup * 2, FILL_BF16, err) < 0)
 		return -1;
 	return time_runs(lin_run, &c, warmup, reps, 1.0, out, err);
+}
+
+/* The LM head as backend_cuda.c lm_head runs it: rows in chunks of LM_CHUNK (the logits of
+ * a long micro-batch would not fit at once), forward the logits GEMM, backward its data and
+ * weight gradients. */
+#define LM_CHUNK 2048
+static int lm_run(void *p, struct bp_error *err)
+{
+	struct lin_ctx *c = p;
+	const struct dims *d = &c->d;
+	for (int64_t r0 = 0; r0 < c->t; r0 += LM_CHUNK) {
+		int64_t n = c->t - r0 < LM_CHUNK ? c->t - r0 : LM_CHUNK;
+		char *x = (char *)G.x.p + (size_t)r0 * (size_t)d->h * 2;
+		char *dx = (char *)G.dx.p + (size_t)r0 * (size_t)d->h * 2;
+		if (!c->bwd) {
+			if (gemm(0, 0, n, d->vl, d->h, x, G.w_lm.p, G.lm.p, err) < 0)
+				return -1;
+		} else if (gemm(0, 1, n, d->h, d->vl, G.lm.p, G.w_lm.p, dx, err) < 0 ||
+			   gemm(1, 0, d->h, d->vl, n, x, G.lm.p, G.dw_lm.p, err) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int measure_lm_head(const struct bp_model *m, const struct bp_task *t, int warmup,
+			   int reps, struct bp_meas *out, struct bp_error *err)
+{
+	struct lin_ctx c;
+	model_dims(m, t->tp, &c.d);
+	c.t = t->q;
+	c.bwd = t->bwd;
+	size_t tt = (size_t)c.t, h = (size_t)c.d.h, vl = (size_t)c.d.vl;
+	size_t rows = tt < LM_CHUNK ? tt : LM_CHUNK;
+	if (ensure(&G.w_lm, h * vl * 2, FILL_BF16, err) < 0 ||
+	    ensure(&G.dw_lm, h * vl * 2, FILL_NONE, err) < 0 ||
+	    ensure(&G.lm, rows * vl * 2, FILL_BF16, err) < 0 ||
+	    ensure(&G.x, tt * h * 2, FILL_BF16, err) < 0 ||
+	    ensure(&G.dx, tt * h * 2, FILL_NONE, err) < 0)
+		return -1;
+	return time_runs(lm_run, &c, warmup, reps, 1.0, out, err);
 }
 
 /* ---- collectives (N processes under srun) ---- */
@@ -940,6 +987,29 @@ static void stop_gpu(void)
 	free(G.fill);
 }
 
+/* An alone cell whose packed twin ran one copy per launch (attn_copies 1: a long document
+ * fills the GPU by itself) is that measurement: copied into me from the state, nothing run.
+ * Returns 1 when copied, 0 when the cell must be measured. */
+static int alone_is_packed(const struct bp_model *m, const struct bp_task *t,
+			   const struct bp_state *st, struct bp_meas *me)
+{
+	struct dims d;
+	char key[BP_PROF_KEY];
+	model_dims(m, t->tp, &d);
+	if (attn_copies(&d, t->q, t->kv, t->bwd) != 1)
+		return 0;
+	snprintf(key, sizeof(key), "attn tp=%d q=%lld kv=%lld %s", t->tp, (long long)t->q,
+		 (long long)t->kv, t->bwd ? "bwd" : "fwd");
+	const struct bp_meas *packed = bp_state_find(st, key);
+	if (!packed)
+		return 0;
+	me->median = packed->median;
+	me->min = packed->min;
+	me->max = packed->max;
+	me->n = packed->n;
+	return 1;
+}
+
 /* ---- progress ---- */
 
 static const char *task_table(const struct bp_task *t, char *buf, size_t n)
@@ -949,7 +1019,11 @@ static const char *task_table(const struct bp_task *t, char *buf, size_t n)
 	else if (t->kind == BP_TASK_SPARSE)
 		snprintf(buf, n, "sparse attention tp %d block %d", t->tp, t->block);
 	else
-		snprintf(buf, n, "%s tp %d", t->kind == BP_TASK_ATTN ? "attention" : "linear",
+		snprintf(buf, n, "%s tp %d",
+			 t->kind == BP_TASK_ATTN	 ? "attention"
+			 : t->kind == BP_TASK_ATTN_ALONE ? "attention alone"
+			 : t->kind == BP_TASK_LM_HEAD	 ? "LM head"
+							 : "linear",
 			 t->tp);
 	return buf;
 }
@@ -1314,12 +1388,17 @@ int main(int argc, char **argv)
 			me.n = 1;
 		} else if (t->kind == BP_TASK_LINEAR) {
 			r = measure_linear(m, t, o.warmup, o.reps, &me, &err);
+		} else if (t->kind == BP_TASK_LM_HEAD) {
+			r = measure_lm_head(m, t, o.warmup, o.reps, &me, &err);
+		} else if (t->kind == BP_TASK_ATTN_ALONE && alone_is_packed(m, t, &st, &me)) {
+			/* the packed launch held one copy: the same measurement */
 		} else {
 			if (G.x.p)
 				free_linear_bufs(); /* the attention copies want the room */
 			r = t->kind == BP_TASK_SPARSE
 				    ? measure_sparse(m, t, o.warmup, o.reps, &me, &err)
-				    : measure_attn(m, t, o.warmup, o.reps, &me, &err);
+				    : measure_attn(m, t, t->kind == BP_TASK_ATTN_ALONE, o.warmup,
+						   o.reps, &me, &err);
 		}
 		if (r < 0) {
 			if (tty)

@@ -16,7 +16,7 @@ set_target_properties(bench_attn PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BIN
 
 # The block-sparse (MoBA top-k) kernels (executor/attn_sparse.cu) against the float64 CPU
 # reference (executor/attn_sparse_ref.c) and the dense kernel; `--time` adds the (x, k)
-# timing table (tools/gpu-checks runs it).
+# timing table (tools/gpu-run runs it).
 add_executable(test_sparse_attention ${CMAKE_SOURCE_DIR}/tests/gpu/test_sparse_attention.cu)
 target_link_libraries(test_sparse_attention PRIVATE balplan_attn balplan_attn_ref balplan_core)
 add_test(NAME gpu/sparse-attention COMMAND test_sparse_attention)

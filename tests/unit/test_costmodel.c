@@ -37,8 +37,8 @@ static void make_profile(struct bp_profile *p, struct bp_attn_table *at,
 		lf[i] = 5 + 0.01 * toks[i];
 		lb[i] = 2 * lf[i];
 	}
-	*at = (struct bp_attn_table){1, 3, 3, qs, qs, fwd_tab, bwd_tab};
-	*lt = (struct bp_linear_table){1, 3, toks, lf, lb};
+	*at = (struct bp_attn_table){1, 3, 3, qs, qs, fwd_tab, bwd_tab, NULL, NULL};
+	*lt = (struct bp_linear_table){1, 3, toks, lf, lb, NULL, NULL};
 	*ct = (struct bp_coll_table){BP_COLL_SENDRECV, 0, 2, 2, cbytes, cus};
 	p->attn = at;
 	p->nattn = 1;
@@ -273,6 +273,58 @@ static void test_fit(const struct bp_profile *p)
 	bp_costmodel_release(&cm);
 }
 
+/* The measured profiles' optional tables: a launch costs at least its longest segment alone
+ * (bp_cost_attn_launch), and the LM head comes from its own curve when there is one. */
+static void test_alone_and_lm(const struct bp_profile *base)
+{
+	struct bp_profile p = *base;
+	struct bp_attn_table at = base->attn[0];
+	struct bp_linear_table lt = base->linear[0];
+	double fa[9], ba[9], lmf[3], lmb[3];
+	for (int i = 0; i < 9; i++) { /* alone: 4x the packed cell */
+		fa[i] = 4.0 * at.fwd[i];
+		ba[i] = 4.0 * at.bwd[i];
+	}
+	for (int i = 0; i < 3; i++) {
+		lmf[i] = 100.0 + i;
+		lmb[i] = 200.0 + i;
+	}
+	int64_t seg[3][2] = {{1024, 1024}, {128, 128}, {128, 128}};
+	double packed = 0.0;
+	for (int i = 0; i < 3; i++)
+		packed += bp_cost_attn(&at, (double)seg[i][0], (double)seg[i][1], 0);
+	/* without alone tables: the sum */
+	CHECK_NEAR(bp_cost_attn_launch(&at, (const int64_t(*)[2])seg, 3, 0), packed, 1e-12);
+	CHECK(bp_cost_attn_alone(&at, 1024, 1024, 0) == 0.0);
+	at.fwd_alone = fa;
+	at.bwd_alone = ba;
+	/* the 1024 segment alone (4x its packed cell) exceeds the sum of the three packed */
+	CHECK_NEAR(bp_cost_attn_alone(&at, 1024, 1024, 1), 4.0 * bwd_tab[4], 1e-12);
+	CHECK(4.0 * fwd_tab[4] > packed);
+	CHECK_NEAR(bp_cost_attn_launch(&at, (const int64_t(*)[2])seg, 3, 0), 4.0 * fwd_tab[4], 1e-12);
+	/* many packed segments: the sum wins again */
+	int64_t many[64][2];
+	for (int i = 0; i < 64; i++)
+		many[i][0] = many[i][1] = 1024;
+	CHECK_NEAR(bp_cost_attn_launch(&at, (const int64_t(*)[2])many, 64, 1), 64 * bwd_tab[4], 1e-9);
+
+	p.attn = &at;
+	p.linear = &lt;
+	struct bp_costmodel cm;
+	struct bp_error err;
+	struct bp_scheme sc = {1, 1, 1};
+	CHECK(bp_costmodel_init(&cm, &p, sc, 1, &err) == 0);
+	double ratio = bp_cost_lm_head(&cm, 1024, 0) / bp_cost_linear(&lt, 1024, 0);
+	CHECK(ratio > 0 && fabs(ratio - cm.lm_ratio) < 1e-9); /* no curve: lm_ratio x a layer */
+	lt.lm_fwd = lmf;
+	lt.lm_bwd = lmb;
+	CHECK_NEAR(bp_cost_lm_head(&cm, 1024, 0), 101.0, 1e-12);
+	CHECK_NEAR(bp_cost_lm_head(&cm, 8192, 1), 202.0, 1e-12);
+	CHECK_NEAR(bp_cost_lm_head(&cm, 16384, 1), 404.0, 1e-12); /* linear past the table */
+	CHECK(bp_cost_lm_head(&cm, 0, 1) == 0.0);
+	bp_costmodel_release(&cm);
+}
+
 int main(void)
 {
 	struct bp_profile p;
@@ -285,5 +337,6 @@ int main(void)
 	test_microbatch(&p);
 	test_coll_pick(&p);
 	test_fit(&p);
+	test_alone_and_lm(&p);
 	return CHECK_DONE();
 }

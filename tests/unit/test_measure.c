@@ -76,24 +76,26 @@ static void test_tasks(void)
 		return;
 	CHECK(bp_prof_tasks(&p, NULL, &t, &n, &err) == 0);
 	size_t want = 1;
-	for (size_t a = 0; a < p.nlinear; a++)
-		want += 2 * p.linear[a].n;
-	for (size_t a = 0; a < p.nattn; a++)
+	for (size_t a = 0; a < p.nlinear; a++) /* the layer's GEMMs and the LM head */
+		want += 4 * p.linear[a].n;
+	for (size_t a = 0; a < p.nattn; a++) /* packed and alone */
 		for (size_t i = 0; i < p.attn[a].nq; i++)
 			for (size_t j = 0; j < p.attn[a].nkv; j++)
-				want += 2 * (p.attn[a].kv[j] >= p.attn[a].q[i]);
+				want += 4 * (p.attn[a].kv[j] >= p.attn[a].q[i]);
 	size_t nsp = 0;
 	for (size_t a = 0; a < p.nsparse; a++)
 		nsp += 2 * p.sparse[a].nx * p.sparse[a].nk;
 	CHECK(p.nsparse == 2 && nsp > 0);
 	CHECK(n == want + nsp);
 	CHECK(n > 0 && t[0].kind == BP_TASK_MEMORY && !strcmp(t[0].key, "memory reserved"));
-	int saw = 0, saw_sp = 0;
+	int saw = 0, saw_sp = 0, saw_alone = 0, saw_lm = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (t[i].kind == BP_TASK_ATTN) {
+		if (t[i].kind == BP_TASK_ATTN || t[i].kind == BP_TASK_ATTN_ALONE) {
 			CHECK(t[i].kv >= t[i].q);
 			saw |= !strcmp(t[i].key, "attn tp=4 q=128 kv=256 bwd");
+			saw_alone |= !strcmp(t[i].key, "attn1 tp=4 q=128 kv=256 bwd");
 		}
+		saw_lm |= t[i].kind == BP_TASK_LM_HEAD && !strcmp(t[i].key, "lmhead tp=8 t=128 fwd");
 		saw_sp |= !strcmp(t[i].key, "sparse tp=8 block=256 x=768 k=4 bwd");
 		for (size_t k = 0; k < i; k++)
 			if (!strcmp(t[i].key, t[k].key)) {
@@ -101,11 +103,11 @@ static void test_tasks(void)
 				break;
 			}
 	}
-	CHECK(saw && saw_sp);
+	CHECK(saw && saw_sp && saw_alone && saw_lm);
 	/* The sparse cells last, in the documented order: per table (p->sparse order), x
 	 * ascending, then k ascending, forward then backward. */
 	size_t k0 = n - nsp;
-	CHECK(t[k0 - 1].kind == BP_TASK_ATTN);
+	CHECK(t[k0 - 1].kind == BP_TASK_ATTN_ALONE);
 	for (size_t a = 0, k = k0; a < p.nsparse; a++) {
 		const struct bp_sparse_table *st = &p.sparse[a];
 		for (size_t i = 0; i < st->nx; i++)
@@ -189,7 +191,7 @@ static void test_state(void)
 	struct bp_prof_opts o;
 	CHECK(parse(&o, &err, "--scheme", "8x2x4", "--scheme", "8x1x8") == 0);
 	bp_prof_signature(&o, NULL, "NVIDIA H100 80GB HBM3", sigb, sizeof(sigb));
-	CHECK(!strcmp(sigb, "cells=2,gpu=H100,model=llama3-8b,max_len=131072,reps=10,warmup=2,"
+	CHECK(!strcmp(sigb, "cells=3,gpu=H100,model=llama3-8b,max_len=131072,reps=10,warmup=2,"
 			    "tp=8,ranks=1/1,device=NVIDIA_H100_80GB_HBM3"));
 	/* A state from before the sparse cells (no "cells=") is refused: its cells have
 	 * another meaning set (BP_PROF_CELLS). */
@@ -344,6 +346,9 @@ static void test_merge(void)
 	CHECK(bp_prof_merge(&p, NULL, &s, &meas, &total, &err) == 0);
 	CHECK(total == n && meas == (n + 1) / 2);
 	CHECK(p.mem.reserved_bytes == 3000000000LL);
+	/* backward cells were left out (odd task indices): an alone cell not measured takes
+	 * the packed one */
+	CHECK(p.attn[0].bwd_alone[p.attn[0].nkv + 3] == p.attn[0].bwd[p.attn[0].nkv + 3]);
 	bp_state_release(&s);
 	bp_profile_release(&p);
 	skeleton(&p, 1024);
@@ -365,6 +370,12 @@ static void test_merge(void)
 			v = 2.0 * (t[i].bwd ? st->bwd : st->fwd)[t[i].i * st->nk + t[i].j];
 			if (t[i].i == 2 && t[i].j == 5)
 				v *= 0.25; /* a dip along x and k: raised to the larger neighbour */
+		} else if (t[i].kind == BP_TASK_LM_HEAD) {
+			const struct bp_linear_table *lt = &a.linear[t[i].table];
+			v = 7.0 * (t[i].bwd ? lt->bwd : lt->fwd)[t[i].i];
+		} else if (t[i].kind == BP_TASK_ATTN_ALONE) {
+			const struct bp_attn_table *at = &a.attn[t[i].table];
+			v = 2.5 * (t[i].bwd ? at->bwd : at->fwd)[t[i].i * at->nkv + t[i].j];
 		} else {
 			const struct bp_attn_table *at = &a.attn[t[i].table];
 			v = 1.5 * (t[i].bwd ? at->bwd : at->fwd)[t[i].i * at->nkv + t[i].j];
@@ -386,6 +397,10 @@ static void test_merge(void)
 			      ? pa->fwd[2 * pa->nkv + 3] : pa->fwd[1 * pa->nkv + 4];
 	CHECK(pa->fwd[2 * pa->nkv + 4] == want);
 	CHECK(p.linear[0].fwd[3] == p.linear[0].fwd[2]);
+	/* the optional tables: the LM head and the alone cells as measured */
+	CHECK_NEAR(p.linear[0].lm_bwd[5], 7.0 * a.linear[0].bwd[5], 1e-9);
+	CHECK_NEAR(pa->bwd_alone[1 * pa->nkv + 3], 2.5 * aa->bwd[1 * aa->nkv + 3], 1e-9);
+	CHECK(pa->fwd_alone[3 * pa->nkv + 0] == pa->fwd_alone[3 * pa->nkv + 3]);
 	CHECK(p.mem.reserved_bytes == (int64_t)1 << 30 || p.mem.reserved_bytes == 1610612736);
 	/* Sparse: the medians in M[x,k]; the dip at [2][5] raised to max([2][4], [1][5]). */
 	for (size_t q = 0; q < p.nsparse; q++) {
