@@ -32,7 +32,7 @@ static void profile_usage(FILE *f)
 		   "process per GPU under 'srun --resv-ports=1' (profiler/README.md\n"
 		   "\"Measuring\").\n\n"
 		   "  --gpu NAME        GPU preset [H100]\n"
-		   "  --model NAME      model preset [llama3-8b]\n"
+		   "  --model NAME      model preset, or a Hugging Face config.json [llama3-8b]\n"
 		   "  --scheme TxCxP    parallel scheme to tabulate and fit; repeatable [8x2x4]\n"
 		   "  --max-len N       largest length in the grids [131072; --quick 2048]\n"
 		   "  -o, --out FILE    output file ['-': standard output]\n"
@@ -100,11 +100,13 @@ int cmd_profile(int argc, char **argv)
 	size_t ns = o.nschemes;
 	int64_t max_len = o.max_len;
 	const struct bp_gpu *g = bp_gpu_preset(gpu);
-	const struct bp_model *m = bp_model_preset(model);
+	struct bp_model rm;
+	const struct bp_model *m = &rm;
 	if (!g)
 		return cmd_usage("profile", "unknown GPU '%s' (see 'balplan presets')", gpu);
-	if (!m)
-		return cmd_usage("profile", "unknown model '%s' (see 'balplan presets')", model);
+	if (cmd_resolve_model(model, &rm, &err) < 0)
+		return !strncmp(err.text, "unknown model", 13) ? cmd_usage("profile", "%s", err.text)
+							      : cmd_error("%s", err.text);
 	struct bp_profile p;
 	int rc = EXIT_DATA;
 	bp_profile_init(&p);

@@ -126,13 +126,15 @@ int cmd_hyd_candidates(const struct cmd_hyd_req *r, struct bp_hyd_set *set,
 		free(buf);
 		/* Every strategy must fit the cluster and the model (Sec. 5.1's D_T, D_P). */
 		const struct bp_model *m = NULL;
+		struct bp_model rm;
 		int gpn = 0;
 		if (r->profile) {
 			if (cmd_load_profile(r->profile, &sp, sha, &err) < 0)
 				goto fail;
 			m = &sp.model;
 			gpn = sp.hw.gpus_per_node;
-		} else if ((m = bp_model_preset(r->model)) && bp_gpu_preset(r->gpu)) {
+		} else if (cmd_resolve_model(r->model, &rm, &err) == 0 && bp_gpu_preset(r->gpu)) {
+			m = &rm;
 			gpn = bp_gpu_preset(r->gpu)->gpus_per_node;
 		}
 		for (size_t i = 0; m && i < set->n; i++)
@@ -150,11 +152,14 @@ int cmd_hyd_candidates(const struct cmd_hyd_req *r, struct bp_hyd_set *set,
 			nsc = bp_hyd_space(&sp.model, sp.hw.gpus_per_node, r->gpus,
 					   prop_defaults.max_pp, sc, 64);
 		} else {
-			const struct bp_model *m = bp_model_preset(r->model);
+			struct bp_model rm;
+			const struct bp_model *m = &rm;
 			const struct bp_gpu *g = bp_gpu_preset(r->gpu);
-			if (!m || !g) {
-				snprintf(err.text, sizeof(err.text), "unknown %s '%s' (see 'balplan "
-					 "presets')", m ? "GPU" : "model", m ? r->gpu : r->model);
+			if (cmd_resolve_model(r->model, &rm, &err) < 0)
+				goto fail;
+			if (!g) {
+				snprintf(err.text, sizeof(err.text), "unknown GPU '%s' (see 'balplan "
+					 "presets')", r->gpu);
 				goto fail;
 			}
 			nsc = bp_hyd_space(m, g->gpus_per_node, r->gpus, prop_defaults.max_pp, sc,
@@ -219,7 +224,9 @@ static void propose_usage(FILE *f)
 		"  -p, --profile FILE       profile; without it an analytic one of the scheme\n"
 		"                           space is made from --gpu and --model\n"
 		"      --gpu NAME           GPU preset for the analytic profile [H100]\n"
-		"      --model NAME         model preset for the analytic profile [llama3-8b]\n"
+		"      --model NAME         model preset or a Hugging Face config.json (dense\n"
+		"                           Llama-style or GPT-2) for the analytic profile\n"
+		"                           [llama3-8b]\n"
 		"  -g, --gpus N             GPUs in all [64]\n"
 		"  -L, --max-tokens N       context cap: the longest sequence [131072]\n"
 		"      --tokens-per-step N  tokens per step, scales the expected times\n"
@@ -442,6 +449,7 @@ int cmd_propose(int argc, char **argv)
 	struct bp_scheme sc[128];
 	size_t nsc = 0;
 	const struct bp_model *m = NULL;
+	struct bp_model rm;
 	int gpn = 0;
 	if (po.schemes && parse_schemes(po.schemes, sc, 128, &nsc, &err) < 0) {
 		rc = cmd_usage("propose", "%s", err.text);
@@ -461,12 +469,17 @@ int cmd_propose(int argc, char **argv)
 		gpn = prof.hw.gpus_per_node;
 	} else {
 		const struct bp_gpu *g = bp_gpu_preset(gpu);
-		m = bp_model_preset(model);
-		if (!g || !m) {
-			rc = cmd_usage("propose", "unknown %s '%s' (see 'balplan presets')",
-				       g ? "model" : "GPU", cmd_cut(g ? model : gpu));
+		if (!g) {
+			rc = cmd_usage("propose", "unknown GPU '%s' (see 'balplan presets')",
+				       cmd_cut(gpu));
 			goto out;
 		}
+		if (cmd_resolve_model(model, &rm, &err) < 0) {
+			rc = !strncmp(err.text, "unknown model", 13) ? cmd_usage("propose", "%s", err.text)
+								      : cmd_error("%s", err.text);
+			goto out;
+		}
+		m = &rm;
 		gpn = g->gpus_per_node;
 	}
 	if ((rc = cmd_check_nodes("propose", gpus, 1, gpn)) != EXIT_OK)

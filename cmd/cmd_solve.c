@@ -42,7 +42,9 @@ static void solve_usage(FILE *f)
 		"  -p, --profile FILE       profile; without it an analytic one is made from\n"
 		"                           --gpu and --model\n"
 		"      --gpu NAME           GPU preset for the analytic profile [H100]\n"
-		"      --model NAME         model preset for the analytic profile [llama3-8b]\n"
+		"      --model NAME         model preset or a Hugging Face config.json (dense\n"
+		"                           Llama-style or GPT-2) for the analytic profile\n"
+		"                           [llama3-8b]\n"
 		"cluster:\n"
 		"  -g, --gpus N             GPUs in all [64]\n"
 		"      --tp N, --cp N, --pp N  tensor, context, pipeline degrees [8, 2, 4];\n"
@@ -884,7 +886,8 @@ int cmd_solve(int argc, char **argv)
 				if (!bp_parse_int64(params[i].value, &v, "max_group", NULL) && v > 0)
 					mg = v; /* a bad value is the method's error */
 			}
-		const struct bp_model *md = bp_model_preset(model);
+		struct bp_model rmd;
+		const struct bp_model *md = cmd_resolve_model(model, &rmd, &err) == 0 ? &rmd : NULL;
 		long long maxg = md ? bp_flexsp_max_group(md, (int)tp, (int)dp, mg) : 1;
 		for (long long s = 1; s <= maxg && nfsc < BP_ARRAY_LEN(fsc); s *= 2)
 			fsc[nfsc++] = (struct bp_scheme){(int)tp, (int)s, 1};

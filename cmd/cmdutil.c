@@ -10,6 +10,7 @@
 
 #include "analytic.h"
 #include "jsonutil.h"
+#include "model_json.h"
 #include "sparse_dst.h"
 
 int cmd_error(const char *fmt, ...)
@@ -346,16 +347,66 @@ int cmd_load_profile(const char *path, struct bp_profile *p, char sha[65],
 	return 0;
 }
 
+int cmd_resolve_model(const char *arg, struct bp_model *m, struct bp_error *err)
+{
+	const struct bp_model *pre = bp_model_preset(arg);
+	if (pre) {
+		*m = *pre;
+		return 0;
+	}
+	struct stat sb;
+	if (!arg || stat(arg, &sb) != 0 || !S_ISREG(sb.st_mode))
+		return bp_errorf(err, "unknown model '%s' (see 'balplan presets'; or give a Hugging "
+				 "Face config.json)", cmd_cut(arg ? arg : "(null)"));
+	/* The model's name: the folder of a config.json (models ship as NAME/config.json),
+	 * else the file name without its extension. */
+	char name[sizeof(m->name)];
+	const char *base = strrchr(arg, '/');
+	base = base ? base + 1 : arg;
+	if (!strcmp(base, "config.json")) {
+		size_t dl = (size_t)(base - arg);
+		while (dl > 0 && arg[dl - 1] == '/')
+			dl--;
+		size_t s = dl;
+		while (s > 0 && arg[s - 1] != '/')
+			s--;
+		if (dl > s)
+			snprintf(name, sizeof(name), "%.*s", (int)(dl - s), arg + s);
+		else
+			snprintf(name, sizeof(name), "config");
+	} else {
+		const char *dot = strrchr(base, '.');
+		int n = dot && dot > base ? (int)(dot - base) : (int)strlen(base);
+		snprintf(name, sizeof(name), "%.*s", n, base);
+	}
+	char *buf = NULL;
+	size_t len = 0;
+	if (cmd_read_file(arg, &buf, &len, err) < 0)
+		return bp_error_prefix(err, "cannot read model '%s'", cmd_cut(arg));
+	int rc = bp_model_from_hf_config(buf, len, name, m, err);
+	free(buf);
+	if (rc < 0)
+		return bp_error_prefix(err, "model '%s'", cmd_cut(arg));
+	return 0;
+}
+
 int cmd_analytic_profile(const char *gpu, const char *model, const struct bp_scheme *sc,
 			 size_t nsc, int64_t max_tokens, struct bp_profile *p, char sha[65],
 			 struct bp_error *err)
 {
+	struct bp_model m;
+	if (cmd_resolve_model(model, &m, err) < 0)
+		return -1;
+	return cmd_analytic_profile_model(gpu, &m, sc, nsc, max_tokens, p, sha, err);
+}
+
+int cmd_analytic_profile_model(const char *gpu, const struct bp_model *m,
+			       const struct bp_scheme *sc, size_t nsc, int64_t max_tokens,
+			       struct bp_profile *p, char sha[65], struct bp_error *err)
+{
 	const struct bp_gpu *g = bp_gpu_preset(gpu);
-	const struct bp_model *m = bp_model_preset(model);
 	if (!g)
 		return bp_errorf(err, "unknown GPU '%s' (see 'balplan presets')", gpu);
-	if (!m)
-		return bp_errorf(err, "unknown model '%s' (see 'balplan presets')", model);
 	int64_t top = 4096;
 	while (top < max_tokens && top < ((int64_t)1 << 40))
 		top *= 2;
@@ -401,7 +452,7 @@ int cmd_plan_profile(const struct bp_plan *plan, const char *path, int strict,
 					sc[nsc++] = x;
 				}
 			}
-		if (cmd_analytic_profile(plan->cluster.gpu, plan->model.name, sc, nsc,
+		if (cmd_analytic_profile_model(plan->cluster.gpu, &plan->model, sc, nsc,
 					 plan->max_tokens, p, sha, err) < 0)
 			return -1;
 	}

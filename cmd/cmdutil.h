@@ -97,6 +97,14 @@ int cmd_load_profile(const char *path, struct bp_profile *p, char sha[65],
 int cmd_analytic_profile(const char *gpu, const char *model, const struct bp_scheme *sc,
 			 size_t nsc, int64_t max_tokens, struct bp_profile *p, char sha[65],
 			 struct bp_error *err);
+/* The same for a model already resolved (a plan's model object). */
+int cmd_analytic_profile_model(const char *gpu, const struct bp_model *m,
+			       const struct bp_scheme *sc, size_t nsc, int64_t max_tokens,
+			       struct bp_profile *p, char sha[65], struct bp_error *err);
+/* A model by preset name (balplan presets) or from a Hugging Face config.json file (named
+ * after its folder, or the file's stem: planner/formats/model_json.h). 0, or -1 with err
+ * ("unknown model ..." when it is neither). */
+int cmd_resolve_model(const char *arg, struct bp_model *m, struct bp_error *err);
 /* The most distinct schemes a plan's layouts may use when its analytic profile is regenerated
  * from them (cmd_plan_profile); solve refuses more up front (cmd_hyd_candidates), so it never
  * writes a plan check, simulate and balexec cannot price. */

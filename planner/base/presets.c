@@ -78,6 +78,17 @@ static const struct model_preset models[] = {
 	/* 70B: the nearest Llama is Llama-2-70B (GQA with 8 KV heads). */
 	{{"wlb-70b", 80, 8192, 64, 8, 28672, 32000, 1},
 	 "WLB-LLM Table 1 (70B); shape assumed: meta-llama/Llama-2-70b-hf config.json"},
+	/* The models long-context teams train beyond the papers' (issue 26). */
+	{{"llama3-70b", 80, 8192, 64, 8, 28672, 128256, 1},
+	 "Llama 3 herd paper (Dubey et al. 2024, Table 3: 80 layers, model dimension 8192, FFN "
+	 "28672, 64 heads, 8 KV heads, vocabulary 128K) and meta-llama/Meta-Llama-3-70B "
+	 "config.json"},
+	{{"llama3.1-405b", 126, 16384, 128, 8, 53248, 128256, 1},
+	 "Llama 3 herd paper (Dubey et al. 2024, Table 3: 126 layers, model dimension 16384, FFN "
+	 "53248, 128 heads, 8 KV heads) and meta-llama/Llama-3.1-405B config.json"},
+	{{"qwen2.5-72b", 80, 8192, 64, 8, 29568, 152064, 1},
+	 "Qwen/Qwen2.5-72B config.json (Qwen2.5 technical report, Table 1: 80 layers, 64 / 8 "
+	 "heads); QKV biases ignored"},
 };
 
 /* GPU numbers from the vendor datasheets. Dense BF16 is half the datasheet's "with sparsity"
@@ -105,7 +116,14 @@ static const struct gpu_preset gpus[] = {
 	 "GB/s, NVLink 400 GB/s; Hydraulis Sec. 8.1: InfiniBand 200 GB/s per node (8 GPUs)"},
 	{{"H20", 148.0, 96 * GIB, 4000.0, 450.0, 50.0, 8},
 	 "NVIDIA HGX H20 product brief: BF16 296 TFLOPS sparse, 96GB HBM3 at 4.0 TB/s, NVLink "
-	 "900 GB/s; network assumed 400 Gb/s per GPU"},
+	 "900 GB/s; network assumed 400 Gb/s per GPU (a later H20 with 141GB HBM3e exists; "
+	 "plan it with a measured profile)"},
+	/* Blackwell. The dense BF16 figure: NVIDIA's HGX B200 specification gives 36 PFLOPS FP16/
+	 * BF16 per 8 GPUs with sparsity, 4.5 PF per GPU, so 2250 TFLOPS dense. */
+	{{"B200", 2250.0, 180 * GIB, 8000.0, 900.0, 50.0, 8},
+	 "NVIDIA HGX B200 specification: 36 PFLOPS FP16/BF16 (sparse) and 1.4 TB HBM3e per 8 "
+	 "GPUs (180GB each) at 8 TB/s per GPU, fifth-generation NVLink 1.8 TB/s per GPU; "
+	 "network assumed 400 Gb/s per GPU (ConnectX-7, as DGX B200)"},
 };
 
 static int lower(int c)

@@ -15,4 +15,11 @@ int bp_model_from_json(struct bp_model *m, json_t *obj, const char *where,
 /* New reference or NULL. */
 json_t *bp_model_to_json(const struct bp_model *m);
 
+/* A model from a Hugging Face Transformers config.json (text, len bytes), named name
+ * (truncated to the struct's size): Llama-style or GPT-2 field names; mixtures of experts,
+ * sliding-window attention and a head_dim other than hidden / heads refused with the reason
+ * (hf_config.c). Returns 0, or -1 with err. */
+int bp_model_from_hf_config(const char *text, size_t len, const char *name,
+			    struct bp_model *m, struct bp_error *err);
+
 #endif

@@ -1243,12 +1243,13 @@ int main(int argc, char **argv)
 		return fail(EXIT_USAGE, "balprof measures; for the analytic profile run "
 			    "'balplan profile --analytic'");
 	const struct bp_gpu *g = bp_gpu_preset(o.gpu);
-	const struct bp_model *m = bp_model_preset(o.model);
+	struct bp_model rm;
+	const struct bp_model *m = &rm;
 	if (!g)
 		return fail(EXIT_USAGE, "unknown GPU '%s' (see 'balplan presets')", cmd_cut(o.gpu));
-	if (!m)
-		return fail(EXIT_USAGE, "unknown model '%s' (see 'balplan presets')",
-			    cmd_cut(o.model));
+	if (cmd_resolve_model(o.model, &rm, &err) < 0)
+		return fail(strncmp(err.text, "unknown model", 13) ? EXIT_DATA : EXIT_USAGE, "%s",
+			    err.text);
 	if (find_world(&w, &rank, &err) < 0)
 		return fail(EXIT_DATA, "%s", err.text);
 	if (bp_profile_analytic(&p, g, m, o.schemes, o.nschemes, o.max_len, &err) < 0) {
