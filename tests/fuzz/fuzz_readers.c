@@ -7,6 +7,7 @@
  *     subcommand functions of cmd/ (commands.h), which return their status and never exit
  *   8 SparseBalance coverage file (balplan.coverage/v1), read and sampled
  *   9 dataset (Megatron-LM .idx, binary; the same bp_dataset_read, reached by the magic)
+ *  10 a Hugging Face config.json read as a model (bp_model_from_hf_config)
  * Built without FUZZ_TARGET, the first byte picks the target (the old single harness).
  * A reader must return 0 or -1 with a message, a command 0-3, never crash, leak or read out
  * of bounds (ASan+UBSan). */
@@ -19,6 +20,7 @@
 
 #include "dataset.h"
 #include "jsonutil.h"
+#include "model_json.h"
 #include "plan.h"
 #include "profile.h"
 #include "rendezvous.h"
@@ -181,6 +183,17 @@ static void run(int target, const char *text, size_t len)
 		bp_sb_coverage_release(&c);
 		break;
 	}
+	case 10: {
+		struct bp_model m;
+		if (bp_model_from_hf_config(text, len, "fuzz", &m, &err) < 0) {
+			if (!err.text[0])
+				abort();
+		} else if (m.layers < 1 || m.hidden < 1 || m.heads < 1 || m.kv_heads < 1 ||
+			   m.heads % m.kv_heads || m.hidden % m.heads || m.ffn < 1 || m.vocab < 1) {
+			abort(); /* accepted a model the cost model cannot hold */
+		}
+		break;
+	}
 	}
 }
 
@@ -193,7 +206,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #else
 	if (size < 1)
 		return 0;
-	run(data[0] % 10, (const char *)data + 1, size - 1);
+	run(data[0] % 11, (const char *)data + 1, size - 1);
 #endif
 	return 0;
 }
