@@ -231,6 +231,7 @@ static void propose_usage(FILE *f)
 		"  -L, --max-tokens N       context cap: the longest sequence [131072]\n"
 		"      --tokens-per-step N  tokens per step, scales the expected times\n"
 		"                           [3125 per GPU: Table 2's 200K on 64 GPUs]\n"
+		"                           (token counts take k, M, G: 128k = 131072)\n"
 		"      --docs-per-step N    documents per step instead\n"
 		"      --over-length MODE   truncate|drop documents over the cap [truncate]\n"
 		"proposal:\n"
@@ -342,10 +343,10 @@ int cmd_propose(int argc, char **argv)
 		case 'G': gpu = optarg; gpu_set = 1; break;
 		case 'M': model = optarg; model_set = 1; break;
 		case 'g': bad = cmd_opt_int("propose", "--gpus", optarg, 1, 1 << 16, &gpus); break;
-		case 'L': bad = cmd_opt_int("propose", "--max-tokens", optarg, 384, 1 << 24,
+		case 'L': bad = cmd_opt_tokens("propose", "--max-tokens", optarg, 384, 1 << 24,
 					    &max_tokens);
 			break;
-		case 'K': bad = cmd_opt_int("propose", "--tokens-per-step", optarg, 1, big, &tps);
+		case 'K': bad = cmd_opt_tokens("propose", "--tokens-per-step", optarg, 1, big, &tps);
 			break;
 		case 'D': bad = cmd_opt_int("propose", "--docs-per-step", optarg, 1, 1 << 24, &dps);
 			break;
@@ -361,7 +362,7 @@ int cmd_propose(int argc, char **argv)
 		case 'u': bad = cmd_opt_int("propose", "--gpu-step", optarg, 1, 1 << 16, &v);
 			po.gpu_step = (int)v;
 			break;
-		case 'l': bad = cmd_opt_int("propose", "--len-step", optarg, 1, 1 << 24,
+		case 'l': bad = cmd_opt_tokens("propose", "--len-step", optarg, 1, 1 << 24,
 					    &po.len_step);
 			break;
 		case 'P': bad = cmd_opt_int("propose", "--max-pp", optarg, 1, 1 << 10, &v);

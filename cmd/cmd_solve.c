@@ -55,6 +55,7 @@ static void solve_usage(FILE *f)
 		"                           permitting (--param max_len_factor=1 keeps -L)\n"
 		"      --tokens-per-step N  token budget per global batch [pp*dp*max-tokens]\n"
 		"      --docs-per-step N    fixed documents per global batch instead\n"
+		"                           (token counts take k, M, G: 128k = 131072)\n"
 		"  -n, --steps N            global batches [20; with --epochs: until the data\n"
 		"                           ends]\n"
 		"      --order MODE         where samples come from: file (the index's samples\n"
@@ -525,9 +526,9 @@ int cmd_solve(int argc, char **argv)
 		case 'T': bad = cmd_opt_int("solve", "--tp", optarg, 1, 1 << 20, &tp); break;
 		case 'C': bad = cmd_opt_int("solve", "--cp", optarg, 1, 1 << 20, &cp); break;
 		case 'P': bad = cmd_opt_int("solve", "--pp", optarg, 1, 1 << 20, &pp); break;
-		case 'L': bad = cmd_opt_int("solve", "--max-tokens", optarg, 1, big, &max_tokens);
+		case 'L': bad = cmd_opt_tokens("solve", "--max-tokens", optarg, 1, big, &max_tokens);
 			break;
-		case 'K': bad = cmd_opt_int("solve", "--tokens-per-step", optarg, 1, big, &tps);
+		case 'K': bad = cmd_opt_tokens("solve", "--tokens-per-step", optarg, 1, big, &tps);
 			tps_given = 1;
 			break;
 		case 'D': bad = cmd_opt_int("solve", "--docs-per-step", optarg, 1, 1 << 24, &dps);

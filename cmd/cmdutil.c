@@ -64,6 +64,24 @@ int cmd_opt_int(const char *sub, const char *opt, const char *arg, int64_t lo, i
 	return 0;
 }
 
+int cmd_opt_tokens(const char *sub, const char *opt, const char *arg, int64_t lo, int64_t hi,
+		   int64_t *out)
+{
+	struct bp_error err;
+	int64_t v;
+	if (bp_parse_tokens(arg, &v, opt, &err) < 0) {
+		cmd_usage(sub, "%s", err.text);
+		return -1;
+	}
+	if (v < lo || v > hi) {
+		cmd_usage(sub, "%s %lld is outside [%lld, %lld]", opt, (long long)v, (long long)lo,
+			  (long long)hi);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
 const char *cmd_cut_n(const char *s, size_t n)
 {
 	static char bufs[8][96];

@@ -23,6 +23,9 @@ int cmd_usage(const char *sub, const char *fmt, ...) __attribute__((format(print
 void cmd_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Parses an integer option in [lo, hi]; on failure prints a usage error and returns -1. */
+/* As cmd_opt_int for a token count: k, M and G suffixes taken (bp_parse_tokens). */
+int cmd_opt_tokens(const char *sub, const char *opt, const char *arg, int64_t lo, int64_t hi,
+		   int64_t *out);
 int cmd_opt_int(const char *sub, const char *opt, const char *arg, int64_t lo, int64_t hi,
 		int64_t *out);
 

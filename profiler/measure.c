@@ -38,6 +38,19 @@ static int parse_int(const char *opt, const char *arg, int64_t lo, int64_t hi, i
 	return 0;
 }
 
+static int parse_tokens(const char *opt, const char *arg, int64_t lo, int64_t hi,
+			int64_t *out, struct bp_error *err)
+{
+	int64_t v = 0;
+	if (bp_parse_tokens(arg, &v, opt, err) < 0)
+		return -1;
+	if (v < lo || v > hi)
+		return bp_errorf(err, "%s %lld is outside [%lld, %lld]", opt, (long long)v,
+				 (long long)lo, (long long)hi);
+	*out = v;
+	return 0;
+}
+
 int bp_prof_parse(int argc, char **argv, struct bp_prof_opts *o, struct bp_error *err)
 {
 	static const struct option opts[] = {
@@ -84,7 +97,7 @@ int bp_prof_parse(int argc, char **argv, struct bp_prof_opts *o, struct bp_error
 			break;
 		}
 		case 'L':
-			if (parse_int("--max-len", optarg, 256, (int64_t)1 << 24, &o->max_len, err))
+			if (parse_tokens("--max-len", optarg, 256, (int64_t)1 << 24, &o->max_len, err))
 				return -1;
 			o->set_max_len = 1;
 			break;

@@ -136,6 +136,35 @@ int bp_parse_int64(const char *s, int64_t *out, const char *what, struct bp_erro
 	return 0;
 }
 
+int bp_parse_tokens(const char *s, int64_t *out, const char *what, struct bp_error *err)
+{
+	size_t n = strlen(s);
+	int64_t mult = 1;
+	if (n > 1) {
+		switch (s[n - 1]) {
+		case 'k': case 'K': mult = (int64_t)1 << 10; break;
+		case 'm': case 'M': mult = (int64_t)1 << 20; break;
+		case 'g': case 'G': mult = (int64_t)1 << 30; break;
+		default: break;
+		}
+	}
+	if (mult == 1)
+		return bp_parse_int64(s, out, what, err);
+	char num[32];
+	if (n - 1 >= sizeof(num))
+		return bp_errorf(err, "%s '%s' is out of range", what, s);
+	memcpy(num, s, n - 1);
+	num[n - 1] = '\0';
+	int64_t v = 0;
+	if (!decimal_syntax(num, 0) || bp_parse_int64(num, &v, what, err) < 0)
+		return bp_errorf(err, "%s '%s' is not a token count (an integer, or one with k, M "
+				 "or G: 128k = 131072)", what, s);
+	if (v > INT64_MAX / mult || v < INT64_MIN / mult)
+		return bp_errorf(err, "%s '%s' is out of range", what, s);
+	*out = v * mult;
+	return 0;
+}
+
 /* Subnormal values (below DBL_MIN, e.g. 1e-308) are numbers like any other: strtod's ERANGE
  * for them is not an error; the caller's range decides. What underflows to zero from nonzero
  * digits, or overflows, is out of range. */

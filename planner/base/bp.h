@@ -50,6 +50,9 @@ int bp_strlcpy_checked(char *dst, const char *s, size_t n, const char *what,
  * text given: "<what> '<s>' is not an integer|not a number|out of range"). */
 int bp_parse_int64(const char *s, int64_t *out, const char *what, struct bp_error *err);
 int bp_parse_double(const char *s, double *out, const char *what, struct bp_error *err);
+/* A token count: an integer, or one followed by k, M or G (binary: 128k = 131072, 1M =
+ * 1048576), as long-context sizes are named. */
+int bp_parse_tokens(const char *s, int64_t *out, const char *what, struct bp_error *err);
 
 /* SHA-256 of a buffer as 64 lowercase hex digits plus NUL (FIPS 180-4). */
 void bp_sha256_hex(const void *data, size_t len, char out[65]);

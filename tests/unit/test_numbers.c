@@ -37,8 +37,35 @@ static int real_bad(const char *s, const char *msg)
 	return bp_parse_double(s, &v, "x", &err) < 0 && strstr(err.text, msg);
 }
 
+static int tok_ok(const char *s, int64_t want)
+{
+	struct bp_error err;
+	int64_t v = -1;
+	return bp_parse_tokens(s, &v, "x", &err) == 0 && v == want;
+}
+
+static int tok_bad(const char *s, const char *msg)
+{
+	struct bp_error err;
+	int64_t v = 0;
+	return bp_parse_tokens(s, &v, "x", &err) < 0 && strstr(err.text, msg);
+}
+
 int main(void)
 {
+	/* token counts: binary k, M, G suffixes */
+	CHECK(tok_ok("131072", 131072));
+	CHECK(tok_ok("128k", 131072));
+	CHECK(tok_ok("128K", 131072));
+	CHECK(tok_ok("1M", 1048576));
+	CHECK(tok_ok("2g", (int64_t)2 << 30));
+	CHECK(tok_bad("k", "is not an integer"));
+	CHECK(tok_bad("1.5k", "is not a token count"));
+	CHECK(tok_bad("0x1k", "is not a token count"));
+	CHECK(tok_bad(" 1k", "is not a token count"));
+	CHECK(tok_bad("1kk", "is not a token count"));
+	CHECK(tok_bad("9999999999999G", "out of range"));
+	CHECK(tok_bad("128q", "is not an integer"));
 	CHECK(int_ok("0", 0));
 	CHECK(int_ok("-7", -7));
 	CHECK(int_ok("+7", 7));
