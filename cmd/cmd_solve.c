@@ -237,6 +237,26 @@ static int outdir_open(const char *dir, char **tmp)
 		return cmd_error("cannot write plans into '%s': not a directory", dir);
 	while (n > 1 && dir[n - 1] == '/')
 		n--;
+	/* DIR's parents are made as mkdir -p would (they stay if a method then fails: they
+	 * hold nothing of the run). */
+	char *par = strndup(dir, n);
+	if (!par)
+		return cmd_error("cannot write plans into '%s': out of memory", dir);
+	for (char *p = par + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(par, 0777) < 0 && errno != EEXIST) {
+			int e = errno;
+			char shown[96];
+			snprintf(shown, sizeof(shown), "%s", cmd_cut(par));
+			free(par);
+			return cmd_error("cannot create '%s' for --out-dir '%s': %s", shown,
+					 cmd_cut(dir), strerror(e));
+		}
+		*p = '/';
+	}
+	free(par);
 	char *t = malloc(n + 16);
 	if (!t)
 		return cmd_error("cannot write plans into '%s': out of memory", dir);
@@ -612,6 +632,19 @@ int cmd_solve(int argc, char **argv)
 		return cmd_usage("solve", "unexpected argument '%s'", cmd_cut(argv[optind]));
 	if (profile && (gpu_set || model_set))
 		return cmd_usage("solve", "--profile cannot be combined with --gpu or --model");
+	/* Unknown names are usage errors, found before any work (a config.json that cannot be
+	 * read is a data error). */
+	if (!profile) {
+		struct bp_model chk;
+		struct bp_error merr = {""};
+		if (!bp_gpu_preset(gpu))
+			return cmd_usage("solve", "unknown GPU '%s' (see 'balplan presets')",
+					 cmd_cut(gpu));
+		if (cmd_resolve_model(model, &chk, &merr) < 0)
+			return !strncmp(merr.text, "unknown model", 13)
+				       ? cmd_usage("solve", "%s", merr.text)
+				       : cmd_error("%s", merr.text);
+	}
 	if (tps >= 0 && dps > 0)
 		return cmd_usage("solve", "--tokens-per-step and --docs-per-step exclude each other");
 	if (out && out_dir)
