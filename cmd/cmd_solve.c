@@ -1056,6 +1056,15 @@ int cmd_solve(int argc, char **argv)
 		if (rc != EXIT_OK)
 			goto out;
 	}
+	/* Documents over the cap are not trained as they are: said once (every method sees the
+	 * same samples), with the counts and the option that decides. */
+	if (nm > 0 && (res[0].s.truncated > 0 || res[0].s.dropped > 0))
+		cmd_warn("%lld document%s longer than --max-tokens %lld %s (--over-length %s)",
+			 (long long)(res[0].s.truncated + res[0].s.dropped),
+			 res[0].s.truncated + res[0].s.dropped == 1 ? "" : "s",
+			 (long long)max_tokens,
+			 res[0].s.dropped > 0 ? "were left out" : "were cut to it",
+			 res[0].s.dropped > 0 ? "drop" : "truncate");
 	if (!quiet)
 		print_table(res, nm, timing);
 	rc = EXIT_OK;
