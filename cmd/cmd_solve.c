@@ -99,7 +99,18 @@ static void solve_usage(FILE *f)
 		"                           --chunk-steps global batches at a time [64], so\n"
 		"                           memory holds a window of steps, not the run\n"
 		"      --timing             add planning time per step to the table\n"
-		"  -q, --quiet              print no table\n\n"
+		"      --format F           the table as text, csv (a header row of the column\n"
+		"                           names below) or json (an array of objects) [text]\n"
+		"  -q, --quiet              print no table\n"
+		"table columns (csv/json name): method; docs (documents: whole or cut);\n"
+		"  step mean/p95 (step_mean_ms, step_p95_ms); ktok/s (ktok_per_s); speedup\n"
+		"  (model FLOP/s over plain's, empty/null without plain); TFLOP/s/GPU\n"
+		"  (tflops_per_gpu); MFU (mfu, a fraction in csv/json); imb(WLB) (imb_wlb: the\n"
+		"  slowest micro-batch over the mean, WLB-LLM Sec. 3.1); imb(SB) (imb_sb: the\n"
+		"  slowest data-parallel rank over the mean, SparseBalance Sec. III); gap(Hyd)\n"
+		"  (gap_hyd: max-min pipeline time over the max, Hydraulis Sec. 3); bubble\n"
+		"  (fraction idle in the pipeline); peak mem (peak_mem_gib); plan/step\n"
+		"  (plan_ms_per_step, with --timing)\n\n"
 		"'-' reads the dataset or the profile from standard input (one of them).\n\n"
 		"limits: before planning, solve estimates each request's memory and time from\n"
 		"the documents per step (--docs-per-step, or --tokens-per-step over the dataset's\n"
@@ -331,7 +342,49 @@ static int outdir_commit(const char *dir, const char *tmp, const struct bp_metho
 	return rc;
 }
 
-static void print_table(const struct result *r, size_t n, int timing)
+/* The table for scripts: csv (RFC 4180; method names need no quoting) or a JSON array, the
+ * same numbers as the text table at full precision, speedup empty / null without plain. */
+static void print_table_data(const struct result *r, size_t n, int timing, int json,
+			     double base)
+{
+	static const char *const cols[] = {"method", "docs", "step_mean_ms", "step_p95_ms",
+					   "ktok_per_s", "speedup", "tflops_per_gpu", "mfu",
+					   "imb_wlb", "imb_sb", "gap_hyd", "bubble",
+					   "peak_mem_gib", "plan_ms_per_step"};
+	size_t nc = BP_ARRAY_LEN(cols) - (timing ? 0 : 1);
+	if (!json)
+		for (size_t c = 0; c < nc; c++)
+			printf("%s%s", cols[c], c + 1 < nc ? "," : "\n");
+	else
+		printf("[");
+	for (size_t i = 0; i < n; i++) {
+		const struct bp_summary *s = &r[i].s;
+		double v[] = {s->step_mean_us / 1e3, s->step_p95_us / 1e3, s->tokens_per_s / 1e3,
+			      base > 0 ? s->model_tflops_per_gpu / base : NAN,
+			      s->model_tflops_per_gpu, s->mfu, s->imb_wlb_mean, s->imb_sb_mean,
+			      s->gap_hyd_mean, s->bubble_mean, s->peak_mem / 1073741824.0,
+			      r[i].plan_ms_per_step};
+		if (json)
+			printf("%s\n {\"method\": \"%s\", \"docs\": \"%s\"", i ? "," : "",
+			       r[i].method, r[i].trained);
+		else
+			printf("%s,%s", r[i].method, r[i].trained);
+		for (size_t c = 2; c < nc; c++) {
+			double x = v[c - 2];
+			if (json)
+				printf(isnan(x) ? ", \"%s\": null" : ", \"%s\": %.17g", cols[c], x);
+			else if (isnan(x))
+				printf(",");
+			else
+				printf(",%.17g", x);
+		}
+		printf(json ? "}" : "\n");
+	}
+	if (json)
+		printf("\n]\n");
+}
+
+static void print_table(const struct result *r, size_t n, int timing, int format)
 {
 	/* Speedup is model FLOP/s over plain's (sim/work.h): methods that delay documents
 	 * train the same work over a different number of steps, so step times alone would
@@ -343,6 +396,10 @@ static void print_table(const struct result *r, size_t n, int timing)
 			base = r[i].s.model_tflops_per_gpu;
 		wmin = fmin(wmin, r[i].s.model_tflop);
 		wmax = fmax(wmax, r[i].s.model_tflop);
+	}
+	if (format) {
+		print_table_data(r, n, timing, format == 2, base);
+		return;
 	}
 	int mw = 10; /* the method column: as wide as the longest name ("sparsebalance") */
 	for (size_t i = 0; i < n; i++)
@@ -492,6 +549,7 @@ int cmd_solve(int argc, char **argv)
 		{"plan-format", required_argument, NULL, 'F'},
 		{"chunk-steps", required_argument, NULL, 'H'},
 		{"timing", no_argument, NULL, 't'},
+		{"format", required_argument, NULL, 'f'},
 		{"param", required_argument, NULL, 'Q'},
 		{"strategies", required_argument, NULL, 'Y'},
 		{"quiet", no_argument, NULL, 'q'},
@@ -510,7 +568,7 @@ int cmd_solve(int argc, char **argv)
 	enum bp_order order = BP_ORDER_DRAW;
 	enum bp_last_batch last = BP_LAST_KEEP;
 	int order_set = 0, steps_set = 0, last_set = 0;
-	int timing = 0, quiet = 0, gpu_set = 0, model_set = 0, tps_given = 0;
+	int timing = 0, quiet = 0, gpu_set = 0, model_set = 0, tps_given = 0, table_format = 0;
 	enum bp_overlen overlen = BP_OVERLEN_TRUNCATE;
 	enum bp_documents documents = BP_DOCS_WHOLE;
 	enum bp_shard shard = BP_SHARD_SEQUENCE;
@@ -620,6 +678,17 @@ int cmd_solve(int argc, char **argv)
 		case 'Y': strategies = optarg; break;
 		case 't': timing = 1; break;
 		case 'q': quiet = 1; break;
+		case 'f':
+			if (!strcmp(optarg, "text"))
+				table_format = 0;
+			else if (!strcmp(optarg, "csv"))
+				table_format = 1;
+			else if (!strcmp(optarg, "json"))
+				table_format = 2;
+			else
+				return cmd_usage("solve", "--format '%s' is not text, csv or json",
+						 cmd_cut(optarg));
+			break;
 		case 'h': solve_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("solve", "unknown or incomplete option '%s'",
@@ -940,7 +1009,10 @@ int cmd_solve(int argc, char **argv)
 	if (out_dir && (rc = outdir_open(out_dir, &tmp_dir)) != EXIT_OK)
 		goto out;
 	rc = EXIT_DATA;
-	if (!quiet && order != BP_ORDER_DRAW) {
+	/* The setting line heads the text table only: csv and json are the table alone. */
+	if (!quiet && table_format)
+		;
+	else if (!quiet && order != BP_ORDER_DRAW) {
 		char span[64];
 		if (!steps)
 			snprintf(span, sizeof(span), "%lld epoch%s", (long long)epochs,
@@ -1066,7 +1138,7 @@ int cmd_solve(int argc, char **argv)
 			 res[0].s.dropped > 0 ? "were left out" : "were cut to it",
 			 res[0].s.dropped > 0 ? "drop" : "truncate");
 	if (!quiet)
-		print_table(res, nm, timing);
+		print_table(res, nm, timing, table_format);
 	rc = EXIT_OK;
 out:
 	if (tmp_dir) {
