@@ -99,6 +99,12 @@ static void solve_usage(FILE *f)
 		"                           --chunk-steps global batches at a time [64], so\n"
 		"                           memory holds a window of steps, not the run\n"
 		"      --timing             add planning time per step to the table\n"
+		"      --recompute MODE     activation recomputation: none, selective or full\n"
+		"                           (Megatron-LM's granularity; full keeps each layer's\n"
+		"                           input and runs its forward again before the\n"
+		"                           backward; selective costs what none does, since\n"
+		"                           FlashAttention never keeps what it recomputes)\n"
+		"                           [none]\n"
 		"      --format F           the table as text, csv (a header row of the column\n"
 		"                           names below) or json (an array of objects) [text]\n"
 		"  -q, --quiet              print no table\n"
@@ -550,6 +556,7 @@ int cmd_solve(int argc, char **argv)
 		{"chunk-steps", required_argument, NULL, 'H'},
 		{"timing", no_argument, NULL, 't'},
 		{"format", required_argument, NULL, 'f'},
+		{"recompute", required_argument, NULL, 'r'},
 		{"param", required_argument, NULL, 'Q'},
 		{"strategies", required_argument, NULL, 'Y'},
 		{"quiet", no_argument, NULL, 'q'},
@@ -569,6 +576,7 @@ int cmd_solve(int argc, char **argv)
 	enum bp_last_batch last = BP_LAST_KEEP;
 	int order_set = 0, steps_set = 0, last_set = 0;
 	int timing = 0, quiet = 0, gpu_set = 0, model_set = 0, tps_given = 0, table_format = 0;
+	enum bp_recompute recompute = BP_RECOMPUTE_NONE;
 	enum bp_overlen overlen = BP_OVERLEN_TRUNCATE;
 	enum bp_documents documents = BP_DOCS_WHOLE;
 	enum bp_shard shard = BP_SHARD_SEQUENCE;
@@ -678,6 +686,11 @@ int cmd_solve(int argc, char **argv)
 		case 'Y': strategies = optarg; break;
 		case 't': timing = 1; break;
 		case 'q': quiet = 1; break;
+		case 'r':
+			if (bp_recompute_parse(optarg, &recompute) < 0)
+				return cmd_usage("solve", "--recompute '%s' is not none, selective or "
+						 "full", cmd_cut(optarg));
+			break;
 		case 'f':
 			if (!strcmp(optarg, "text"))
 				table_format = 0;
@@ -965,6 +978,7 @@ int cmd_solve(int argc, char **argv)
 		rc = cmd_error("%s", err.text);
 		goto out;
 	}
+	prof.recompute = recompute;
 	if ((rc = cmd_check_nodes("solve", gpus, tp, prof.hw.gpus_per_node)) != EXIT_OK)
 		goto out;
 	rc = EXIT_DATA;
@@ -1045,6 +1059,8 @@ int cmd_solve(int argc, char **argv)
 			.shard = shard, .dataset_name = ds.name, .dataset_sha = ds_sha,
 			.profile_sha = prof_sha,
 		};
+		/* the run's recomputation, applied by every cost model of the plan */
+		prof.recompute = hprof.recompute = fprof.recompute = recompute;
 		const struct bp_profile *use = &prof;
 		if (list[i]->solve == bp_method_hydraulis) {
 			use = &hprof;

@@ -519,6 +519,20 @@ int bp_eng_op(struct bp_engine *e, struct op_run *o, struct bp_error *err)
 				RUN(op_tp(e, o, s->tp_b, err));
 			});
 		} else {
+			/* Full recompute (Korthikanti et al. Sec. 5): the layer's forward GEMMs and
+			 * attention again before its backward. Their time is inside the backward's
+			 * shares (the cost model adds it there), so they carry none of their own: an
+			 * emulating backend sleeps nothing for them, a real one runs them. The
+			 * forward's collectives are priced, not replayed. */
+			if (e->plan->recompute == BP_RECOMPUTE_FULL)
+				OWN_PHASE({
+					o->bwd = 0;
+					RUN(op_gemm(e, o, BP_GEMM_QKV, 0.0, err));
+					RUN(op_attn(e, o, l, 0.0, err));
+					RUN(op_gemm(e, o, BP_GEMM_O, 0.0, err));
+					RUN(op_gemm(e, o, BP_GEMM_FFN, 0.0, err));
+					o->bwd = 1;
+				});
 			OWN_PHASE({
 				RUN(op_gemm(e, o, BP_GEMM_FFN, s->ffn, err));
 				RUN(op_tp(e, o, s->tp_b, err));

@@ -221,18 +221,12 @@ int64_t bp_hyd_maxlen(const struct bp_costmodel *cm, int replicas, int64_t align
 
 int64_t bp_hyd_maxlen_full(const struct bp_costmodel *cm, int gpus, int64_t align)
 {
-	/* The optimizer's share alpha of the 18 bytes per parameter (fp32 master and Adam, 12
-	 * bytes: alpha = 2/3, as bp_cost_state_bytes splits them) over all gpus, the rest
-	 * (bf16 weights and fp32 gradients) per TP shard of the stage. */
-	const double alpha = 2.0 / 3.0;
-	double spb = cm->prof->mem.state_bytes_per_param, total = 0.0;
-	for (int s = 0; s < cm->sc.pp; s++)
-		total += bp_cost_stage_params(cm, s);
+	/* The optimizer's share of the state over all gpus, the rest per TP shard of the stage
+	 * (bp_cost_state_bytes_full). */
 	int64_t cap = bp_cost_mem_cap(cm), best = INT64_MAX;
 	for (int s = 0; s < cm->sc.pp; s++) {
-		double st = bp_cost_stage_params(cm, s) / cm->sc.tp * spb * (1.0 - alpha) +
-			    total * spb * alpha / (gpus < 1 ? 1 : gpus);
-		int64_t l = stage_fit(cm, s, bp_i64_from_real_sat(st), cm->sc.pp - s, cap);
+		int64_t l = stage_fit(cm, s, bp_cost_state_bytes_full(cm, s, gpus), cm->sc.pp - s,
+				      cap);
 		if (l < best)
 			best = l;
 	}

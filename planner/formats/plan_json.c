@@ -337,6 +337,13 @@ static json_t *header_to_json(const struct bp_plan *p)
 	bp_json_set(root, "model", bp_model_to_json(&p->model), &ok);
 	bp_json_set(root, "method", me, &ok);
 	bp_json_set(root, "sampling", sa, &ok);
+	/* the training settings the predictions assume, present only when not the default */
+	if (p->recompute != BP_RECOMPUTE_NONE) {
+		json_t *tr = json_object();
+		int tok = tr != NULL;
+		bp_json_set(tr, "recompute", json_string(bp_recompute_name(p->recompute)), &tok);
+		bp_json_set(root, "training", done(tr, tok), &ok);
+	}
 	bp_json_set(root, "layouts", lays, &ok);
 	return done(root, ok);
 }
@@ -1039,7 +1046,8 @@ int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 	static const char *const keys1[] = {"format", "inputs", "cluster", "model", "method",
 					    "sampling", "steps", "summary", NULL};
 	static const char *const keys2[] = {"format", "inputs", "cluster", "model", "method",
-					    "sampling", "layouts", "steps", "summary", NULL};
+					    "sampling", "training", "layouts", "steps", "summary",
+					    NULL};
 	static const char *const ikeys[] = {"dataset", "profile", "seed", NULL};
 	static const char *const cextra1[] = {"tp", "cp", "pp", "dp", NULL};
 	static const char *const mkeys1[] = {"name", "params", "max_microbatch_tokens", NULL};
@@ -1090,6 +1098,18 @@ int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 			return bp_errorf(err, "plan.method.params.%.64s is not a string", key);
 		if (bp_plan_set_param(p, key, json_string_value(val), err) < 0)
 			return -1;
+	}
+	json_t *tr = json_object_get(root, "training");
+	p->recompute = BP_RECOMPUTE_NONE;
+	if (tr) {
+		static const char *const tkeys[] = {"recompute", NULL};
+		char rs[16];
+		if (bp_json_check_keys(tr, tkeys, "plan.training", err) < 0 ||
+		    bp_json_get_str(tr, "recompute", 1, rs, sizeof(rs), "plan.training", err) < 0)
+			return -1;
+		if (bp_recompute_parse(rs, &p->recompute) < 0)
+			return bp_errorf(err, "plan.training.recompute \"%s\" is not none, selective "
+					 "or full", rs);
 	}
 	json_t *sa = bp_json_get_object(root, "sampling", "plan", err);
 	if (!sa || bp_json_read_fields(sa, sampling_fields, BP_ARRAY_LEN(sampling_fields), p,

@@ -255,6 +255,7 @@ int bp_costmodel_init_pipe(struct bp_costmodel *cm, const struct bp_profile *p,
 	if (!cm->stage_layers)
 		return -1;
 	memcpy(cm->stage_layers, pi->stage_layers, (size_t)sc.pp * sizeof(int));
+	cm->mb_cap = pi->mb_max_tokens;
 	int gpn = p->hw.gpus_per_node;
 	cm->tp_inter = bp_lpipe_tp_inter(pi, gpn);
 	cm->cp_inter = bp_lpipe_cp_inter(pi, gpn);
@@ -551,9 +552,10 @@ static int bp_cost_mb_sparse(const struct bp_costmodel *cm, const struct bp_mb_d
 	int64_t tokens = 0;
 	for (size_t i = 0; i < d->n; i++)
 		tokens += d->spans[i].len;
-	int layer = 0;
+	int layer = 0, full = cm->prof->recompute == BP_RECOMPUTE_FULL;
 	for (int s = 0; s < cm->sc.pp; s++) {
 		double a[2] = {0, 0}, part[2][3];
+		struct bp_mb_part qf = {0, 0, 0, 0, 0};
 		int last = s == cm->sc.pp - 1;
 		for (int l = 0; l < cm->stage_layers[s]; l++, layer++)
 			for (int b = 0; b < 2; b++)
@@ -566,6 +568,14 @@ static int bp_cost_mb_sparse(const struct bp_costmodel *cm, const struct bp_mb_d
 			double lm = last ? bp_cost_lm_head(cm, (double)tokens, b) : 0.0;
 			double v = a[b] + L * (part[b][1] + part[b][2]) + lm;
 			struct bp_mb_part q = {a[b], L * part[b][1], L * part[b][2], 0.0, lm};
+			if (!b)
+				qf = q;
+			else if (full) { /* the layers' forward again, before their backward */
+				q.attn += qf.attn;
+				q.linear += qf.linear;
+				q.tp_coll += qf.tp_coll;
+				v += qf.attn + qf.linear + qf.tp_coll;
+			}
 			if (b) {
 				bwd[s] = v;
 				if (pb)
@@ -588,6 +598,10 @@ int bp_cost_mb(const struct bp_costmodel *cm, const struct bp_mb_desc *d, double
 	if (d->attn == BP_ATTN_SPARSE)
 		return bp_cost_mb_sparse(cm, d, fwd, bwd, pf, pb, err);
 	int attn_here = d->attn == BP_ATTN_DENSE;
+	int full = cm->prof->recompute == BP_RECOMPUTE_FULL;
+	if (full && d->attn == BP_ATTN_DISAGG)
+		return bp_errorf(err, "recompute full is not modeled for disaggregated attention "
+				 "(its CA-tasks run on attention servers)");
 	/* Short lists (every per-document cost the packers and the packing bound ask for) use
 	 * the stack: a calloc and free per call showed in the profile. */
 	int64_t small[16][2];
@@ -655,8 +669,11 @@ int bp_cost_mb(const struct bp_costmodel *cm, const struct bp_mb_desc *d, double
 	for (int s = 0; s < pp; s++) {
 		int L = cm->stage_layers[s];
 		int last = s == pp - 1;
+		/* Full recompute: each layer's forward (its collectives included, not the LM
+		 * head) runs again before its backward (Korthikanti et al. Sec. 5). */
+		double r = full ? 1.0 : 0.0;
 		fwd[s] = L * (worst_f + cpf);
-		bwd[s] = L * (worst_b + cpb);
+		bwd[s] = L * (worst_b + cpb) + r * L * (worst_f + cpf);
 		if (last) {
 			fwd[s] += worst_lm_f;
 			bwd[s] += worst_lm_b;
@@ -665,7 +682,8 @@ int bp_cost_mb(const struct bp_costmodel *cm, const struct bp_mb_desc *d, double
 			pf[s] = (struct bp_mb_part){L * wf[0], L * wf[1], L * wf[2], L * cpf,
 						    last ? worst_lm_f : 0.0};
 		if (pb)
-			pb[s] = (struct bp_mb_part){L * wb[0], L * wb[1], L * wb[2], L * cpb,
+			pb[s] = (struct bp_mb_part){L * (wb[0] + r * wf[0]), L * (wb[1] + r * wf[1]),
+						    L * (wb[2] + r * wf[2]), L * cpb + r * L * cpf,
 						    last ? worst_lm_b : 0.0};
 	}
 	return 0;
@@ -799,11 +817,33 @@ double bp_cost_adam_shard(const struct bp_profile *p, double params)
 	return params * 28.0 / (p->hw.hbm_gbps * 1e3); /* GB/s = 1e3 bytes per us */
 }
 
+/* Bytes per token and layer a micro-batch in flight keeps: every activation the backward
+ * reads (profile memory.act_bytes_per_token_layer), or with full recompute only the layer's
+ * input, 2h bytes in bf16 (Korthikanti et al. Sec. 5, Table 2 "full"), both sharded over TP
+ * (sequence parallelism). */
+static double kept_per_token_layer(const struct bp_costmodel *cm)
+{
+	if (cm->prof->recompute == BP_RECOMPUTE_FULL)
+		return 2.0 * cm->prof->model.hidden;
+	return cm->prof->mem.act_bytes_per_token_layer;
+}
+
 int64_t bp_cost_act_bytes(const struct bp_costmodel *cm, int stage, int64_t tokens_on_rank)
 {
 	/* saturated: a product past int64 is memory no GPU has, and stays comparable */
 	return bp_i64_from_real_sat((double)tokens_on_rank * cm->stage_layers[stage] *
-				    cm->prof->mem.act_bytes_per_token_layer / cm->sc.tp);
+				    kept_per_token_layer(cm) / cm->sc.tp);
+}
+
+/* With full recompute, one layer's activations exist again while that layer's backward
+ * runs: its whole set for the pipeline's largest micro-batch on one CP rank, once per stage
+ * whatever the micro-batches in flight. 0 otherwise. */
+static double recompute_working_set(const struct bp_costmodel *cm)
+{
+	if (cm->prof->recompute != BP_RECOMPUTE_FULL || cm->mb_cap <= 0)
+		return 0.0;
+	double per_rank = ceil((double)cm->mb_cap / cm->sc.cp);
+	return per_rank * cm->prof->mem.act_bytes_per_token_layer / cm->sc.tp;
 }
 
 int64_t bp_cost_state_bytes(const struct bp_costmodel *cm, int stage)
@@ -814,7 +854,8 @@ int64_t bp_cost_state_bytes(const struct bp_costmodel *cm, int stage)
 	double per = bp_cost_stage_params(cm, stage) / cm->sc.tp;
 	double spb = cm->prof->mem.state_bytes_per_param;
 	double alpha = 2.0 / 3.0;
-	return bp_i64_from_real_sat(per * spb * ((1.0 - alpha) + alpha / cm->sync_ranks));
+	return bp_i64_from_real_sat(per * spb * ((1.0 - alpha) + alpha / cm->sync_ranks) +
+				    recompute_working_set(cm));
 }
 
 int64_t bp_cost_state_bytes_full(const struct bp_costmodel *cm, int stage, int gpus)
@@ -824,7 +865,8 @@ int64_t bp_cost_state_bytes_full(const struct bp_costmodel *cm, int stage, int g
 		total += bp_cost_stage_params(cm, s);
 	return bp_i64_from_real_sat(bp_cost_stage_params(cm, stage) / cm->sc.tp * spb *
 					    (1.0 - alpha) +
-				    total * spb * alpha / (gpus < 1 ? 1 : gpus));
+				    total * spb * alpha / (gpus < 1 ? 1 : gpus) +
+				    recompute_working_set(cm));
 }
 
 int64_t bp_cost_mem_cap(const struct bp_costmodel *cm)

@@ -73,6 +73,7 @@ struct bp_costmodel {
 	double token_bytes; /* bytes of one token's hidden state (bf16) */
 	double kv_token_bytes; /* bytes of one token's K and V (bf16) */
 	double lm_ratio;       /* LM head GEMMs as a multiple of one layer's (same tokens) */
+	int64_t mb_cap;        /* the pipeline's largest micro-batch, tokens (the layout's) */
 	/* Tables of the collectives this pipeline pays, picked at init (struct bp_coll_pick):
 	 * TP all-reduce, CP all-gather and reduce-scatter, PP send/recv, and the gradient
 	 * sync's reduce-scatter and all-gather over the dp*cp replicas. */

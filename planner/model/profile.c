@@ -37,6 +37,23 @@ void bp_profile_init(struct bp_profile *p)
 	memset(p, 0, sizeof(*p));
 }
 
+static const char *const recompute_names[] = {"none", "selective", "full"};
+
+const char *bp_recompute_name(enum bp_recompute r)
+{
+	return (unsigned)r < 3 ? recompute_names[r] : "?";
+}
+
+int bp_recompute_parse(const char *s, enum bp_recompute *out)
+{
+	for (int i = 0; i < 3; i++)
+		if (s && !strcmp(s, recompute_names[i])) {
+			*out = (enum bp_recompute)i;
+			return 0;
+		}
+	return -1;
+}
+
 void bp_profile_release(struct bp_profile *p)
 {
 	if (!p)

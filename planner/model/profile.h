@@ -131,6 +131,19 @@ struct bp_provenance {
 	int ranks, reps, warmup; /* processes measuring; timed runs and warm-ups per cell */
 };
 
+/* Activation recomputation, as Megatron-LM's --recompute-granularity names it (Korthikanti et
+ * al., "Reducing Activation Recomputation in Large Transformer Models", Sec. 4-5):
+ * NONE keeps every layer's activations for the backward; SELECTIVE recomputes the core
+ * attention (softmax and dropout), whose 5as/h term FlashAttention never stores and always
+ * recomputes, so here it costs and saves what NONE does; FULL keeps only each layer's input
+ * (2h bytes per token, sharded over TP with sequence parallelism) and runs the layer's
+ * forward again before its backward. A training setting, not a measurement: a profile file
+ * never holds it; solve sets it from --recompute and the plan records it
+ * (bp_plan.recompute). */
+enum bp_recompute { BP_RECOMPUTE_NONE, BP_RECOMPUTE_SELECTIVE, BP_RECOMPUTE_FULL };
+const char *bp_recompute_name(enum bp_recompute r); /* "none", "selective", "full" */
+int bp_recompute_parse(const char *s, enum bp_recompute *out); /* 0 or -1 */
+
 struct bp_profile {
 	char kind[16];       /* "measured" or "analytic" */
 	char name[64];
@@ -150,6 +163,9 @@ struct bp_profile {
 	size_t nfits;
 	struct bp_memory mem;
 	struct bp_provenance prov; /* optional (prov.present) */
+	/* The run's setting the cost model applies (not in the file; see enum bp_recompute):
+	 * set after reading or making the profile. */
+	enum bp_recompute recompute;
 };
 
 void bp_profile_init(struct bp_profile *p);

@@ -195,6 +195,7 @@ struct bp_plan {
 	enum bp_overlen overlen;
 	enum bp_documents documents; /* what the loader handed the method (documents.h) */
 	struct bp_source source;     /* order DRAW: a what-if plan of drawn lengths */
+	enum bp_recompute recompute; /* the run's activation recomputation (profile.h) */
 	struct bp_layout *layouts; /* owned; steps name one each */
 	size_t nlayouts;
 	struct bp_step *steps; /* owned */
