@@ -42,6 +42,8 @@ static void solve_usage(FILE *f)
 		"  -p, --profile FILE       profile; without it an analytic one is made from\n"
 		"                           --gpu and --model\n"
 		"      --gpu NAME           GPU preset for the analytic profile [H100]\n"
+		"      --gpus-per-node N    GPUs per node, for which groups cross nodes [the\n"
+		"                           GPU preset's, 8]\n"
 		"      --model NAME         model preset or a Hugging Face config.json (dense\n"
 		"                           Llama-style or GPT-2) for the analytic profile\n"
 		"                           [llama3-8b]\n"
@@ -557,6 +559,7 @@ int cmd_solve(int argc, char **argv)
 		{"timing", no_argument, NULL, 't'},
 		{"format", required_argument, NULL, 'f'},
 		{"recompute", required_argument, NULL, 'r'},
+		{"gpus-per-node", required_argument, NULL, 'N'},
 		{"param", required_argument, NULL, 'Q'},
 		{"strategies", required_argument, NULL, 'Y'},
 		{"quiet", no_argument, NULL, 'q'},
@@ -577,6 +580,7 @@ int cmd_solve(int argc, char **argv)
 	int order_set = 0, steps_set = 0, last_set = 0;
 	int timing = 0, quiet = 0, gpu_set = 0, model_set = 0, tps_given = 0, table_format = 0;
 	enum bp_recompute recompute = BP_RECOMPUTE_NONE;
+	int64_t gpn_opt = 0;
 	enum bp_overlen overlen = BP_OVERLEN_TRUNCATE;
 	enum bp_documents documents = BP_DOCS_WHOLE;
 	enum bp_shard shard = BP_SHARD_SEQUENCE;
@@ -686,6 +690,9 @@ int cmd_solve(int argc, char **argv)
 		case 'Y': strategies = optarg; break;
 		case 't': timing = 1; break;
 		case 'q': quiet = 1; break;
+		case 'N':
+			bad = cmd_opt_int("solve", "--gpus-per-node", optarg, 1, 1024, &gpn_opt);
+			break;
 		case 'r':
 			if (bp_recompute_parse(optarg, &recompute) < 0)
 				return cmd_usage("solve", "--recompute '%s' is not none, selective or "
@@ -714,6 +721,10 @@ int cmd_solve(int argc, char **argv)
 		return cmd_usage("solve", "unexpected argument '%s'", cmd_cut(argv[optind]));
 	if (profile && (gpu_set || model_set))
 		return cmd_usage("solve", "--profile cannot be combined with --gpu or --model");
+	if (profile && gpn_opt)
+		return cmd_usage("solve", "--gpus-per-node is for the analytic profile: a profile "
+				 "file gives its own (hardware.gpus_per_node)");
+	cmd_analytic_gpus_per_node((int)gpn_opt);
 	/* Unknown names are usage errors, found before any work (a config.json that cannot be
 	 * read is a data error). */
 	if (!profile) {

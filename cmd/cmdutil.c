@@ -418,17 +418,29 @@ int cmd_analytic_profile(const char *gpu, const char *model, const struct bp_sch
 	return cmd_analytic_profile_model(gpu, &m, sc, nsc, max_tokens, p, sha, err);
 }
 
+/* GPUs per node for the analytic profiles this process makes (solve --gpus-per-node); 0:
+ * the GPU preset's. */
+static int analytic_gpn;
+
+void cmd_analytic_gpus_per_node(int n)
+{
+	analytic_gpn = n;
+}
+
 int cmd_analytic_profile_model(const char *gpu, const struct bp_model *m,
 			       const struct bp_scheme *sc, size_t nsc, int64_t max_tokens,
 			       struct bp_profile *p, char sha[65], struct bp_error *err)
 {
-	const struct bp_gpu *g = bp_gpu_preset(gpu);
-	if (!g)
+	const struct bp_gpu *pre = bp_gpu_preset(gpu);
+	if (!pre)
 		return bp_errorf(err, "unknown GPU '%s' (see 'balplan presets')", gpu);
+	struct bp_gpu g = *pre;
+	if (analytic_gpn > 0)
+		g.gpus_per_node = analytic_gpn;
 	int64_t top = 4096;
 	while (top < max_tokens && top < ((int64_t)1 << 40))
 		top *= 2;
-	if (bp_profile_analytic(p, g, m, sc, nsc, top, err) < 0)
+	if (bp_profile_analytic(p, &g, m, sc, nsc, top, err) < 0)
 		return bp_error_prefix(err, "cannot make the analytic profile");
 	json_t *j = bp_profile_to_json(p);
 	char *text = j ? bp_json_dump_canonical(j) : NULL;
@@ -470,6 +482,7 @@ int cmd_plan_profile(const struct bp_plan *plan, const char *path, int strict,
 					sc[nsc++] = x;
 				}
 			}
+		cmd_analytic_gpus_per_node(plan->cluster.gpus_per_node);
 		if (cmd_analytic_profile_model(plan->cluster.gpu, &plan->model, sc, nsc,
 					 plan->max_tokens, p, sha, err) < 0)
 			return -1;

@@ -100,6 +100,8 @@ int cmd_load_profile(const char *path, struct bp_profile *p, char sha[65],
 int cmd_analytic_profile(const char *gpu, const char *model, const struct bp_scheme *sc,
 			 size_t nsc, int64_t max_tokens, struct bp_profile *p, char sha[65],
 			 struct bp_error *err);
+/* GPUs per node in the analytic profiles made from here on (0: the GPU preset's). */
+void cmd_analytic_gpus_per_node(int n);
 /* The same for a model already resolved (a plan's model object). */
 int cmd_analytic_profile_model(const char *gpu, const struct bp_model *m,
 			       const struct bp_scheme *sc, size_t nsc, int64_t max_tokens,
