@@ -244,6 +244,19 @@ static struct estimate estimate_step(const struct bp_dataset *ds, int64_t max_to
 	return e;
 }
 
+/* Asks every method named whether the request's layout suits it (bp_method_check_request),
+ * before any of them runs: a usage error naming the method and what it needs. */
+static int preflight(const struct bp_method *const *list, size_t nm, struct bp_scheme sc,
+		     const struct bp_model *m, enum bp_shard shard)
+{
+	for (size_t i = 0; i < nm; i++) {
+		struct bp_error err = {""};
+		if (bp_method_check_request(list[i], sc, m, shard, &err) < 0)
+			return cmd_usage("solve", "method '%s': %s", list[i]->name, err.text);
+	}
+	return EXIT_OK;
+}
+
 /* --out-dir is all or nothing: the plans go into a fresh directory beside DIR
  * (DIR.tmp.XXXXXX) and move into DIR only when every method succeeded, so a failing method
  * leaves DIR as it was. */
@@ -813,6 +826,17 @@ int cmd_solve(int argc, char **argv)
 	}
 	if (out && nm != 1)
 		return cmd_usage("solve", "--out takes one method; use --out-dir for %zu", nm);
+	/* Every method's layout constraints before any work (with --profile, once it is read:
+	 * its model decides). */
+	if (!profile) {
+		struct bp_model rm;
+		struct bp_error merr = {""};
+		int pr = EXIT_OK;
+		if (cmd_resolve_model(model, &rm, &merr) == 0 &&
+		    (pr = preflight(list, nm, (struct bp_scheme){(int)tp, (int)cp, (int)pp}, &rm,
+				    shard)) != EXIT_OK)
+			return pr;
+	}
 	int hyd = 0; /* hydraulis among the methods: its candidates and profile */
 	for (size_t i = 0; i < nm; i++)
 		hyd |= list[i]->solve == bp_method_hydraulis;
@@ -990,6 +1014,8 @@ int cmd_solve(int argc, char **argv)
 		goto out;
 	}
 	prof.recompute = recompute;
+	if (profile && (rc = preflight(list, nm, sc, &prof.model, shard)) != EXIT_OK)
+		goto out;
 	if ((rc = cmd_check_nodes("solve", gpus, tp, prof.hw.gpus_per_node)) != EXIT_OK)
 		goto out;
 	rc = EXIT_DATA;

@@ -633,6 +633,19 @@ int bp_distca_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 	return 0;
 }
 
+int bp_distca_check_request(struct bp_scheme sc, const struct bp_model *m,
+			    enum bp_shard shard, struct bp_error *err)
+{
+	(void)shard;
+	if (sc.cp != 1)
+		return bp_errorf(err, "distca needs cp 1 (CA-tasks replace context parallelism), "
+				 "not cp %d", sc.cp);
+	if (m->layers % sc.pp)
+		return bp_errorf(err, "distca needs equal layers per stage: %d layers on pp %d",
+				 m->layers, sc.pp);
+	return 0;
+}
+
 int bp_method_distca(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		     struct bp_plan *out, struct bp_error *err)
 {
@@ -642,12 +655,8 @@ int bp_method_distca(const struct bp_method_ctx *ctx, const struct bp_batches *i
 	struct dc_opts o;
 	int *srv = NULL;
 	int rc = -1;
-	if (l->pipes[0].sc.cp != 1)
-		return bp_errorf(err, "distca needs cp 1 (CA-tasks replace context parallelism), "
-				 "not cp %d", l->pipes[0].sc.cp);
-	if (out->model.layers % pp)
-		return bp_errorf(err, "distca needs equal layers per stage: %d layers on pp %d",
-				 out->model.layers, pp);
+	if (bp_distca_check_request(l->pipes[0].sc, &out->model, ctx->shard, err) < 0)
+		return -1;
 	if (read_opts(out, tp, app_a_shards(&out->model, ctx), &o, err) < 0)
 		return -1;
 	/* in-place servers: the first rank of every (pipeline, stage) TP group, ascending */

@@ -805,6 +805,22 @@ int bp_flexsp_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 	return read_params(scratch, &buckets, &max_group, &ilp, err);
 }
 
+int bp_flexsp_check_request(struct bp_scheme sc, const struct bp_model *m,
+			    enum bp_shard shard, struct bp_error *err)
+{
+	(void)m;
+	if (sc.cp != 1)
+		return bp_errorf(err, "flexsp needs cp 1 (its sequence-parallel groups of TP groups "
+				 "replace context parallelism), not cp %d", sc.cp);
+	if (sc.pp != 1)
+		return bp_errorf(err, "flexsp needs pp 1 (FlexSP's groups run without pipeline "
+				 "parallelism), not pp %d", sc.pp);
+	if (shard != BP_SHARD_SEQUENCE && shard != BP_SHARD_ULYSSES)
+		return bp_errorf(err, "flexsp's groups run Ulysses sequence parallelism, not --shard "
+				 "%s", bp_shard_name(shard));
+	return 0;
+}
+
 int bp_method_flexsp(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		     struct bp_plan *out, struct bp_error *err)
 {
@@ -814,15 +830,8 @@ int bp_method_flexsp(const struct bp_method_ctx *ctx, const struct bp_batches *i
 	int64_t buckets, max_group;
 	int rc = -1;
 	memset(&c, 0, sizeof(c));
-	if (sc.cp != 1)
-		return bp_errorf(err, "flexsp needs cp 1 (its sequence-parallel groups of TP groups "
-				 "replace context parallelism), not cp %d", sc.cp);
-	if (sc.pp != 1)
-		return bp_errorf(err, "flexsp needs pp 1 (FlexSP's groups run without pipeline "
-				 "parallelism), not pp %d", sc.pp);
-	if (ctx->shard != BP_SHARD_SEQUENCE && ctx->shard != BP_SHARD_ULYSSES)
-		return bp_errorf(err, "flexsp's groups run Ulysses sequence parallelism, not --shard "
-				 "%s", bp_shard_name(ctx->shard));
+	if (bp_flexsp_check_request(sc, &out->model, ctx->shard, err) < 0)
+		return -1;
 	c.units = (int)l0->npipes;
 	c.tp = sc.tp;
 	c.ranks = bp_calloc((size_t)c.units * c.tp, sizeof(int), err);

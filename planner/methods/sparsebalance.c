@@ -265,6 +265,17 @@ static int sb_measured(struct sb *c, const struct bp_method_ctx *ctx, struct bp_
 	return bp_plan_set_param(out, "sb_coverage", v, err);
 }
 
+int bp_sb_check_request(struct bp_scheme sc, const struct bp_model *m, enum bp_shard shard,
+			struct bp_error *err)
+{
+	(void)m;
+	(void)shard;
+	if (sc.cp != 1)
+		return bp_errorf(err, "sparse attention needs cp 1 (the sparse table is measured "
+				 "on whole documents), not cp %d", sc.cp);
+	return 0;
+}
+
 static int sb_config(struct sb *c, const struct bp_method_ctx *ctx, struct bp_plan *out,
 		     const char *batching_def, struct bp_error *err)
 {
@@ -274,9 +285,8 @@ static int sb_config(struct sb *c, const struct bp_method_ctx *ctx, struct bp_pl
 	c->layers = out->model.layers;
 	c->seed = out->seed;
 	c->cap = out->nlayouts ? bp_plan_mb_cap(out) : out->max_tokens;
-	if (ctx->cm->sc.cp != 1)
-		return bp_errorf(err, "sparse attention needs cp 1 (the sparse table is measured "
-				 "on whole documents), not cp %d", ctx->cm->sc.cp);
+	if (bp_sb_check_request(ctx->cm->sc, &out->model, ctx->shard, err) < 0)
+		return -1;
 	if (bp_method_param_int(out, "sb_block", 256, 1, 1 << 20, &v, err) < 0)
 		return -1;
 	c->block = (int)v;

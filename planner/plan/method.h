@@ -58,7 +58,16 @@ struct bp_method {
 	 * balexec accept no parameter solve would refuse. */
 	int (*check_params)(const struct bp_plan *p, struct bp_plan *scratch,
 			    struct bp_error *err);
+	/* The request's layout the method can run on (NULL: any): solve asks every method
+	 * named before any of them runs, so a run fails at once on a constraint, and the
+	 * method's own solve asks again. sc is the request's scheme, m the model. */
+	int (*check_request)(struct bp_scheme sc, const struct bp_model *m, enum bp_shard shard,
+			     struct bp_error *err);
 };
+
+/* m's check_request, or 0 when it has none. */
+int bp_method_check_request(const struct bp_method *m, struct bp_scheme sc,
+			    const struct bp_model *mdl, enum bp_shard shard, struct bp_error *err);
 
 /* One validation of a plan's method parameters for solve and check alike: every key one of
  * the method's (or cp_shard), then the method's check_params hook on a scratch copy. */
@@ -122,6 +131,12 @@ int bp_sb_recheck(const struct bp_plan *p, const struct bp_costmodel *cm,
 int bp_method_distca(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		     struct bp_plan *out, struct bp_error *err);
 extern const struct bp_record_ops bp_record_distca; /* methods/distca.c */
+int bp_distca_check_request(struct bp_scheme sc, const struct bp_model *m,
+			    enum bp_shard shard, struct bp_error *err);
+int bp_flexsp_check_request(struct bp_scheme sc, const struct bp_model *m,
+			    enum bp_shard shard, struct bp_error *err);
+int bp_sb_check_request(struct bp_scheme sc, const struct bp_model *m, enum bp_shard shard,
+			struct bp_error *err);
 int bp_distca_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 			   struct bp_error *err);
 void bp_distca_warn(const struct bp_plan *p, char *buf, size_t n);
