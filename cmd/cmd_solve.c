@@ -198,6 +198,11 @@ static int write_plan(const struct bp_plan *plan, const char *path)
 #define S_PER_DOC_MB 50e-9
 #define S_PER_ITEM 5e-6
 #define S_PER_PIPE 7e-6
+/* Hydraulis: each of `trials` dispatch trials per step (Sec. 6.1) scans the step's documents:
+ * 0.62 us per trial and document at 64 GPUs, 0.28 at 256 (synthetic-longtail, 512K and 2M
+ * tokens per step, trials 10,000, `solve -m hydraulis`, the development machine); the
+ * larger is the estimate. */
+#define S_PER_HYD_TRIAL_DOC 0.65e-6
 
 struct estimate {
 	double docs, mbs;        /* per step */
@@ -944,6 +949,22 @@ int cmd_solve(int argc, char **argv)
 	{
 		struct estimate e = estimate_step(&ds, max_tokens, tps, dps, pp, dp);
 		const double gib = 1073741824.0;
+		if (hyd) { /* its trials, priced before any of them runs */
+			int64_t trials = 100; /* the method's default (hydraulis.c) */
+			for (size_t i = 0; i < nparams; i++)
+				if (!strcmp(params[i].key, "trials"))
+					(void)bp_parse_int64(params[i].value, &trials, "trials", NULL);
+			double s_hyd = (double)est_steps * (double)trials * e.docs *
+				       S_PER_HYD_TRIAL_DOC;
+			if (s_hyd > LIMIT_TIME_S) {
+				rc = cmd_usage("solve", "--param trials=%lld is beyond the planning "
+					       "limits: an estimated %.0f s of hydraulis dispatch trials "
+					       "(limit %.0f s) for about %.0f documents per step over "
+					       "%lld steps", (long long)trials, s_hyd, LIMIT_TIME_S,
+					       e.docs, (long long)est_steps);
+				goto out;
+			}
+		}
 		char subject[160];
 		if (e.pipes_dominate)
 			snprintf(subject, sizeof(subject), "--gpus %lld", (long long)gpus);
