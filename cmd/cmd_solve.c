@@ -203,6 +203,11 @@ static int write_plan(const struct bp_plan *plan, const char *path)
  * tokens per step, trials 10,000, `solve -m hydraulis`, the development machine); the
  * larger is the estimate. */
 #define S_PER_HYD_TRIAL_DOC 0.65e-6
+/* SparseBalance's batching and tuning grow with the square of the documents per step:
+ * 1.81 s for 32,768 one-token documents, 5.87 s for 65,536 (qwen2.5-0.5b, 8 GPUs, pp 2), fit
+ * as a n + b n^2 and given a 20% margin. */
+#define S_SB_DOC 2.5e-5
+#define S_SB_DOC2 1.3e-9
 
 struct estimate {
 	double docs, mbs;        /* per step */
@@ -949,6 +954,20 @@ int cmd_solve(int argc, char **argv)
 	{
 		struct estimate e = estimate_step(&ds, max_tokens, tps, dps, pp, dp);
 		const double gib = 1073741824.0;
+		int sb = 0;
+		for (size_t i = 0; i < nm; i++)
+			sb |= list[i]->solve == bp_method_sparsebalance ||
+			      list[i]->solve == bp_method_sb_lbb;
+		double s_sb = sb ? (double)est_steps * (S_SB_DOC * e.docs +
+							S_SB_DOC2 * e.docs * e.docs) : 0.0;
+		if (s_sb > LIMIT_TIME_S) {
+			rc = cmd_usage("solve", "sparsebalance is beyond the planning limits: an "
+				       "estimated %.0f s for about %.0f documents per step over %lld "
+				       "steps (limit %.0f s; its cost grows with the square of the "
+				       "documents per step)", s_sb, e.docs, (long long)est_steps,
+				       LIMIT_TIME_S);
+			goto out;
+		}
 		if (hyd) { /* its trials, priced before any of them runs */
 			int64_t trials = 100; /* the method's default (hydraulis.c) */
 			for (size_t i = 0; i < nparams; i++)
