@@ -71,14 +71,17 @@ struct buf {
 	buf &operator=(const buf &) = delete;
 };
 
-/* max |g - r| / max(max |r|, 1e-6); NaN in g gives NaN. */
+/* max |g - r| / max(max |r|, 1e-6); NaN in g gives NaN. (A NaN must end the scan: kept as
+ * the running maximum, the next finite error would replace it, since e <= NaN is false.) */
 static inline double rel_err(const std::vector<double> &g, const std::vector<double> &r)
 {
 	double num = 0, den = 0;
 	for (size_t i = 0; i < r.size(); i++) {
 		double e = fabs(g[i] - r[i]);
-		if (!(e <= num))
-			num = e; /* keeps a NaN */
+		if (isnan(e))
+			return e;
+		if (e > num)
+			num = e;
 		den = fmax(den, fabs(r[i]));
 	}
 	return num / fmax(den, 1e-6);

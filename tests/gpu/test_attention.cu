@@ -7,7 +7,11 @@
  * 96, heads not a multiple of kv_heads) are rejected with -1 and a message, and that a
  * DistCA server's CA-tasks (query shards with their causal prefixes) reproduce the dense
  * kernel's rows and, summed, its dK and dV on the same document.
- * Exit status: 0 all passed, 1 a failure, 77 no CUDA device. */
+ * --small runs a few small layouts instead, that still cover several query and key tiles,
+ * partial tiles, empty and one-token segments, context-parallel shards, GQA, both head
+ * dimensions and a DistCA server: what the CPU emulation (tests/emu, label emu) can run on
+ * every submission; the GPU run keeps the full set.
+ * Exit status: 0 all passed, 1 a failure, 2 usage, 77 no CUDA device. */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -324,8 +328,17 @@ static int expect_reject(const char *label, int heads, int kv_heads, int head_di
 	return bad;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	bool small = false;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--small")) {
+			small = true;
+		} else {
+			fprintf(stderr, "usage: test_attention [--small]\n");
+			return 2;
+		}
+	}
 	int ndev = 0;
 	cudaError_t e = cudaGetDeviceCount(&ndev);
 	if (e != cudaSuccess || ndev == 0) {
@@ -335,8 +348,15 @@ int main(void)
 	}
 
 	std::vector<layout> layouts;
-	layouts.push_back({"one-doc-1000", 2, 2, 128, {1000}, {1000}});
-	{
+	if (small) {
+		/* Three query tiles (the last partial) over three key tiles, GQA; segments of
+		 * 1, 64, 0, 70 and 17 tokens (spare padded tiles, an empty segment, a tile and a
+		 * bit); context-parallel shards at head_dim 128, one with no query row. */
+		layouts.push_back({"small-tiles", 2, 1, 64, {150}, {150}});
+		layouts.push_back({"small-varlen", 2, 2, 64, {1, 64, 0, 70, 17}, {1, 64, 0, 70, 17}});
+		layouts.push_back({"small-cp-d128", 2, 1, 128, {40, 0, 65}, {100, 30, 130}});
+	} else {
+		layouts.push_back({"one-doc-1000", 2, 2, 128, {1000}, {1000}});
 		layout L{"short-37", 4, 2, 64, {}, {}};
 		uint64_t r = 37;
 		for (int i = 0; i < 37; i++) {
@@ -345,24 +365,29 @@ int main(void)
 			L.lk.push_back(n);
 		}
 		layouts.push_back(L);
+		layouts.push_back({"mixed", 2, 1, 128, {1, 127, 128, 0, 129, 513, 64, 65},
+				   {1, 127, 128, 0, 129, 513, 64, 65}});
+		/* Context-parallel shards: q_len < kv_len, incl. q_len 0 with keys (dK = dV = 0). */
+		layouts.push_back({"cp-shard", 2, 2, 64, {100, 64, 1, 0, 257, 63, 33},
+				   {300, 192, 77, 50, 1000, 63, 40}});
+		layouts.push_back({"cp-shard-d128", 4, 4, 128, {130, 31, 64}, {500, 31, 1024}});
+		layouts.push_back({"gqa-8-2", 8, 2, 128, {200, 333}, {200, 333}});
+		layouts.push_back({"gqa-d64", 8, 2, 64, {70, 190}, {70, 250}});
+		layouts.push_back({"one-doc-700", 2, 1, 64, {700}, {700}});
 	}
-	layouts.push_back({"mixed", 2, 1, 128, {1, 127, 128, 0, 129, 513, 64, 65},
-			   {1, 127, 128, 0, 129, 513, 64, 65}});
-	/* Context-parallel shards: q_len < kv_len, incl. q_len 0 with keys (dK = dV = 0). */
-	layouts.push_back({"cp-shard", 2, 2, 64, {100, 64, 1, 0, 257, 63, 33},
-			   {300, 192, 77, 50, 1000, 63, 40}});
-	layouts.push_back({"cp-shard-d128", 4, 4, 128, {130, 31, 64}, {500, 31, 1024}});
-	layouts.push_back({"gqa-8-2", 8, 2, 128, {200, 333}, {200, 333}});
-	layouts.push_back({"gqa-d64", 8, 2, 64, {70, 190}, {70, 250}});
-	layouts.push_back({"one-doc-700", 2, 1, 64, {700}, {700}});
 
 	int bad = 0;
 	uint64_t seed = 20240601;
 	for (const layout &L : layouts)
 		bad += run_layout(L, seed++);
 	/* DistCA servers: shards at 128-token granules and odd cuts, GQA, a 1-token shard. */
-	bad += run_ca_tasks("ca-server", 4, 2, 128, 1500, {0, 128, 512, 1024, 1500}, seed++);
-	bad += run_ca_tasks("ca-server-d64", 8, 2, 64, 777, {0, 1, 300, 301, 640, 777}, seed++);
+	if (small) {
+		bad += run_ca_tasks("small-ca", 2, 1, 64, 200, {0, 1, 64, 130, 200}, seed++);
+	} else {
+		bad += run_ca_tasks("ca-server", 4, 2, 128, 1500, {0, 128, 512, 1024, 1500}, seed++);
+		bad += run_ca_tasks("ca-server-d64", 8, 2, 64, 777, {0, 1, 300, 301, 640, 777},
+				    seed++);
+	}
 	bad += expect_reject("head_dim 96", 4, 2, 96, "head_dim 96");
 	bad += expect_reject("heads 6, kv_heads 4", 6, 4, 64, "not a multiple of kv_heads");
 	bad += expect_reject("negative head_dim", 4, 2, -64, "negative size");

@@ -20,8 +20,11 @@
  * shapes are refused with -1 and a message, and the workspace size is as counted by hand. With --time, a timing table of the
  * forward (selection included) and the backward over (x, k), medians of 10 runs after 3
  * warm-ups, next to the dense kernel (correctness first, timing apart). --quick runs the
- * first five layouts only (for compute-sanitizer).
- * Exit status: 0 all passed, 1 a failure, 77 no CUDA device. */
+ * first five layouts only (for compute-sanitizer). --small runs a few small layouts instead
+ * that still select among several blocks (sorted, per-document budgets, exact ties, a dense
+ * document checked against the dense kernel) at both head dimensions: what the CPU
+ * emulation (tests/emu, label emu) can run on every submission.
+ * Exit status: 0 all passed, 1 a failure, 2 usage, 77 no CUDA device. */
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -536,16 +539,23 @@ static int timing(void)
 
 int main(int argc, char **argv)
 {
-	bool time_it = false, quick = false;
+	bool time_it = false, quick = false, small = false;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--time")) {
 			time_it = true;
 		} else if (!strcmp(argv[i], "--quick")) {
 			quick = true;
+		} else if (!strcmp(argv[i], "--small")) {
+			small = true;
 		} else {
-			fprintf(stderr, "usage: test_sparse_attention [--time] [--quick]\n");
+			fprintf(stderr, "usage: test_sparse_attention [--time] [--quick | --small]\n");
 			return 2;
 		}
+	}
+	if (quick && small) {
+		fprintf(stderr, "test_sparse_attention: error: --quick and --small choose different "
+			"layouts; give one\n");
+		return 2;
 	}
 	/* The host-side checks need no device: they run (and can fail) everywhere. */
 	int bad = 0;
@@ -566,21 +576,31 @@ int main(int argc, char **argv)
 	}
 	std::vector<layout> layouts;
 	/* name, heads, kv_heads, d, block, k, lens, per-document k */
-	layouts.push_back({"one-doc-k2", 2, 2, 128, 256, 2, {1000}, {}});
-	layouts.push_back({"mixed-b128-k3", 4, 2, 64, 128, 3, {700, 256, 1, 300, 1500}, {}});
-	layouts.push_back({"per-doc-k", 4, 1, 128, 256, 1, {1100, 900, 2000, 513}, {1, 2, 3, 8}});
-	layouts.push_back({"dense-k16", 2, 1, 64, 256, 16, {1000, 513, 64, 65}, {}});
-	layouts.push_back({"dense-d128", 4, 2, 128, 128, 40, {2000, 37}, {}});
-	layouts.push_back({"b64-k4-gqa", 8, 2, 128, 64, 4, {777, 1200}, {}});
-	{
+	if (small) {
+		/* Up to four earlier blocks to rank, GQA; budgets per document with a 128-token
+		 * block over two key tiles at head_dim 128; documents dense under their budget
+		 * (against the dense kernel); four blocks of equal keys (exact ties). */
+		layouts.push_back({"small-b64-k2", 2, 1, 64, 64, 2, {300, 130}, {}});
+		layouts.push_back({"small-per-doc-k", 2, 2, 128, 128, 1, {400, 200, 65}, {3, 1, 2}});
+		layouts.push_back({"small-dense", 2, 1, 64, 64, 8, {200, 65}, {}});
+		layouts.push_back({"small-ties", 2, 1, 64, 64, 3, {320}, {}, true});
+		layouts.push_back({"small-chunks", 8, 1, 64, 64, 2, {1088}, {}});
+	} else {
+		layouts.push_back({"one-doc-k2", 2, 2, 128, 256, 2, {1000}, {}});
+		layouts.push_back({"mixed-b128-k3", 4, 2, 64, 128, 3, {700, 256, 1, 300, 1500}, {}});
+		layouts.push_back({"per-doc-k", 4, 1, 128, 256, 1, {1100, 900, 2000, 513},
+				   {1, 2, 3, 8}});
+		layouts.push_back({"dense-k16", 2, 1, 64, 256, 16, {1000, 513, 64, 65}, {}});
+		layouts.push_back({"dense-d128", 4, 2, 128, 128, 40, {2000, 37}, {}});
+		layouts.push_back({"b64-k4-gqa", 8, 2, 128, 64, 4, {777, 1200}, {}});
 		layout L{"short-37-b64", 4, 2, 64, 64, 2, {}, {}};
 		uint64_t r = 37;
 		for (int i = 0; i < 37; i++)
 			L.lens.push_back(1 + (int)(splitmix(&r) % 300));
 		layouts.push_back(L);
+		layouts.push_back({"long-3000-k4", 8, 2, 128, 256, 4, {3000}, {}});
+		layouts.push_back({"ties-b128-k3", 4, 2, 64, 128, 3, {1000, 700}, {}, true});
 	}
-	layouts.push_back({"long-3000-k4", 8, 2, 128, 256, 4, {3000}, {}});
-	layouts.push_back({"ties-b128-k3", 4, 2, 64, 128, 3, {1000, 700}, {}, true});
 	uint64_t seed = 20261123;
 	for (size_t i = 0; i < layouts.size() && (!quick || i < 5); i++)
 		bad += run_layout(layouts[i], seed++);
