@@ -125,7 +125,9 @@ static void solve_usage(FILE *f)
 		"mean length), the micro-batches (tokens / --max-tokens, at least pp*dp) and the\n"
 		"pipelines (dp = --gpus / (tp cp pp)); over 4 GiB or 120 s of planning (per step,\n"
 		"over --steps, or over the methods) it stops with exit 2, naming the option, the\n"
-		"estimate and the limit. The ILP methods' searches have their own budget.\n\n"
+		"estimate and the limit; hydraulis's trials, sparsebalance (quadratic in the\n"
+		"documents per step), distca and flexsp (growing with the GPUs) are priced too.\n"
+		"The ILP methods' searches have their own budget.\n\n"
 		"exit status: 0 ok, 1 data or runtime error, 2 usage error, 3 infeasible\n");
 }
 
