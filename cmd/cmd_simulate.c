@@ -308,11 +308,16 @@ int cmd_simulate(int argc, char **argv)
 		cmd_error("%s", err.text);
 		goto out;
 	}
-	if (step >= (int64_t)plan.nsteps) {
-		rc = cmd_usage("simulate", "--step %lld is past the plan's %zu steps",
-			       (long long)step, plan.nsteps);
+	/* a window of a run (plan.h): its steps by the run's numbers */
+	if (step >= 0 && (step < plan.first_step ||
+			  step - plan.first_step >= (int64_t)plan.nsteps)) {
+		rc = cmd_usage("simulate", "--step %lld is outside the plan's steps %lld to %lld",
+			       (long long)step, (long long)plan.first_step,
+			       (long long)(plan.first_step + (int64_t)plan.nsteps - 1));
 		goto out;
 	}
+	if (step >= 0)
+		step -= plan.first_step;
 	if (cmd_plan_profile(&plan, profile, 0, &prof, &err) < 0 ||
 	    bp_plan_costs(&plan, &prof, &cm, &err) < 0 ||
 	    bp_plan_validate(&plan, NULL, &err) < 0 || bp_plan_repredict(&plan, &cm, &err) < 0) {
@@ -355,8 +360,8 @@ int cmd_simulate(int argc, char **argv)
 	       "peak mem");
 	for (size_t i = 0; i < plan.nsteps; i++) {
 		const struct bp_step *st = &plan.steps[i];
-		printf("%5zu %6zu %5lld %9lld %8.2f ms %7.2f ms %6.1f%% %8.3f %8.3f %8.3f %5.1f GiB\n",
-		       i, st->ndocs, (long long)st->m.nmbs, (long long)st->m.tokens,
+		printf("%5lld %6zu %5lld %9lld %8.2f ms %7.2f ms %6.1f%% %8.3f %8.3f %8.3f %5.1f GiB\n",
+		       (long long)st->index, st->ndocs, (long long)st->m.nmbs, (long long)st->m.tokens,
 		       st->m.step_us / 1e3, st->m.grad_sync_us / 1e3, 100.0 * st->m.bubble,
 		       st->m.imb_wlb, st->m.imb_sb, st->m.gap_hyd, st->m.peak_mem / 1073741824.0);
 	}

@@ -67,6 +67,16 @@ static void solve_usage(FILE *f)
 		"                           distribution; the only mode of histograms) [file for\n"
 		"                           a sample index, draw otherwise]\n"
 		"      --epochs N           file, shuffle: the data ends after N epochs [none]\n"
+		"      --first-step K       plan a window of the run: its steps K .. K+N-1\n"
+		"                           (the methods' state from the steps before it\n"
+		"                           replayed, not written) [0]\n"
+		"      --flush WHEN         where a method holding documents (wlb's queues,\n"
+		"                           fixed's packing window) trains them all: end (after\n"
+		"                           the plan's last step, so every drawn sample trains\n"
+		"                           in the plan) or data (only where the data ends: a\n"
+		"                           window of a longer run, whose windows concatenate to\n"
+		"                           the plan of the whole run) [end; data with\n"
+		"                           --first-step]\n"
 		"      --last-batch MODE    keep|drop the partial global batch where the data\n"
 		"                           ends [keep]\n"
 		"  -s, --seed N             seed of every random choice [1]\n"
@@ -96,8 +106,7 @@ static void solve_usage(FILE *f)
 		"      --out-dir DIR        write DIR/<method>.json for every method\n"
 		"      --plan-format F      json (one object, the default) or lines (a header\n"
 		"                           line, a line per step, a summary line; --out-dir\n"
-		"                           writes <method>.jsonl); plain, fixed, ffd, bfd,\n"
-		"                           multipack and kk are then planned and written\n"
+		"                           writes <method>.jsonl), planned and written\n"
 		"                           --chunk-steps global batches at a time [64], so\n"
 		"                           memory holds a window of steps, not the run\n"
 		"      --timing             add planning time per step to the table\n"
@@ -588,6 +597,8 @@ int cmd_solve(int argc, char **argv)
 		{"out-dir", required_argument, NULL, 'R'},
 		{"plan-format", required_argument, NULL, 'F'},
 		{"chunk-steps", required_argument, NULL, 'H'},
+		{"first-step", required_argument, NULL, 1001},
+		{"flush", required_argument, NULL, 1002},
 		{"timing", no_argument, NULL, 't'},
 		{"format", required_argument, NULL, 'f'},
 		{"recompute", required_argument, NULL, 'r'},
@@ -606,7 +617,8 @@ int cmd_solve(int argc, char **argv)
 	struct bp_param params[32];
 	size_t nparams = 0;
 	int64_t gpus = 64, tp = 8, cp = 2, pp = 4, max_tokens = 131072, tps = -1, dps = 0;
-	int64_t steps = 20, seed = 1, epochs = 0, chunk_steps = 64;
+	int64_t steps = 20, seed = 1, epochs = 0, chunk_steps = 64, first_step = 0;
+	int flush_data = -1, first_set = 0; /* --flush: -1 not given */
 	enum bp_order order = BP_ORDER_DRAW;
 	enum bp_last_batch last = BP_LAST_KEEP;
 	int order_set = 0, steps_set = 0, last_set = 0;
@@ -721,6 +733,15 @@ int cmd_solve(int argc, char **argv)
 			break;
 		case 'Y': strategies = optarg; break;
 		case 't': timing = 1; break;
+		case 1001: bad = cmd_opt_int("solve", "--first-step", optarg, 0, INT64_C(1) << 40,
+					    &first_step);
+			first_set = 1;
+			break;
+		case 1002:
+			if (strcmp(optarg, "end") && strcmp(optarg, "data"))
+				return cmd_usage("solve", "--flush '%s' is not end or data", optarg);
+			flush_data = !strcmp(optarg, "data");
+			break;
 		case 'q': quiet = 1; break;
 		case 'N':
 			bad = cmd_opt_int("solve", "--gpus-per-node", optarg, 1, 1024, &gpn_opt);
@@ -1035,14 +1056,10 @@ int cmd_solve(int argc, char **argv)
 				       e.s_step, LIMIT_TIME_S, per);
 			goto out;
 		}
-		/* A run written a window at a time (every method step-independent, a plan of
-		 * lines to a file) holds --chunk-steps steps, and reports its progress: only a
-		 * window's memory is limited, and not the run's time. */
+		/* A run written a window at a time (a plan of lines to a file) holds
+		 * --chunk-steps steps, and reports its progress: only a window's memory is
+		 * limited, and not the run's time. */
 		int stream_run = plan_lines && (out || out_dir);
-		for (size_t i = 0; stream_run && i < nm; i++) {
-			struct bp_solve_opts po = {.params = params, .nparams = nparams};
-			stream_run = bp_method_steps_independent(list[i], &po);
-		}
 		double mem_steps = (double)est_steps;
 		if (stream_run && mem_steps > (double)chunk_steps)
 			mem_steps = (double)chunk_steps;
@@ -1157,7 +1174,8 @@ int cmd_solve(int argc, char **argv)
 			.max_tokens = max_tokens, .overlen = overlen, .documents = documents,
 			.order = order, .epochs = epochs, .last = last, .seed = (uint64_t)seed,
 			.shard = shard, .dataset_name = ds.name, .dataset_sha = ds_sha,
-			.profile_sha = prof_sha,
+			.profile_sha = prof_sha, .first_step = first_step,
+			.flush_data = flush_data < 0 ? first_set : flush_data,
 		};
 		/* the run's recomputation, applied by every cost model of the plan */
 		prof.recompute = hprof.recompute = fprof.recompute = recompute;
@@ -1181,14 +1199,14 @@ int cmd_solve(int argc, char **argv)
 		o.params = mine;
 		o.nparams = nmine;
 		double t0 = now_ms();
-		/* A plan of lines of a step-independent method is planned and written a window
-		 * of steps at a time: memory holds one window, not the run. */
+		/* A plan of lines is planned and written a window of steps at a time: memory
+		 * holds one window, not the run. */
 		char spath[4096] = "";
 		if (out)
 			snprintf(spath, sizeof(spath), "%s", out);
 		else if (out_dir)
 			outdir_path(spath, sizeof(spath), tmp_dir, list[i]->name);
-		int streamed = plan_lines && spath[0] && bp_method_steps_independent(list[i], &o);
+		int streamed = plan_lines && spath[0];
 		struct streamed_out so = {.progress = !quiet};
 		int r = streamed ? solve_streamed(&ds, use, &o, chunk_steps, &so, &plan, &err)
 				 : bp_solve(&ds, use, &o, &plan, &err);

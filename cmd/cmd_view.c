@@ -83,7 +83,9 @@ int cmd_view(int argc, char **argv)
 		cmd_error("%s", err.text);
 		goto out;
 	}
-	int64_t first = step >= 0 ? step : 0, last = step >= 0 ? step : (int64_t)plan.nsteps - 1;
+	/* steps by the run's numbers: a window of a run (plan.h) starts at its first_step */
+	int64_t first = step >= 0 ? step : plan.first_step,
+		last = step >= 0 ? step : plan.first_step + (int64_t)plan.nsteps - 1;
 	for (int64_t s = first; s <= last; s++) {
 		json_t *v = bp_rank_view(&plan, &docs, s, (int)rank, &err);
 		char *text = v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;

@@ -81,9 +81,9 @@ out:
 	return rc;
 }
 
-int bp_pack_windowed(const struct bp_method_ctx *ctx, const struct bp_batches *in,
-		     struct bp_plan *out, int64_t window, bp_window_fn fn, void *arg,
-		     struct bp_error *err)
+static int pack_all(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		    struct bp_plan *out, int64_t window, bp_window_fn fn, void *arg,
+		    struct bp_error *err)
 {
 	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
 		return -1;
@@ -123,5 +123,74 @@ int bp_pack_windowed(const struct bp_method_ctx *ctx, const struct bp_batches *i
 		if (rc != 0)
 			return rc;
 	}
+	return 0;
+}
+
+/* A run a window of batches at a time (method.h): the batches of an unfinished packing
+ * window wait here for the rest of it. */
+struct win_state {
+	struct bp_batches buf; /* buf.b[0] is the run's step next */
+	size_t cap;
+	int64_t next;
+};
+
+static void win_free(void *p)
+{
+	struct win_state *ws = p;
+	if (!ws)
+		return;
+	bp_batches_release(&ws->buf);
+	free(ws);
+}
+
+int bp_pack_windowed(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		     struct bp_plan *out, int64_t window, bp_window_fn fn, void *arg,
+		     struct bp_error *err)
+{
+	if (!ctx->run)
+		return pack_all(ctx, in, out, window, fn, arg, err);
+	struct win_state *ws = bp_method_state(ctx, sizeof(*ws), win_free, err);
+	if (!ws)
+		return -1;
+	if (!ws->buf.n)
+		ws->next = ctx->run->step0;
+	if (ws->buf.n + in->n > ws->cap) {
+		size_t nc = ws->buf.n + in->n + 8;
+		struct bp_batch *nb = bp_realloc_array(ws->buf.b, nc, sizeof(*nb), err);
+		if (!nb)
+			return -1;
+		ws->buf.b = nb;
+		ws->cap = nc;
+	}
+	for (size_t s = 0; s < in->n; s++) {
+		struct bp_batch *d = &ws->buf.b[ws->buf.n];
+		*d = in->b[s];
+		d->docs = bp_calloc(in->b[s].ndocs + 1, sizeof(*d->docs), err);
+		if (!d->docs)
+			return -1;
+		if (in->b[s].ndocs)
+			memcpy(d->docs, in->b[s].docs, in->b[s].ndocs * sizeof(*d->docs));
+		ws->buf.n++;
+	}
+	/* whole packing windows, counted from the run's step 0; the rest where the run ends */
+	size_t k = ctx->run->last ? ws->buf.n : ws->buf.n / (size_t)window * (size_t)window;
+	if (!k)
+		return 0;
+	struct bp_batches grp = {.b = ws->buf.b, .n = k};
+	int rc = pack_all(ctx, &grp, out, window, fn, arg, err);
+	if (rc != 0)
+		return rc;
+	out->first_step = ws->next;
+	for (size_t i = 0; i < out->nsteps; i++) {
+		struct bp_step *st = &out->steps[i];
+		st->index += ws->next;
+		for (size_t j = 0; j < st->ndelayed; j++)
+			st->delayed[j].to_step += ws->next;
+	}
+	for (size_t s = 0; s < k; s++)
+		free(ws->buf.b[s].docs);
+	memmove(ws->buf.b, ws->buf.b + k, (ws->buf.n - k) * sizeof(*ws->buf.b));
+	ws->buf.n -= k;
+	ws->next += (int64_t)k;
 	return 0;
 }

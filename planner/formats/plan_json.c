@@ -295,6 +295,24 @@ static json_t *named(const char *name, const char *sha)
 	return done(o, ok);
 }
 
+/* A window of a longer run (plan.h): its first step, whether the run goes on, and the
+ * documents it trains that earlier steps drew, [id, len, step, to_step] (and sample,
+ * sample_offset in a plan of samples). */
+static json_t *window_to_json(const struct bp_plan *p)
+{
+	json_t *o = json_object(), *c = json_array();
+	int ok = o && c, samples = p->source.order != BP_ORDER_DRAW;
+	for (size_t i = 0; ok && i < p->ncarried; i++) {
+		const struct bp_carried *x = &p->carried[i];
+		int64_t t[6] = {x->d.id, x->d.len, x->step, x->to_step, x->d.sample, x->d.soff};
+		bp_json_append(c, int_array(t, samples ? 6 : 4), &ok);
+	}
+	bp_json_set(o, "first_step", json_integer(p->first_step), &ok);
+	bp_json_set(o, "open", json_boolean(p->open), &ok);
+	bp_json_set(o, "carried_in", c, &ok);
+	return done(o, ok);
+}
+
 /* The plan without its steps and summary: what a plan of lines writes as its first line. */
 static json_t *header_to_json(const struct bp_plan *p)
 {
@@ -345,6 +363,8 @@ static json_t *header_to_json(const struct bp_plan *p)
 		bp_json_set(root, "training", done(tr, tok), &ok);
 	}
 	bp_json_set(root, "layouts", lays, &ok);
+	if (p->first_step || p->open || p->ncarried)
+		bp_json_set(root, "window", window_to_json(p), &ok);
 	return done(root, ok);
 }
 
@@ -988,6 +1008,50 @@ static int source_from_json(struct bp_source *src, json_t *o, struct bp_error *e
 	return 0;
 }
 
+static int window_from_json(struct bp_plan *p, json_t *o, struct bp_error *err)
+{
+	static const char *const keys[] = {"first_step", "open", "carried_in", NULL};
+	const char *w = "plan.window";
+	int samples = p->source.order != BP_ORDER_DRAW;
+	if (!json_is_object(o))
+		return bp_errorf(err, "%s is not an object", w);
+	if (bp_json_check_keys(o, keys, w, err) < 0 ||
+	    bp_json_get_int(o, "first_step", 1, 0, INT64_MAX / 2, &p->first_step, w, err) < 0)
+		return -1;
+	json_t *op = json_object_get(o, "open");
+	if (!json_is_boolean(op))
+		return bp_errorf(err, "%s.open is missing or not true or false", w);
+	p->open = json_is_true(op);
+	json_t *c = bp_json_get_array(o, "carried_in", w, err);
+	if (!c)
+		return -1;
+	p->carried = bp_calloc(json_array_size(c) + 1, sizeof(*p->carried), err);
+	if (!p->carried)
+		return -1;
+	for (size_t i = 0; i < json_array_size(c); i++) {
+		int64_t t[6] = {0, 0, 0, 0, 0, 0};
+		char wi[64];
+		snprintf(wi, sizeof(wi), "%s.carried_in[%zu]", w, i);
+		if (read_int_tuple(json_array_get(c, i), samples ? 6 : 4, t, wi, err) < 0)
+			return -1;
+		if (t[0] < 0 || t[1] < 1 || t[2] < 0 || t[2] >= p->first_step ||
+		    t[3] < p->first_step || t[4] < 0 || t[5] < 0)
+			return bp_errorf(err, "%s: document %lld of %lld tokens drawn in step %lld "
+					 "for step %lld is not a document an earlier step drew for "
+					 "this window (first step %lld)", wi, (long long)t[0],
+					 (long long)t[1], (long long)t[2], (long long)t[3],
+					 (long long)p->first_step);
+		if (i && t[0] <= p->carried[i - 1].d.id)
+			return bp_errorf(err, "%s: document %lld does not follow %lld (ids ascend)",
+					 wi, (long long)t[0], (long long)p->carried[i - 1].d.id);
+		p->carried[i] = (struct bp_carried){
+			.d = {.id = t[0], .len = t[1], .sample = t[4], .soff = t[5]},
+			.step = t[2], .to_step = t[3]};
+		p->ncarried = i + 1;
+	}
+	return 0;
+}
+
 /* Every span of a plan of samples names the sample its document is and where in it the
  * span starts, [doc, offset, len, sample, sample_offset]; a plan of draws names neither. */
 static int check_span_samples(const struct bp_plan *p, json_t *steps, struct bp_error *err)
@@ -1046,8 +1110,8 @@ int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 	static const char *const keys1[] = {"format", "inputs", "cluster", "model", "method",
 					    "sampling", "steps", "summary", NULL};
 	static const char *const keys2[] = {"format", "inputs", "cluster", "model", "method",
-					    "sampling", "training", "layouts", "steps", "summary",
-					    NULL};
+					    "sampling", "training", "layouts", "window", "steps",
+					    "summary", NULL};
 	static const char *const ikeys[] = {"dataset", "profile", "seed", NULL};
 	static const char *const cextra1[] = {"tp", "cp", "pp", "dp", NULL};
 	static const char *const mkeys1[] = {"name", "params", "max_microbatch_tokens", NULL};
@@ -1171,6 +1235,9 @@ int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 		if (bp_layout_check(&p->layouts[i], p->cluster.gpus, p->cluster.gpus_per_node,
 				    p->model.layers, err) < 0)
 			return bp_error_prefix(err, "plan.layouts[%zu]", i);
+	json_t *wo = v1 ? NULL : json_object_get(root, "window");
+	if (wo && window_from_json(p, wo, err) < 0)
+		return -1;
 	json_t *steps = bp_json_get_array(root, "steps", "plan", err);
 	if (!steps)
 		return -1;
@@ -1267,6 +1334,7 @@ int bp_plan_lines_open(struct bp_plan_lines *r, FILE *f, struct bp_plan *header,
 		return bp_error_prefix(err, "line 1 of the plan");
 	header->nsteps_drawn = json_integer_value(json_object_get(
 		json_object_get(r->header, "sampling"), "steps"));
+	r->next_index = header->first_step;
 	return 0;
 }
 
@@ -1283,6 +1351,10 @@ int bp_plan_lines_window(struct bp_plan_lines *r, size_t min, const struct bp_pl
 	bp_plan_init(w);
 	if (!steps)
 		return bp_errorf(err, "out of memory");
+	if (*first == header->first_step) /* the first window trains what the file carries in */
+		for (size_t i = 0; i < header->ncarried; i++)
+			if (header->carried[i].to_step > reach)
+				reach = header->carried[i].to_step;
 	while (!r->done && (json_array_size(steps) < min || reach >= r->next_index)) {
 		int got = next_plan_line(r, err);
 		if (got < 0)
@@ -1306,7 +1378,7 @@ int bp_plan_lines_window(struct bp_plan_lines *r, size_t min, const struct bp_pl
 			r->done = 1;
 			break;
 		}
-		/* rebased: the window's steps from 0, its delays to its own steps */
+		/* steps keep the run's numbers (plan.h's window) */
 		json_t *ix = json_object_get(o, "index");
 		if (!json_is_integer(ix) || json_integer_value(ix) != r->next_index) {
 			json_decref(o);
@@ -1314,19 +1386,14 @@ int bp_plan_lines_window(struct bp_plan_lines *r, size_t min, const struct bp_pl
 				  (long long)r->next_index);
 			goto out;
 		}
-		json_object_set_new(o, "index", json_integer(r->next_index - *first));
 		json_t *del = json_object_get(o, "delayed"), *d;
 		size_t k;
 		json_array_foreach(del, k, d) {
 			json_t *to = json_array_get(d, 2);
-			if (json_is_integer(to)) {
-				int64_t t = json_integer_value(to);
-				if (t > reach)
-					reach = t;
-				json_array_set_new(d, 2, json_integer(t - *first));
-			}
+			if (json_is_integer(to) && json_integer_value(to) > reach)
+				reach = json_integer_value(to);
 		}
-		if (r->next_index < header->nsteps_drawn)
+		if (r->next_index < header->first_step + header->nsteps_drawn)
 			drawn++;
 		r->next_index++;
 		if (json_array_append_new(steps, o) < 0) {
@@ -1339,9 +1406,27 @@ int bp_plan_lines_window(struct bp_plan_lines *r, size_t min, const struct bp_pl
 		goto out;
 	}
 	/* a window that is the whole plan is the plan as written, sampling.steps included */
-	int whole = *first == 0 && r->done;
+	int whole = *first == header->first_step && r->done;
 	json_t *root = window_root(r, steps, r->zero_summary,
 				   whole ? header->nsteps_drawn : drawn ? drawn : 1);
+	/* a window of the file (plan.h): where it starts, the documents the file's first
+	 * steps carry in (all in its first window), open as the file is at its end */
+	if (root && !whole) {
+		json_t *wo = json_copy(json_object_get(r->header, "window"));
+		int ok = 1;
+		if (!wo)
+			wo = json_pack("{s:b,s:[]}", "open", 0, "carried_in");
+		if (*first != header->first_step)
+			bp_json_set(wo, "carried_in", json_array(), &ok);
+		if (!r->done)
+			bp_json_set(wo, "open", json_false(), &ok);
+		bp_json_set(wo, "first_step", json_integer(*first), &ok);
+		bp_json_set(root, "window", wo, &ok);
+		if (!ok) {
+			json_decref(root);
+			root = NULL;
+		}
+	}
 	if (!root) {
 		bp_errorf(err, "out of memory");
 		goto out;

@@ -581,7 +581,20 @@ int bp_method_hydraulis(const struct bp_method_ctx *ctx, const struct bp_batches
 		goto out;
 	struct bp_hyd_step_opts so = {o.trials, o.code_c, o.v_tries, &o.ilp, &o.pack_ilp,
 				      o.prune};
-	int prev = -1;
+	/* the last step's selection, kept between the windows of a run (method.h) */
+	int prev = -1, *kept = NULL;
+	if (ctx->run) {
+		struct {
+			int started, prev;
+		} *st = bp_method_state(ctx, 2 * sizeof(int), free, err);
+		if (!st)
+			goto out;
+		if (!st->started)
+			st->prev = -1;
+		st->started = 1;
+		prev = st->prev;
+		kept = &st->prev;
+	}
 	for (size_t s = 0; s < in->n; s++) {
 		const struct bp_batch *b = &in->b[s];
 		struct bp_step *st = &out->steps[s];
@@ -603,7 +616,8 @@ int bp_method_hydraulis(const struct bp_method_ctx *ctx, const struct bp_batches
 				    bin_of, pr, err);
 		if (r < 0) {
 			rc = r;
-			bp_error_prefix(err, "step %zu", s);
+			bp_error_prefix(err, "step %lld",
+					(long long)(s + (ctx->run ? (size_t)ctx->run->step0 : 0)));
 			goto out;
 		}
 		rec->selected = sel;
@@ -618,6 +632,9 @@ int bp_method_hydraulis(const struct bp_method_ctx *ctx, const struct bp_batches
 			goto out;
 		snprintf(st->sync, sizeof(st->sync), "%s", o.sync);
 	}
+	if (kept)
+		*kept = prev;
+	bp_method_place_steps(ctx, out);
 	rc = 0;
 out:
 	for (size_t i = 0; i < nc; i++) {

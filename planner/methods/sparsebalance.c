@@ -865,21 +865,61 @@ static void sb_publish(struct sb *c, size_t s)
 		memcpy(c->pub, c->ema, c->t->nx * sizeof(*c->pub));
 }
 
+/* What a run keeps between its windows (method.h): the Spar state and the packing method's
+ * own run when it carries one (wlb). */
+struct sb_state {
+	double *ema, *pub;
+	size_t nx;
+	struct bp_method_run inner;
+};
+
+static void sb_state_free(void *p)
+{
+	struct sb_state *st = p;
+	if (!st)
+		return;
+	if (st->inner.state && st->inner.release)
+		st->inner.release(st->inner.state);
+	free(st->ema);
+	free(st->pub);
+	free(st);
+}
+
 static int sb_run(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		  struct bp_plan *out, const char *batching_def, struct bp_error *err)
 {
 	struct sb c;
+	struct sb_state *keep = NULL;
 	memset(&c, 0, sizeof(c));
 	int rc = -1;
 	if (sb_config(&c, ctx, out, batching_def, err) < 0)
 		goto out;
+	if (ctx->run) {
+		if (!(keep = bp_method_state(ctx, sizeof(*keep), sb_state_free, err)))
+			goto out;
+		if (keep->ema && keep->nx == c.t->nx) { /* the state the last window left */
+			memcpy(c.ema, keep->ema, c.t->nx * sizeof(*c.ema));
+			memcpy(c.pub, keep->pub, c.t->nx * sizeof(*c.pub));
+		}
+	}
 	if (c.batching == BATCH_OTHER) {
-		rc = c.other->solve(ctx, in, out, err);
+		struct bp_method_ctx octx = *ctx;
+		if (keep) { /* the packing method's run: the same steps, its own state */
+			keep->inner.step0 = ctx->run->step0;
+			keep->inner.last = ctx->run->last;
+			octx.run = &keep->inner;
+		}
+		rc = c.other->solve(&octx, in, out, err);
 		if (rc)
 			goto out;
 		rc = -1;
-	} else if (bp_method_alloc_steps(out, in, in->n, err) < 0) {
-		goto out;
+		/* a method without state numbers its steps from 0 */
+		if (keep && !c.other->carries)
+			bp_method_place_steps(ctx, out);
+	} else {
+		if (bp_method_alloc_steps(out, in, in->n, err) < 0)
+			goto out;
+		bp_method_place_steps(ctx, out);
 	}
 	for (size_t s = 0; s < out->nsteps; s++) {
 		struct bp_step *st = &out->steps[s];
@@ -901,7 +941,18 @@ static int sb_run(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		}
 		if (dst_step(&c, st, rec, err) < 0)
 			goto out;
-		sb_publish(&c, s);
+		sb_publish(&c, (size_t)st->index);
+	}
+	if (keep) {
+		if (!keep->ema) {
+			keep->ema = bp_calloc(c.t->nx, sizeof(double), err);
+			keep->pub = bp_calloc(c.t->nx, sizeof(double), err);
+			if (!keep->ema || !keep->pub)
+				goto out;
+			keep->nx = c.t->nx;
+		}
+		memcpy(keep->ema, c.ema, c.t->nx * sizeof(*c.ema));
+		memcpy(keep->pub, c.pub, c.t->nx * sizeof(*c.pub));
 	}
 	rc = 0;
 out:
@@ -944,9 +995,26 @@ int bp_sb_recheck(const struct bp_plan *p, const struct bp_costmodel *cm, struct
 	tmp.model = p->model;
 	tmp.seed = p->seed;
 	tmp.max_tokens = bp_plan_mb_cap(p);
-	struct bp_method_ctx ctx = {cm, NULL, BP_SHARD_SEQUENCE, NULL, NULL};
+	struct bp_method_ctx ctx = {.cm = cm, .shard = BP_SHARD_SEQUENCE};
 	if (sb_config(&c, &ctx, &tmp, "sab", err) < 0)
 		goto out;
+	/* A window of a run (plan.h) starts from the Spar state its first step records: the
+	 * moving average itself where SAB's view was just refreshed from it. */
+	if (p->first_step > 0 && p->nsteps) {
+		const struct sb_rec *r0 = p->steps[0].record;
+		if (c.refresh > 1 && p->first_step % c.refresh) {
+			bp_errorf(err, "a window from step %lld of a plan with sb_refresh %lld is "
+				  "checked from a refresh step (a multiple of %lld): its moving "
+				  "average is not recorded between them", (long long)p->first_step,
+				  (long long)c.refresh, (long long)c.refresh);
+			goto out;
+		}
+		if (r0 && p->steps[0].record_ops == &bp_record_sparsebalance &&
+		    r0->nbins == c.t->nx) {
+			memcpy(c.ema, r0->ema_k, c.t->nx * sizeof(*c.ema));
+			memcpy(c.pub, r0->ema_k, c.t->nx * sizeof(*c.pub));
+		}
+	}
 	for (size_t s = 0; s < p->nsteps; s++) {
 		const struct bp_step *st = &p->steps[s];
 		const struct sb_rec *want = st->record;
@@ -1008,7 +1076,7 @@ int bp_sb_recheck(const struct bp_plan *p, const struct bp_costmodel *cm, struct
 						goto out;
 					}
 			}
-		sb_publish(&c, s);
+		sb_publish(&c, (size_t)st->index);
 		rec_release(&rec);
 		memset(&rec, 0, sizeof(rec));
 		bp_step_release(&sc);

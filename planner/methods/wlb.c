@@ -119,8 +119,15 @@ struct wlb {
 	int64_t *sub_len;
 	size_t *sub;
 	size_t capitems;
-	/* by document id (ids are 0..ndocs-1) */
-	int64_t *train_step, *draw_step, *doc_len;
+	/* Steps planned but not finished: a step is finished once every document it drew is
+	 * placed (at most max_delay steps later), and only then are its delays known. pend[0]
+	 * is the run's step pend_first; open counts a step's documents not yet placed. */
+	struct pend {
+		struct bp_step st;
+		size_t open;
+	} *pend;
+	size_t npend, cappend;
+	int64_t pend_first, next_step; /* next_step: the run's number of the next step */
 	bp_wlb_repack_fn repack;
 	void *arg;
 };
@@ -246,14 +253,14 @@ static int place(struct wlb *w, size_t nb, const struct item *it)
 }
 
 /* A document that has waited max_delay steps by step si trains in si. */
-static int must_train(const struct wlb *w, const struct item *it, size_t si)
+static int must_train(const struct wlb *w, const struct item *it, int64_t si)
 {
-	return (int64_t)si - it->step >= w->max_delay;
+	return si - it->step >= w->max_delay;
 }
 
 /* Packs Doc_Set into the micro-batches of step si (Alg. 1 lines 18-35 plus the max_delay
  * rule); fills bin_of, the carry list and *nbins. */
-static int pack_greedy(struct wlb *w, size_t si, size_t *nbins, struct bp_error *err)
+static int pack_greedy(struct wlb *w, int64_t si, size_t *nbins, struct bp_error *err)
 {
 	size_t nb = w->nbins, n = w->nset;
 	int late = 0; /* a document at max_delay would be carried */
@@ -297,7 +304,7 @@ static int pack_greedy(struct wlb *w, size_t si, size_t *nbins, struct bp_error 
 }
 
 /* Hands the placed documents to the repack hook (wlb-ilp's ILP) and takes its packing. */
-static int repack_step(struct wlb *w, size_t si, size_t nb, struct bp_error *err)
+static int repack_step(struct wlb *w, int64_t si, size_t nb, struct bp_error *err)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < w->nset; i++)
@@ -308,7 +315,7 @@ static int repack_step(struct wlb *w, size_t si, size_t nb, struct bp_error *err
 			w->sub_bin[k++] = w->bin_of[i];
 		}
 	if (w->repack(w->arg, w->sub_cost, w->sub_len, k, nb, w->lmax, w->sub_bin,
-		      &w->out->steps[si], err) < 0)
+		      &w->pend[si - (size_t)w->pend_first].st, err) < 0)
 		return -1;
 	if (grow_bins(w, 0, nb, err) < 0)
 		return -1;
@@ -329,11 +336,36 @@ static int repack_step(struct wlb *w, size_t si, size_t nb, struct bp_error *err
 	return 0;
 }
 
-/* Packs Doc_Set (sorted here) into step si and emits it. */
-static int pack_step(struct wlb *w, size_t si, struct bp_error *err)
+/* Records that document it, drawn in its step, trains in step si: a delay in its drawing
+ * step when later (wlb.h's invariant: at most max_delay later). */
+static int placed(struct wlb *w, const struct item *it, int64_t si, struct bp_error *err)
 {
-	struct bp_plan *out = w->out;
-	struct bp_step *st = &out->steps[si];
+	if (it->step < w->pend_first || it->step > si)
+		return bp_errorf(err, "internal: document %lld drawn in step %lld is placed in "
+				 "step %lld", (long long)it->id, (long long)it->step,
+				 (long long)si);
+	if (si - it->step > w->max_delay)
+		return bp_errorf(err, "internal: document %lld waited %lld steps, over max_delay "
+				 "%lld", (long long)it->id, (long long)(si - it->step),
+				 (long long)w->max_delay);
+	struct pend *d = &w->pend[it->step - w->pend_first];
+	d->open--;
+	if (it->step == si)
+		return 0;
+	struct bp_step *st = &d->st;
+	struct bp_delayed *nd = bp_realloc_array(st->delayed, st->ndelayed + 1, sizeof(*nd), err);
+	if (!nd)
+		return -1;
+	st->delayed = nd;
+	nd[st->ndelayed++] = (struct bp_delayed){it->id, it->len, si};
+	return 0;
+}
+
+/* Packs Doc_Set (sorted here) into step si (pending) and records where each placed
+ * document trains. */
+static int pack_step(struct wlb *w, int64_t si, struct bp_error *err)
+{
+	struct bp_step *st = &w->pend[si - w->pend_first].st;
 	size_t nb = 0, n = w->nset;
 	int rc = -1;
 	int *group_of = NULL;
@@ -385,8 +417,8 @@ static int pack_step(struct wlb *w, size_t si, struct bp_error *err)
 			goto out;
 	}
 	for (size_t i = 0; i < n; i++)
-		if (w->bin_of[i] >= 0)
-			w->train_step[w->set[i].id] = (int64_t)si;
+		if (w->bin_of[i] >= 0 && placed(w, &w->set[i], si, err) < 0)
+			goto out;
 	rc = 0;
 out:
 	free(group_of);
@@ -423,7 +455,7 @@ static int pop_into_set(struct wlb *w, struct fifo *f, size_t take, struct bp_er
 
 /* Rule 3 and the max_delay release for step si; flush releases everything. Then, if Doc_Set
  * is still empty, the N oldest queued documents. */
-static int release_queues(struct wlb *w, size_t si, int flush, struct bp_error *err)
+static int release_queues(struct wlb *w, int64_t si, int flush, struct bp_error *err)
 {
 	for (int q = 0; q < w->nq; q++) {
 		struct fifo *f = &w->q[q];
@@ -463,52 +495,80 @@ static size_t queued(const struct wlb *w)
 	return n;
 }
 
-/* Grows out->steps by one empty step (a flush step past the last drawn batch). */
-static int add_flush_step(struct bp_plan *out, struct bp_error *err)
+/* Appends the run's next step to the pending ones: the documents of batch b (NULL: a flush
+ * step, which draws none), dp empty pipelines. */
+static int push_step(struct wlb *w, const struct bp_batch *b, struct bp_error *err)
 {
-	struct bp_step *ns = bp_realloc_array(out->steps, out->nsteps + 1, sizeof(*ns), err);
-	if (!ns)
-		return -1;
-	out->steps = ns;
-	struct bp_step *st = &ns[out->nsteps];
-	memset(st, 0, sizeof(*st));
-	st->index = (int64_t)out->nsteps;
-	st->npipes = (size_t)bp_plan_dp(out);
-	strcpy(st->sync, "dp-allreduce");
+	if (w->npend == w->cappend) {
+		size_t nc = w->cappend ? 2 * w->cappend : 16;
+		struct pend *np = bp_realloc_array(w->pend, nc, sizeof(*np), err);
+		if (!np)
+			return -1;
+		w->pend = np;
+		w->cappend = nc;
+	}
+	if (!w->npend)
+		w->pend_first = w->next_step;
+	struct pend *d = &w->pend[w->npend];
+	memset(d, 0, sizeof(*d));
+	struct bp_step *st = &d->st;
+	st->index = w->next_step;
+	st->npipes = w->dp;
+	strcpy(st->sync, BP_SYNC_DP_ALLREDUCE);
 	st->pipes = bp_calloc(st->npipes, sizeof(*st->pipes), err);
 	if (!st->pipes)
 		return -1;
-	out->nsteps++;
-	return 0;
-}
-
-/* Records, per drawn step, the documents trained later (sorted by id: ids are in order). */
-static int record_delays(struct wlb *w, int64_t ndocs, struct bp_error *err)
-{
-	for (int64_t id = 0; id < ndocs; id++) {
-		int64_t s = w->draw_step[id], t = w->train_step[id];
-		if (t < 0)
-			return bp_errorf(err, "internal: document %lld was never packed",
-					 (long long)id);
-		if (t - s > w->max_delay)
-			return bp_errorf(err, "internal: document %lld waited %lld steps, over "
-					 "max_delay %lld", (long long)id, (long long)(t - s),
-					 (long long)w->max_delay);
-		if (t == s)
-			continue;
-		struct bp_step *st = &w->out->steps[s];
-		struct bp_delayed *nd =
-			bp_realloc_array(st->delayed, st->ndelayed + 1, sizeof(*nd), err);
-		if (!nd)
+	w->npend++; /* owned from here: released with the state */
+	w->next_step++;
+	if (b && b->ndocs) {
+		st->docs = bp_calloc(b->ndocs, sizeof(*st->docs), err);
+		if (!st->docs)
 			return -1;
-		st->delayed = nd;
-		nd[st->ndelayed++] = (struct bp_delayed){id, w->doc_len[id], t};
+		memcpy(st->docs, b->docs, b->ndocs * sizeof(*st->docs));
+		st->ndocs = d->open = b->ndocs;
 	}
 	return 0;
 }
 
+static int cmp_delayed(const void *a, const void *b)
+{
+	const struct bp_delayed *x = a, *y = b;
+	return (x->doc > y->doc) - (x->doc < y->doc);
+}
+
+/* Moves the finished pending steps (every document placed), oldest first, to out->steps;
+ * with all, every pending step (after a flush each is finished). */
+static int emit_finished(struct wlb *w, int all, struct bp_error *err)
+{
+	struct bp_plan *out = w->out;
+	size_t n = 0;
+	while (n < w->npend && !w->pend[n].open)
+		n++;
+	if (all && n < w->npend)
+		return bp_errorf(err, "internal: step %lld ends the run with %zu documents unplaced",
+				 (long long)w->pend[n].st.index, w->pend[n].open);
+	if (!n)
+		return 0;
+	struct bp_step *ns = bp_realloc_array(out->steps, out->nsteps + n, sizeof(*ns), err);
+	if (!ns)
+		return -1;
+	out->steps = ns;
+	if (!out->nsteps)
+		out->first_step = w->pend_first;
+	for (size_t i = 0; i < n; i++) {
+		struct bp_step *st = &w->pend[i].st;
+		if (st->ndelayed > 1)
+			qsort(st->delayed, st->ndelayed, sizeof(*st->delayed), cmp_delayed);
+		ns[out->nsteps++] = *st;
+	}
+	memmove(w->pend, w->pend + n, (w->npend - n) * sizeof(*w->pend));
+	w->npend -= n;
+	w->pend_first += (int64_t)n;
+	return 0;
+}
+
 /* Reads queues, thresholds, max_len_factor and max_delay; sets L_max and N. */
-static int read_params(struct wlb *w, const struct bp_batches *in, struct bp_error *err)
+static int read_params(struct wlb *w, struct bp_error *err)
 {
 	struct bp_plan *out = w->out;
 	int64_t nq = 2, L = out->max_tokens, dp = bp_plan_dp(out);
@@ -544,14 +604,9 @@ static int read_params(struct wlb *w, const struct bp_batches *in, struct bp_err
 	if (w->lmax < L)
 		w->lmax = L; /* bp_solve already checked that max_tokens fits */
 	bp_plan_set_mb_cap(out, w->lmax);
-	/* N from the step budget (Alg. 1's fixed #Micro-Batch per Iteration). */
-	double budget = (double)out->tokens_per_step;
-	if (budget <= 0) {
-		double sum = 0;
-		for (size_t s = 0; s < in->n; s++)
-			sum += (double)in->b[s].tokens;
-		budget = in->n ? sum / (double)in->n : 0;
-	}
+	/* N from the step budget (Alg. 1's fixed #Micro-Batch per Iteration): a property of
+	 * the request and the data, never of the steps planned (method.h step_tokens) */
+	double budget = w->ctx->step_tokens;
 	int64_t m = (int64_t)((budget + (double)(dp * L) - 1) / (double)(dp * L));
 	if (m < 1)
 		m = 1;
@@ -562,81 +617,91 @@ static int read_params(struct wlb *w, const struct bp_batches *in, struct bp_err
 	return bp_plan_set_param(out, "microbatches_per_step", nbuf, err);
 }
 
+static void wlb_free(void *state)
+{
+	struct wlb *w = state;
+	if (!w)
+		return;
+	for (int q = 0; q < WLB_MAX_QUEUES; q++)
+		free(w->q[q].v);
+	for (size_t i = 0; i < w->npend; i++)
+		bp_step_release(&w->pend[i].st);
+	free(w->pend);
+	free(w->set);
+	free(w->carry);
+	free(w->load);
+	free(w->fill);
+	free(w->bin_of);
+	free(w->sub_bin);
+	free(w->sub_cost);
+	free(w->sub_len);
+	free(w->sub);
+	free(w);
+}
+
 int bp_wlb_plan(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		struct bp_plan *out, bp_wlb_repack_fn repack, void *arg, struct bp_error *err)
 {
-	struct wlb w;
+	/* the whole run in one call (ctx->run NULL), or a window of it (method.h) */
+	struct bp_method_run whole = {.last = 1}, *run = ctx->run ? ctx->run : &whole;
+	struct wlb *w = run->state;
 	int rc = -1;
-	int64_t ndocs = 0;
-	memset(&w, 0, sizeof(w));
-	w.ctx = ctx;
-	w.out = out;
-	w.repack = repack;
-	w.arg = arg;
-	if (read_params(&w, in, err) < 0)
-		return -1;
-	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
-		return -1;
-	for (size_t s = 0; s < in->n; s++)
-		ndocs += (int64_t)in->b[s].ndocs;
-	w.train_step = bp_calloc((size_t)ndocs + 1, sizeof(int64_t), err);
-	w.draw_step = bp_calloc((size_t)ndocs + 1, sizeof(int64_t), err);
-	w.doc_len = bp_calloc((size_t)ndocs + 1, sizeof(int64_t), err);
-	if (!w.train_step || !w.draw_step || !w.doc_len)
+	if (!w) {
+		if (!(w = bp_calloc(1, sizeof(*w), err)))
+			return -1;
+		run->state = w;
+		run->release = wlb_free;
+		w->next_step = run->step0;
+	}
+	w->ctx = ctx;
+	w->out = out;
+	w->repack = repack;
+	w->arg = arg;
+	if (w->next_step != run->step0) {
+		bp_errorf(err, "internal: wlb planned up to step %lld, the batches start at %lld",
+			  (long long)w->next_step, (long long)run->step0);
 		goto out;
-	for (size_t s = 0; s < in->n; s++)
-		for (size_t k = 0; k < in->b[s].ndocs; k++) {
-			int64_t id = in->b[s].docs[k].id;
-			if (id < 0 || id >= ndocs) {
-				bp_errorf(err, "internal: document id %lld out of order", (long long)id);
-				goto out;
-			}
-			w.draw_step[id] = (int64_t)s;
-			w.train_step[id] = -1;
-			w.doc_len[id] = in->b[s].docs[k].len;
-		}
-	for (size_t s = 0; s < in->n; s++) {
-		w.nset = 0;
-		if (take_carry(&w, err) < 0)
+	}
+	/* every call records the parameters in its window's plan; they are the same each time */
+	if (read_params(w, err) < 0)
+		goto out;
+	for (size_t j = 0; j < in->n; j++) {
+		const struct bp_batch *b = &in->b[j];
+		int64_t s = w->next_step;
+		if (push_step(w, b, err) < 0)
 			goto out;
-		const struct bp_batch *b = &in->b[s];
+		w->nset = 0;
+		if (take_carry(w, err) < 0)
+			goto out;
 		for (size_t k = 0; k < b->ndocs; k++) {
-			struct item it = {b->docs[k].id, b->docs[k].len, (int64_t)s,
+			struct item it = {b->docs[k].id, b->docs[k].len, s,
 					  bp_cost_doc(ctx->cm, b->docs[k].len)};
-			int q = queue_of(&w, it.len);
-			if (q >= 0 ? fifo_push(&w.q[q], it, err) < 0
-				   : push_item(&w.set, &w.nset, &w.capset, it, err) < 0)
+			int q = queue_of(w, it.len);
+			if (q >= 0 ? fifo_push(&w->q[q], it, err) < 0
+				   : push_item(&w->set, &w->nset, &w->capset, it, err) < 0)
 				goto out;
 		}
-		if (release_queues(&w, s, 0, err) < 0 || pack_step(&w, s, err) < 0)
+		if (release_queues(w, s, 0, err) < 0 || pack_step(w, s, err) < 0)
 			goto out;
 	}
-	/* Flush: extra steps until every queued and carried document is trained. */
-	while (w.ncarry || queued(&w)) {
-		size_t s = out->nsteps;
-		if (add_flush_step(out, err) < 0)
+	/* Flush where the run ends: extra steps until every queued and carried document is
+	 * trained. */
+	while (run->last && (w->ncarry || queued(w))) {
+		int64_t s = w->next_step;
+		if (push_step(w, NULL, err) < 0)
 			goto out;
-		w.nset = 0;
-		if (take_carry(&w, err) < 0 || release_queues(&w, s, 1, err) < 0 ||
-		    pack_step(&w, s, err) < 0)
+		w->nset = 0;
+		if (take_carry(w, err) < 0 || release_queues(w, s, 1, err) < 0 ||
+		    pack_step(w, s, err) < 0)
 			goto out;
 	}
-	rc = record_delays(&w, ndocs, err);
+	rc = emit_finished(w, run->last, err);
 out:
-	for (int q = 0; q < WLB_MAX_QUEUES; q++)
-		free(w.q[q].v);
-	free(w.set);
-	free(w.carry);
-	free(w.load);
-	free(w.fill);
-	free(w.bin_of);
-	free(w.sub_bin);
-	free(w.sub_cost);
-	free(w.sub_len);
-	free(w.sub);
-	free(w.train_step);
-	free(w.draw_step);
-	free(w.doc_len);
+	if (!ctx->run || (rc < 0 && run->state)) {
+		wlb_free(run->state);
+		run->state = NULL;
+		run->release = NULL;
+	}
 	return rc;
 }
 

@@ -47,6 +47,31 @@ int bp_method_each_step(const struct bp_method_ctx *ctx, const struct bp_batches
 	return 0;
 }
 
+void bp_method_place_steps(const struct bp_method_ctx *ctx, struct bp_plan *out)
+{
+	int64_t s0 = ctx->run ? ctx->run->step0 : 0;
+	out->first_step = s0;
+	for (size_t i = 0; s0 && i < out->nsteps; i++) {
+		struct bp_step *st = &out->steps[i];
+		st->index += s0;
+		for (size_t k = 0; k < st->ndelayed; k++)
+			st->delayed[k].to_step += s0;
+	}
+}
+
+void *bp_method_state(const struct bp_method_ctx *ctx, size_t size, void (*release)(void *),
+		      struct bp_error *err)
+{
+	struct bp_method_run *run = ctx->run;
+	if (!run)
+		return NULL;
+	if (!run->state) {
+		run->state = bp_calloc(1, size, err);
+		run->release = run->state ? release : NULL;
+	}
+	return run->state;
+}
+
 int bp_method_param_int(struct bp_plan *p, const char *key, int64_t def, int64_t lo,
 			int64_t hi, int64_t *out, struct bp_error *err)
 {

@@ -13,6 +13,20 @@
 #include "plan.h"
 #include "rng.h"
 
+/* A run planned a window of global batches at a time (solve.h bp_solve_stream, issue 22): a
+ * method whose steps depend on earlier steps (bp_method's `carries`) keeps its state here
+ * between calls. Its batches then carry the run's document ids, in->b[0] is the run's step
+ * step0, and it fills out->steps with the run's steps it has finished (run step numbers,
+ * out->first_step the first's), which may lag its batches (a step is finished once every
+ * document it drew is placed); with `last` it finishes every step, flushing what it holds
+ * when `flush`. */
+struct bp_method_run {
+	void *state;                  /* the method's, NULL before its first call */
+	void (*release)(void *state); /* set with state; frees it */
+	int64_t step0;
+	int last, flush;
+};
+
 struct bp_method_ctx {
 	const struct bp_costmodel *cm; /* pipeline 0 of the request's layout (plan layout 0) */
 	struct bp_rng *rng;            /* the plan's seeded generator */
@@ -22,6 +36,13 @@ struct bp_method_ctx {
 	const void *input;             /* a method's own input from the front end, borrowed
 					* (hydraulis: const struct bp_hyd_set *, the candidate
 					* strategies), or NULL */
+	struct bp_method_run *run;     /* a run a window at a time, or NULL: in is the whole
+					* run, its ids and steps from 0, and it ends flushed */
+	/* A step's token budget for methods that size steps by it (wlb's N): tokens_per_step,
+	 * or with docs_per_step that many times the data's mean document length, a property
+	 * of the data and never of how many steps are planned (so a window plans as the whole
+	 * run does). */
+	double step_tokens;
 };
 
 /* Pipelines of the request's layout (plan layout 0): v1's dp. */
@@ -63,6 +84,10 @@ struct bp_method {
 	 * method's own solve asks again. sc is the request's scheme, m the model. */
 	int (*check_request)(struct bp_scheme sc, const struct bp_model *m, enum bp_shard shard,
 			     struct bp_error *err);
+	/* 1: the method carries state from step to step (queues, a moving average, the last
+	 * selection) and plans a run a window at a time through ctx->run; 0: a step depends on
+	 * its own global batch (or, fixed's window, on its window of batches) alone. */
+	int carries;
 };
 
 /* m's check_request, or 0 when it has none. */
@@ -172,6 +197,15 @@ typedef int (*bp_step_fn)(const struct bp_method_ctx *ctx, const struct bp_batch
 /* Runs fn on every drawn batch, one step each, after bp_method_alloc_steps. */
 int bp_method_each_step(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 			struct bp_plan *out, bp_step_fn fn, struct bp_error *err);
+
+/* In a window of a run (ctx->run): moves out's steps (numbered from 0 by
+ * bp_method_alloc_steps) to the run's numbers from step0, delays included, and sets
+ * out->first_step; nothing outside a run. */
+void bp_method_place_steps(const struct bp_method_ctx *ctx, struct bp_plan *out);
+/* The method's state in a run (zeroed size bytes at the first call, freed with release, which
+ * may be free), or NULL outside a run (err unset) or out of memory (err set). */
+void *bp_method_state(const struct bp_method_ctx *ctx, size_t size, void (*release)(void *),
+		      struct bp_error *err);
 
 /* Shared by methods: allocates out->steps for n steps with dp empty pipelines each and copies
  * each batch's documents. */

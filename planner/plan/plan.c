@@ -48,6 +48,7 @@ void bp_plan_release(struct bp_plan *p)
 	for (size_t i = 0; i < p->nlayouts; i++)
 		bp_layout_release(&p->layouts[i]);
 	free(p->layouts);
+	free(p->carried);
 	bp_plan_init(p);
 }
 
@@ -239,10 +240,15 @@ int bp_doc_index_build(struct bp_doc_index *m, const struct bp_plan *p, struct b
 	m->n = 0;
 	for (size_t i = 0; i < p->nsteps; i++)
 		n += p->steps[i].ndocs;
-	m->d = bp_calloc(n + 1, sizeof(*m->d), err);
+	m->d = bp_calloc(n + p->ncarried + 1, sizeof(*m->d), err);
 	if (!m->d)
 		return -1;
-	int sorted = 1; /* ids ascend in every plan solve writes */
+	int sorted = 1; /* ids ascend in every plan solve writes, carried ones first */
+	for (size_t i = 0; i < p->ncarried; i++) {
+		m->d[m->n] = p->carried[i].d;
+		sorted &= m->n == 0 || m->d[m->n - 1].id < m->d[m->n].id;
+		m->n++;
+	}
 	for (size_t i = 0; i < p->nsteps; i++)
 		for (size_t k = 0; k < p->steps[i].ndocs; k++) {
 			m->d[m->n] = p->steps[i].docs[k];

@@ -181,6 +181,13 @@ struct bp_source {
 	int data_ended;
 };
 
+/* A document drawn before a window's first step and trained in it (struct bp_plan's window):
+ * its drawing step's delayed list, which lies in an earlier window, names to_step. */
+struct bp_carried {
+	struct bp_doc d;
+	int64_t step, to_step; /* drawn in, trained in (run step numbers) */
+};
+
 struct bp_plan {
 	char dataset[64], dataset_sha[65];
 	char profile[64], profile_sha[65];
@@ -200,6 +207,16 @@ struct bp_plan {
 	size_t nlayouts;
 	struct bp_step *steps; /* owned */
 	size_t nsteps;
+	/* A window of a longer run (issue 22; plans/README.md "Windows"): steps[i] is the run's
+	 * step first_step + i (steps and delays keep the run's step numbers); carried: the
+	 * documents drawn before first_step and trained in the window, by id (owned); open: the
+	 * run goes on after the last step, so a delay may name a later step, whose window
+	 * trains the document. A plan of a whole run has first_step 0, nothing carried and is
+	 * not open. */
+	int64_t first_step;
+	struct bp_carried *carried;
+	size_t ncarried;
+	int open;
 	struct bp_summary summary;
 };
 

@@ -309,17 +309,32 @@ int bp_plan_validate(const struct bp_plan *p, struct bp_costs *costs, struct bp_
 	if (p->nsteps_drawn < 1 || p->nsteps_drawn > (int64_t)p->nsteps)
 		return bp_errorf(err, "the plan has %zu steps but sampling drew %lld", p->nsteps,
 				 (long long)p->nsteps_drawn);
-	size_t ndocs = 0;
+	/* A window (plan.h): steps keep the run's numbers, [first, end); documents drawn
+	 * before it and trained in it are carried; an open window may delay past its end. */
+	const int64_t first = p->first_step, end = first + (int64_t)p->nsteps;
+	size_t ndocs = p->ncarried;
 	for (size_t i = 0; i < p->nsteps; i++)
 		ndocs += p->steps[i].ndocs;
 	slots = bp_calloc(ndocs + 1, sizeof(*slots), err);
 	if (!slots)
 		return -1;
 	size_t k = 0;
+	for (size_t i = 0; i < p->ncarried; i++) {
+		const struct bp_carried *c = &p->carried[i];
+		if (c->d.len < 1 || c->step >= first || c->to_step < first || c->to_step >= end) {
+			bp_errorf(err, "carried document %lld (%lld tokens, drawn in step %lld) is "
+				  "trained in step %lld, outside the window's steps %lld to %lld",
+				  (long long)c->d.id, (long long)c->d.len, (long long)c->step,
+				  (long long)c->to_step, (long long)first, (long long)end - 1);
+			goto out;
+		}
+		slots[k++] = (struct doc_slot){c->d.id, c->d.len, c->step, c->to_step, 0};
+	}
 	for (size_t i = 0; i < p->nsteps; i++) {
 		const struct bp_step *st = &p->steps[i];
-		if (st->index != (int64_t)i) {
-			bp_errorf(err, "step %zu has index %lld", i, (long long)st->index);
+		if (st->index != first + (int64_t)i) {
+			bp_errorf(err, "step %zu has index %lld, not %lld", i, (long long)st->index,
+				  (long long)(first + (int64_t)i));
 			goto out;
 		}
 		if (st->layout < 0 || (size_t)st->layout >= p->nlayouts) {
@@ -353,7 +368,7 @@ int bp_plan_validate(const struct bp_plan *p, struct bp_costs *costs, struct bp_
 				goto out;
 			}
 			slots[k++] = (struct doc_slot){st->docs[d].id, st->docs[d].len,
-						       (int64_t)i, (int64_t)i, 0};
+						       st->index, st->index, 0};
 		}
 	}
 	qsort(slots, ndocs, sizeof(*slots), cmp_slot);
@@ -367,14 +382,23 @@ int bp_plan_validate(const struct bp_plan *p, struct bp_costs *costs, struct bp_
 		for (size_t d = 0; d < st->ndelayed; d++) {
 			const struct bp_delayed *dl = &st->delayed[d];
 			struct doc_slot *sl = find_slot(slots, ndocs, dl->doc);
-			if (!sl || sl->step != (int64_t)i) {
-				bp_errorf(err, "step %zu delays document %lld that it did not draw",
-					  i, (long long)dl->doc);
+			if (!sl || sl->step != st->index) {
+				bp_errorf(err, "step %lld delays document %lld that it did not draw",
+					  (long long)st->index, (long long)dl->doc);
 				goto out;
 			}
-			if (dl->to_step <= (int64_t)i || dl->to_step >= (int64_t)p->nsteps) {
-				bp_errorf(err, "step %zu delays document %lld to step %lld", i,
-					  (long long)dl->doc, (long long)dl->to_step);
+			if (dl->to_step <= st->index || (dl->to_step >= end && !p->open)) {
+				bp_errorf(err, "step %lld delays document %lld to step %lld%s",
+					  (long long)st->index, (long long)dl->doc,
+					  (long long)dl->to_step,
+					  dl->to_step >= end ? ", past the plan's last step (the "
+							       "plan is not an open window)" : "");
+				goto out;
+			}
+			if (dl->len != sl->len) {
+				bp_errorf(err, "step %lld delays document %lld as %lld tokens, it has "
+					  "%lld", (long long)st->index, (long long)dl->doc,
+					  (long long)dl->len, (long long)sl->len);
 				goto out;
 			}
 			sl->to_step = dl->to_step;
@@ -421,10 +445,10 @@ int bp_plan_validate(const struct bp_plan *p, struct bp_costs *costs, struct bp_
 							  (long long)sp->doc);
 						goto out;
 					}
-					if (sl->to_step != (int64_t)i) {
-						bp_errorf(err, "step %zu trains document %lld that belongs "
-							  "to step %lld", i, (long long)sp->doc,
-							  (long long)sl->to_step);
+					if (sl->to_step != st->index) {
+						bp_errorf(err, "step %lld trains document %lld that belongs "
+							  "to step %lld", (long long)st->index,
+							  (long long)sp->doc, (long long)sl->to_step);
 						goto out;
 					}
 					if (sp->len < 1 || sp->offset < 0 ||
@@ -496,7 +520,7 @@ int bp_plan_validate(const struct bp_plan *p, struct bp_costs *costs, struct bp_
 			goto out;
 		}
 	for (size_t i = 0; i < ndocs; i++)
-		if (slots[i].covered != slots[i].len) {
+		if (slots[i].to_step < end && slots[i].covered != slots[i].len) {
 			bp_errorf(err, "document %lld (step %lld, %lld tokens) is trained for %lld "
 				  "tokens", (long long)slots[i].id, (long long)slots[i].step,
 				  (long long)slots[i].len, (long long)slots[i].covered);

@@ -177,19 +177,55 @@ static void set_source(struct bp_plan *out, const struct bp_solve_opts *o,
 	src->data_ended = b->data_ended;
 }
 
-/* The method on batches (ids 0 .. over them), then prediction and validation. */
-static int solve_method(const struct bp_method *m, const struct bp_solve_opts *o,
-			struct bp_plan *out, struct bp_costs *costs, const struct bp_costmodel *cm,
-			const struct bp_batches *batches, struct bp_rng *rng, struct bp_error *err)
+/* A step's token budget (method.h step_tokens): tokens_per_step, or docs_per_step times
+ * the data's mean document length after the cap rule (a sample index: its lengths; a
+ * histogram: its bins, a bin over the cap counted at the cap, or left out under drop). */
+static double step_tokens(const struct bp_solve_opts *o, const struct bp_dataset *ds)
 {
-	struct bp_method_ctx ctx = {cm, rng, o->shard, costs, o->method_input};
-	int rc = m->solve(&ctx, batches, out, err);
-	if (rc < 0)
-		return rc;
+	if (o->tokens_per_step > 0)
+		return (double)o->tokens_per_step;
+	double tok = 0.0, n = 0.0, cap = (double)o->max_tokens;
+	int drop = o->overlen == BP_OVERLEN_DROP;
+	for (size_t i = 0; ds->lengths && i < ds->nlengths; i++) {
+		double l = (double)ds->lengths[i];
+		if (l > cap && drop)
+			continue;
+		tok += l < cap ? l : cap;
+		n += 1.0;
+	}
+	for (size_t i = 0; !ds->lengths && i < ds->nbins; i++) {
+		const struct bp_bin *b = &ds->bins[i];
+		double c = (double)b->count, t = (double)b->tokens;
+		if ((double)b->lo > cap && drop)
+			continue;
+		tok += t < c * cap ? t : c * cap;
+		n += c;
+	}
+	return n > 0 ? (double)o->docs_per_step * tok / n : 0.0;
+}
+
+/* The method on batches: with run NULL the whole run (ids and steps from 0), else a window
+ * of it (method.h). */
+static int run_method(const struct bp_method *m, const struct bp_solve_opts *o,
+		      const struct bp_dataset *ds, struct bp_plan *out, struct bp_costs *costs,
+		      const struct bp_costmodel *cm, const struct bp_batches *batches,
+		      struct bp_rng *rng, struct bp_method_run *run, struct bp_error *err)
+{
+	struct bp_method_ctx ctx = {.cm = cm, .rng = rng, .shard = o->shard, .costs = costs,
+				    .input = o->method_input, .run = run,
+				    .step_tokens = step_tokens(o, ds)};
+	return m->solve(&ctx, batches, out, err);
+}
+
+/* Prediction and validation of what the method returned. */
+static int predict_method(const struct bp_method *m, struct bp_plan *out,
+			  struct bp_costs *costs, int64_t truncated, int64_t dropped,
+			  struct bp_error *err)
+{
 	/* layouts may have moved (a method adding layouts): the cache keys on addresses */
 	bp_costs_release(costs);
-	out->summary.truncated = batches->truncated;
-	out->summary.dropped = batches->dropped;
+	out->summary.truncated = truncated;
+	out->summary.dropped = dropped;
 	if (bp_plan_predict(out, costs, NULL, err) < 0)
 		return -1;
 	if (bp_plan_validate(out, costs, err) < 0)
@@ -212,9 +248,44 @@ static void method_rng(const struct bp_solve_opts *o, struct bp_rng *rng)
 	bp_rng_seed(rng, o->seed ^ 0x6d6574686f64ULL);
 }
 
+/* bp_solve of a window (first_step, flush_data): the streaming driver, its steps taken
+ * into one plan. */
+static int collect_steps(void *arg, const struct bp_plan *w, struct bp_error *err)
+{
+	struct bp_plan *out = arg;
+	struct bp_step *ns = bp_realloc_array(out->steps, out->nsteps + w->nsteps + 1,
+					      sizeof(*ns), err);
+	if (!ns)
+		return -1;
+	out->steps = ns;
+	memcpy(ns + out->nsteps, w->steps, w->nsteps * sizeof(*ns));
+	out->nsteps += w->nsteps;
+	((struct bp_plan *)w)->nsteps = 0; /* taken: the driver releases no step of w */
+	return 0;
+}
+
+static int solve_window(const struct bp_dataset *ds, const struct bp_profile *prof,
+			const struct bp_solve_opts *o, struct bp_plan *out, struct bp_error *err)
+{
+	struct bp_plan steps;
+	bp_plan_init(&steps);
+	struct bp_solve_sink sink = {collect_steps, &steps};
+	int rc = bp_solve_stream(ds, prof, o, 64, &sink, out, err);
+	if (rc == 0) {
+		out->steps = steps.steps;
+		out->nsteps = steps.nsteps;
+		steps.steps = NULL;
+		steps.nsteps = 0;
+	}
+	bp_plan_release(&steps);
+	return rc;
+}
+
 int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 	     const struct bp_solve_opts *o, struct bp_plan *out, struct bp_error *err)
 {
+	if (o->first_step > 0 || o->flush_data)
+		return solve_window(ds, prof, o, out, err);
 	struct bp_batches batches = {0};
 	struct bp_costs costs;
 	struct bp_rng rng;
@@ -243,7 +314,9 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 	if (o->documents == BP_DOCS_CUT && bp_batches_cut(&batches, o->max_tokens, NULL, err) < 0)
 		goto out;
 	method_rng(o, &rng);
-	rc = solve_method(m, o, out, &costs, cm, &batches, &rng, err);
+	rc = run_method(m, o, ds, out, &costs, cm, &batches, &rng, NULL, err);
+	if (rc == 0)
+		rc = predict_method(m, out, &costs, batches.truncated, batches.dropped, err);
 out:
 	if (rc < 0)
 		bp_plan_release(out);
@@ -598,7 +671,7 @@ int bp_plan_check_lines(struct bp_plan_lines *r, const struct bp_plan *header,
 				}
 				last_id = id;
 			}
-		if (check_plan(&w, prof, &ledger, &cap, first, &flops, err) < 0) {
+		if (check_plan(&w, prof, &ledger, &cap, 0, &flops, err) < 0) {
 			bp_error_prefix(err, "steps %lld to %lld", (long long)first,
 					(long long)(first + (int64_t)w.nsteps - 1));
 			goto out;
@@ -746,6 +819,10 @@ int bp_plan_check_samples(const struct bp_plan *p, const struct bp_dataset *ds,
 	if (src->order == BP_ORDER_DRAW)
 		return bp_errorf(err, "the plan draws lengths (sampling.order draw, a what-if "
 				 "plan): it names no samples to check against an index");
+	if (p->first_step > 0)
+		return bp_errorf(err, "the plan is a window of a run from step %lld: --index "
+				 "checks a plan from step 0 (not yet a window)",
+				 (long long)p->first_step);
 	if (strcmp(p->dataset_sha, ds_sha))
 		return bp_errorf(err, "the index's sha256 %.12s... is not the plan's %.12s... "
 				 "(another file, or changed since it was planned)", ds_sha,
@@ -897,19 +974,111 @@ static int keep_stubs(struct bp_plan *ledger, size_t *cap, const struct bp_plan 
 	return 0;
 }
 
+/* Whether a method carries state from step to step: its table flag, or fixed's packing
+ * window (parameter window > 1), which packs several global batches together. */
+static int method_carries(const struct bp_method *m, const struct bp_solve_opts *o)
+{
+	if (m->carries)
+		return 1;
+	for (size_t i = 0; i < o->nparams; i++)
+		if (!strcmp(o->params[i].key, "window") && strcmp(o->params[i].value, "1"))
+			return 1;
+	return 0;
+}
+
 int bp_method_steps_independent(const struct bp_method *m, const struct bp_solve_opts *o)
 {
-	static const char *const names[] = {"plain", "fixed", "ffd", "bfd", "multipack", "kk",
-					    NULL};
-	int yes = 0;
-	for (size_t i = 0; names[i]; i++)
-		yes |= !strcmp(m->name, names[i]);
-	/* fixed's packing window (parameter window > 1) packs several global batches together */
-	for (size_t i = 0; yes && i < o->nparams; i++)
-		if (!strcmp(o->params[i].key, "window") && strcmp(o->params[i].value, "1"))
-			yes = 0;
-	return yes;
+	return !method_carries(m, o);
 }
+
+/* The documents delayed past the steps handed on so far, by id: the carried documents of
+ * the windows that train them. */
+struct carry_map {
+	struct bp_carried *v;
+	size_t n, cap;
+};
+
+static int cmp_carried(const void *a, const void *b)
+{
+	const struct bp_carried *x = a, *y = b;
+	return (x->d.id > y->d.id) - (x->d.id < y->d.id);
+}
+
+static int carry_add(struct carry_map *c, const struct bp_carried *x, struct bp_error *err)
+{
+	if (c->n == c->cap) {
+		size_t nc = c->cap ? 2 * c->cap : 64;
+		struct bp_carried *nv = bp_realloc_array(c->v, nc, sizeof(*nv), err);
+		if (!nv)
+			return -1;
+		c->v = nv;
+		c->cap = nc;
+	}
+	c->v[c->n++] = *x;
+	return 0;
+}
+
+/* Adds the delays of steps [from, to) of w that reach step `beyond` or later. */
+static int carry_delays(struct carry_map *c, const struct bp_plan *w, size_t from, size_t to,
+			int64_t beyond, struct bp_error *err)
+{
+	for (size_t i = from; i < to; i++) {
+		const struct bp_step *st = &w->steps[i];
+		for (size_t k = 0; k < st->ndelayed; k++) {
+			const struct bp_delayed *dl = &st->delayed[k];
+			if (dl->to_step < beyond)
+				continue;
+			struct bp_carried x = {.d = {.id = dl->doc, .len = dl->len},
+					       .step = st->index, .to_step = dl->to_step};
+			for (size_t j = 0; j < st->ndocs; j++)
+				if (st->docs[j].id == dl->doc)
+					x.d = st->docs[j];
+			if (carry_add(c, &x, err) < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/* Moves the map's documents trained in [first, end) into w->carried (by id). */
+static int carry_take(struct carry_map *c, struct bp_plan *w, int64_t first, int64_t end,
+		      struct bp_error *err)
+{
+	size_t n = 0, k = 0;
+	for (size_t i = 0; i < c->n; i++)
+		n += c->v[i].to_step >= first && c->v[i].to_step < end;
+	free(w->carried);
+	w->carried = bp_calloc(n + 1, sizeof(*w->carried), err);
+	w->ncarried = 0;
+	if (!w->carried)
+		return -1;
+	for (size_t i = 0; i < c->n; i++) {
+		if (c->v[i].to_step >= first && c->v[i].to_step < end)
+			w->carried[w->ncarried++] = c->v[i];
+		else
+			c->v[k++] = c->v[i];
+	}
+	c->n = k;
+	qsort(w->carried, w->ncarried, sizeof(*w->carried), cmp_carried);
+	return 0;
+}
+
+/* Drops w's first n steps (planned before the window the request asks for). */
+static void drop_front(struct bp_plan *w, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		bp_step_release(&w->steps[i]);
+	memmove(w->steps, w->steps + n, (w->nsteps - n) * sizeof(*w->steps));
+	w->nsteps -= n;
+	if (w->nsteps)
+		w->first_step = w->steps[0].index;
+}
+
+/* The sampler's counters at a point of the stream, for a window's source and summary. */
+struct stream_mark {
+	int64_t pos, truncated, dropped, left;
+	int data_ended;
+};
 
 int bp_solve_stream(const struct bp_dataset *ds, const struct bp_profile *prof,
 		    const struct bp_solve_opts *o, size_t window,
@@ -923,38 +1092,64 @@ int bp_solve_stream(const struct bp_dataset *ds, const struct bp_profile *prof,
 	struct bp_plan w, ledger;
 	struct bp_costs costs;
 	struct bp_rng rng;
+	struct bp_method_run run = {0};
+	struct carry_map carry = {0}, head = {0};
+	struct stream_mark at = {0}, start = {0}, stop = {0};
 	size_t ledger_cap = 0;
-	int64_t step0 = 0, id0 = 0;
+	int64_t pos = 0, id0 = 0, emitted = 0; /* next batch's step, next document's id, next
+						* step the method hands on */
 	double flops = 0.0;
-	int rc = -1, have_header = 0;
+	int rc = -1, have_header = 0, ended = 0, stopped = 0, lookahead = 0;
 	bp_plan_init(header);
 	bp_plan_init(&w);
 	bp_plan_init(&ledger);
 	bp_costs_init(&costs, prof);
 	if (!m)
 		return bp_errorf(err, "unknown method '%s'", o->method);
-	if (!bp_method_steps_independent(m, o))
-		return bp_errorf(err, "method '%s' carries state from step to step: it is planned "
-				 "whole, not a window of steps at a time", m->name);
 	if (window < 1)
 		return bp_errorf(err, "a window of %zu steps", window);
-	sampler_opts(o, o->steps, &so);
+	if (o->first_step < 0 || o->steps < 0 || (!o->steps && o->epochs < 1))
+		return bp_errorf(err, "a window of %lld steps from step %lld%s",
+				 (long long)o->steps, (long long)o->first_step,
+				 o->steps ? "" : " without an end of the data (epochs)");
+	const int carries = method_carries(m, o);
+	/* The plan draws steps [first, end); the run ends there, or with flush_data where the
+	 * data ends (a window of a longer run: the method plans past `end` until every step
+	 * before it is finished, and those later steps are the next window's). */
+	const int64_t unbounded = INT64_C(1) << 40; /* steps 0: as many as the epochs fill */
+	const int64_t first = o->first_step, end = o->steps ? first + o->steps : unbounded;
+	sampler_opts(o, o->flush_data || !o->steps ? unbounded : end, &so);
 	if (!(sp = bp_sampler_new(ds, &so, err)))
 		goto out;
 	method_rng(o, &rng);
-	for (;;) {
+	while (!ended && !(pos >= end && emitted >= end)) {
 		const struct bp_costmodel *cm = NULL;
+		size_t want = window;
+		if (pos < first && (size_t)(first - pos) < want)
+			want = (size_t)(first - pos); /* a call ends where the window starts */
+		else if (pos < end && (size_t)(end - pos) < want)
+			want = (size_t)(end - pos); /* ... and where it ends */
+		if (pos == first)
+			start = at;
 		bp_batches_release(&b);
-		int got = bp_sampler_next(sp, window, &b, err);
+		int got = bp_sampler_next(sp, want, &b, err);
 		if (got < 0) {
 			if (o->overlen == BP_OVERLEN_ERROR && strstr(err->text, "longer than"))
 				rc = BP_INFEASIBLE;
 			goto out;
 		}
-		if (!got) { /* the stream's last counters (samples dropped after the last step) */
-			ledger.summary.truncated = b.truncated;
-			ledger.summary.dropped = b.dropped;
-			break;
+		at = (struct stream_mark){b.end_pos, b.truncated, b.dropped, b.left, b.data_ended};
+		if (!got && pos <= first) {
+			bp_errorf(err, "the window starts at step %lld, but the data ends after %lld "
+				  "steps: no samples left to plan", (long long)first,
+				  (long long)pos);
+			goto out;
+		}
+		/* batches drawn past the plan only finish its last steps */
+		lookahead = pos > end || (pos == end && got > 0);
+		if (!stopped && pos <= end && (pos + (int64_t)b.n >= end || !got)) {
+			stop = at;
+			stopped = 1;
 		}
 		/* the window's documents numbered from 0, as a method expects */
 		int64_t first_id = b.n && b.b[0].ndocs ? b.b[0].docs[0].id : 0, ndocs = 0;
@@ -965,35 +1160,85 @@ int bp_solve_stream(const struct bp_dataset *ds, const struct bp_profile *prof,
 			goto out;
 		for (size_t s = 0; s < b.n; s++)
 			ndocs += (int64_t)b.b[s].ndocs;
-		int64_t truncated = b.truncated, dropped = b.dropped;
-		b.truncated -= ledger.summary.truncated; /* this window's own */
-		b.dropped -= ledger.summary.dropped;
+		if (!carries && pos + (int64_t)b.n <= first) { /* before the window: skipped */
+			pos += (int64_t)b.n;
+			id0 += ndocs;
+			emitted = pos;
+			continue;
+		}
 		bp_plan_release(&w);
 		rc = solve_header(m, prof, o, &w, &costs, &cm, err);
 		if (rc < 0)
 			goto out;
-		w.nsteps_drawn = (int64_t)b.n;
-		rc = solve_method(m, o, &w, &costs, cm, &b, &rng, err);
+		set_source(&w, o, ds, &b); /* its order: how its steps name samples */
+		int last = !got || (!o->flush_data && pos + (int64_t)b.n == end);
+		if (carries) { /* the run's ids and steps */
+			for (size_t s = 0; s < b.n; s++)
+				for (size_t k = 0; k < b.b[s].ndocs; k++)
+					b.b[s].docs[k].id += id0;
+			run.step0 = pos;
+			run.last = last;
+			rc = run_method(m, o, ds, &w, &costs, cm, &b, &rng, &run, err);
+		} else {
+			rc = run_method(m, o, ds, &w, &costs, cm, &b, &rng, NULL, err);
+			if (rc == 0) {
+				shift_steps(&w, pos, id0);
+				w.first_step = pos;
+			}
+		}
 		if (rc < 0)
 			goto out;
 		rc = -1;
-		ledger.summary.truncated = truncated;
-		ledger.summary.dropped = dropped;
+		pos += (int64_t)b.n;
+		id0 += ndocs;
+		ended = last;
+		if (!w.nsteps)
+			continue;
+		emitted = w.steps[w.nsteps - 1].index + 1;
+		/* steps before the window: their delays into it are its carried documents */
+		size_t before = 0, keep;
+		while (before < w.nsteps && w.steps[before].index < first)
+			before++;
+		if (carry_delays(&carry, &w, 0, before, first, err) < 0)
+			goto out;
+		drop_front(&w, before);
+		keep = w.nsteps;
+		if (lookahead)
+			while (keep > 0 && w.steps[keep - 1].index >= end)
+				keep--;
+		for (size_t i = keep; i < w.nsteps; i++)
+			bp_step_release(&w.steps[i]);
+		w.nsteps = keep;
+		if (!keep)
+			continue;
+		int64_t wend = w.first_step + (int64_t)keep;
+		if (carry_take(&carry, &w, w.first_step, wend, err) < 0)
+			goto out;
+		for (size_t i = 0; i < w.ncarried; i++) /* the plan's own carried documents */
+			if (w.carried[i].step < first && carry_add(&head, &w.carried[i], err) < 0)
+				goto out;
+		if (carry_delays(&carry, &w, 0, w.nsteps, wend, err) < 0)
+			goto out;
+		w.open = carry.n > 0;
+		int64_t drawn = 0;
+		for (size_t i = 0; i < w.nsteps; i++)
+			drawn += w.steps[i].index < end && (!ended || w.steps[i].index < pos);
+		w.nsteps_drawn = drawn > 0 ? drawn : 1;
+		if (predict_method(m, &w, &costs, 0, 0, err) < 0)
+			goto out;
 		bp_plan_step_work(&w, &flops);
-		shift_steps(&w, step0, id0);
 		if (keep_stubs(&ledger, &ledger_cap, &w, 0, err) < 0)
 			goto out;
-		step0 += (int64_t)w.nsteps;
-		id0 += ndocs;
-		set_source(&w, o, ds, &b); /* the stream so far: what a header needs */
 		if (sink->steps(sink->arg, &w, err) < 0)
 			goto out;
 		if (!have_header) { /* the method's recorded defaults and caps, once */
 			for (size_t i = 0; i < w.nsteps; i++)
 				bp_step_release(&w.steps[i]);
 			free(w.steps);
+			free(w.carried);
 			w.steps = NULL;
-			w.nsteps = 0;
+			w.carried = NULL;
+			w.nsteps = w.ncarried = 0;
 			*header = w;
 			bp_plan_init(&w);
 			have_header = 1;
@@ -1003,10 +1248,29 @@ int bp_solve_stream(const struct bp_dataset *ds, const struct bp_profile *prof,
 		bp_errorf(err, "the data ends before the first step: no samples left to plan");
 		goto out;
 	}
-	header->nsteps_drawn = step0;
-	set_source(header, o, ds, &b);
+	if (!stopped)
+		stop = at;
+	/* the plan: its drawn steps, where it starts, what it carries in, whether the run goes
+	 * on; the sampler's counters over its own steps */
+	header->first_step = first;
+	header->nsteps_drawn = (pos < end ? pos : end) - first;
+	header->open = !ended || (o->flush_data && pos > end);
+	header->ncarried = 0;
+	if (head.n) {
+		qsort(head.v, head.n, sizeof(*head.v), cmp_carried);
+		header->carried = head.v;
+		header->ncarried = head.n;
+		head.v = NULL;
+	}
+	struct bp_batches src = {.first_pos = start.pos, .end_pos = stop.pos, .left = stop.left,
+				 .data_ended = stop.data_ended,
+				 .truncated = stop.truncated - start.truncated,
+				 .dropped = stop.dropped - start.dropped};
+	set_source(header, o, ds, &src);
 	/* the summary of every step, as bp_plan_predict sums it: in step order */
 	ledger.cluster = header->cluster;
+	ledger.summary.truncated = src.truncated;
+	ledger.summary.dropped = src.dropped;
 	if (bp_plan_summarize(&ledger, err) < 0)
 		goto out;
 	bp_plan_work_summary(&ledger, flops, prof);
@@ -1015,6 +1279,10 @@ int bp_solve_stream(const struct bp_dataset *ds, const struct bp_profile *prof,
 out:
 	if (rc != 0 && have_header)
 		bp_plan_release(header);
+	if (run.state && run.release)
+		run.release(run.state);
+	free(carry.v);
+	free(head.v);
 	bp_sampler_free(sp);
 	bp_batches_release(&b);
 	bp_plan_release(&w);

@@ -33,6 +33,13 @@ struct bp_solve_opts {
 	size_t nparams;
 	const void *method_input;      /* the method's own input (method.h ctx->input);
 					* borrowed, may be NULL */
+	/* A window of a longer run (issue 22; plans/README.md "Windows"): the plan holds the
+	 * run's steps first_step .. first_step + steps - 1. Without flush_data the run ends
+	 * after them (a method holding documents, wlb, flushes there); with it the run ends
+	 * only where the data does, so windows of one run, planned alone, concatenate to the
+	 * plan of the whole run. */
+	int64_t first_step;
+	int flush_data;
 };
 
 /* Solves into an initialised plan. Returns 0, -1 (error) or BP_INFEASIBLE, with err. The
@@ -42,13 +49,16 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 
 /* A whole run planned and written a window of steps at a time, so that memory holds one
  * window, not the run (issue 22 item 3; `solve --plan-format lines`): the sampler streams
- * global batches (dataset.h bp_sampler), the method plans `window` of them, they are
- * predicted and validated like a bp_solve plan's, moved to their place in the run (step
- * indices, document ids) and handed to sink->steps; then header gets the plan without
- * steps: sampling and source as the whole run's, the method's recorded parameters, and the
- * summary of every step, equal to bp_solve's for the same options. Only for methods whose
- * steps depend on their own global batch alone (bp_method_steps_independent); the same
- * plan as bp_solve, step for step (tests/scripts/test-plan-lines). 0, -1 or BP_INFEASIBLE. */
+ * global batches (dataset.h bp_sampler), the method plans `window` of them (a method that
+ * carries state keeps it between calls, method.h bp_method_run, and hands on the steps it
+ * has finished), they are predicted and validated like a bp_solve plan's (each handing a
+ * window plan: its first step, the documents it trains that earlier steps drew, open when
+ * a delay crosses its end), placed in the run (step indices, document ids) and handed to
+ * sink->steps; then header gets the plan without steps: sampling and source over its own
+ * steps, the method's recorded parameters, its window fields, and the summary of every
+ * step. Steps before o->first_step are planned (a method's state) but not predicted nor
+ * handed on. The same plan as bp_solve, step for step (tests/scripts/test-plan-lines,
+ * test-windows). 0, -1 or BP_INFEASIBLE. */
 struct bp_solve_sink {
 	int (*steps)(void *arg, const struct bp_plan *window, struct bp_error *err);
 	void *arg;
@@ -57,8 +67,8 @@ int bp_solve_stream(const struct bp_dataset *ds, const struct bp_profile *prof,
 		    const struct bp_solve_opts *o, size_t window,
 		    const struct bp_solve_sink *sink, struct bp_plan *header,
 		    struct bp_error *err);
-/* plain, fixed (its packing window 1), ffd, bfd, multipack, kk: a step's plan depends on its
- * global batch alone. */
+/* A step's plan depends on its global batch alone: the methods that carry no state
+ * (method.h `carries`), fixed and fixed-ilp with their packing window 1. */
 struct bp_method;
 int bp_method_steps_independent(const struct bp_method *m, const struct bp_solve_opts *o);
 

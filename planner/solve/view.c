@@ -71,11 +71,15 @@ json_t *bp_rank_view(const struct bp_plan *p, const struct bp_doc_index *docs, i
 		     int rank, struct bp_error *err)
 {
 	err->text[0] = 0;
-	if (step < 0 || step >= (int64_t)p->nsteps) {
-		bp_errorf(err, "step %lld is past the plan's end: it has steps 0 to %zu",
-			  (long long)step, p->nsteps - 1);
+	/* a window of a run (plan.h) is addressed by the run's step numbers */
+	if (step < p->first_step || step - p->first_step >= (int64_t)p->nsteps) {
+		bp_errorf(err, "step %lld is %s the plan's %s: it has steps %lld to %lld",
+			  (long long)step, step < p->first_step ? "before" : "past",
+			  step < p->first_step ? "first" : "end", (long long)p->first_step,
+			  (long long)(p->first_step + (int64_t)p->nsteps - 1));
 		return NULL;
 	}
+	step -= p->first_step;
 	if (rank < 0 || rank >= p->cluster.gpus) {
 		bp_errorf(err, "rank %d is outside the plan's world of %d GPUs", rank,
 			  p->cluster.gpus);
@@ -111,7 +115,7 @@ json_t *bp_rank_view(const struct bp_plan *p, const struct bp_doc_index *docs, i
 	bp_json_set(o, "format", json_string(BP_RANKVIEW_FORMAT), &ok);
 	bp_json_set(o, "method", json_string(p->method), &ok);
 	bp_json_set(o, "order", json_string(bp_order_name(p->source.order)), &ok);
-	bp_json_set(o, "step", json_integer((json_int_t)step), &ok);
+	bp_json_set(o, "step", json_integer((json_int_t)st->index), &ok);
 	bp_json_set(o, "steps", json_integer((json_int_t)p->nsteps), &ok);
 	bp_json_set(o, "rank", json_integer(rank), &ok);
 	bp_json_set(o, "world_size", json_integer(p->cluster.gpus), &ok);

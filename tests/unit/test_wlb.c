@@ -114,7 +114,8 @@ static void test_release(void)
 	struct bp_rng rng;
 	CHECK(bp_costmodel_init(&cm, &prof, sc, 1, &err) == 0);
 	bp_rng_seed(&rng, 1);
-	struct bp_method_ctx ctx = {&cm, &rng, BP_SHARD_SEQUENCE, NULL, NULL};
+	struct bp_method_ctx ctx = {.cm = &cm, .rng = &rng, .shard = BP_SHARD_SEQUENCE,
+				    .step_tokens = 4 * 16384};
 	/* step 0: three outliers + small docs; step 1: one outlier + small docs */
 	int64_t lens0[] = {9000, 500, 9500, 700, 10000, 300, 800};
 	int64_t lens1[] = {600, 9100, 400, 900, 200, 1000};
@@ -178,7 +179,8 @@ static int run_wlb(size_t nsteps, const int64_t *const *lens, const size_t *nl,
 	CHECK(nsteps <= 64);
 	CHECK(bp_costmodel_init(&cm, &prof, sc, 1, &err) == 0);
 	bp_rng_seed(&rng, 1);
-	struct bp_method_ctx ctx = {&cm, &rng, BP_SHARD_SEQUENCE, NULL, NULL};
+	struct bp_method_ctx ctx = {.cm = &cm, .rng = &rng, .shard = BP_SHARD_SEQUENCE,
+				    .step_tokens = 4 * 16384};
 	for (size_t s = 0; s < nsteps; s++) {
 		int64_t t = 0;
 		CHECK(nl[s] <= 64);

@@ -73,7 +73,7 @@ int main(int argc, char **argv)
 		    bp_plan_add_layout(&p, &lay, &err) < 0)
 			return fail(&err);
 		struct bp_batches one = {.b = &b.b[i], .n = 1};
-		struct bp_method_ctx ctx = {NULL, NULL, BP_SHARD_SEQUENCE, NULL, NULL};
+		struct bp_method_ctx ctx = {.shard = BP_SHARD_SEQUENCE};
 		double t0 = now_ms();
 		int rc = bp_method_distca(&ctx, &one, &p, &err);
 		double t1 = now_ms();

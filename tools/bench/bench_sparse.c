@@ -88,7 +88,7 @@ int main(int argc, char **argv)
 					return 1;
 				}
 				bp_rng_seed(&rng, 1);
-				struct bp_method_ctx ctx = {&cm, &rng, BP_SHARD_SEQUENCE, NULL, NULL};
+				struct bp_method_ctx ctx = {.cm = &cm, .rng = &rng, .shard = BP_SHARD_SEQUENCE};
 				double t0 = now_ms();
 				if (bp_method_sparsebalance(&ctx, &b, &plan, &err) < 0) {
 					fprintf(stderr, "bench_sparse: %s\n", err.text);

@@ -66,7 +66,8 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			bp_rng_seed(&rng, 1);
-			struct bp_method_ctx ctx = {&cm, &rng, BP_SHARD_SEQUENCE, NULL, NULL};
+			struct bp_method_ctx ctx = {.cm = &cm, .rng = &rng, .shard = BP_SHARD_SEQUENCE,
+						    .step_tokens = 4.0 * (double)L};
 			double t0 = now_ms();
 			if (m->solve(&ctx, &b, &plan, &err) < 0) {
 				fprintf(stderr, "bench_wlb: %s: %s\n", m->name, err.text);

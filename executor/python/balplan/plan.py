@@ -99,11 +99,13 @@ def _int_tuple(a, n, where):
 class _Context(object):
     """What reading the steps needs from the plan's head."""
 
-    def __init__(self, v1, samples, gpus, layouts):
+    def __init__(self, v1, samples, gpus, layouts, first_step=0, carried=()):
         self.v1 = v1
         self.samples = samples
         self.gpus = gpus
         self.layouts = layouts
+        self.first_step = first_step
+        self.carried = carried
 
 
 def _place_table(pipes, servers):
@@ -223,8 +225,8 @@ def _read_step(o, i, ctx, docs):
     if not isinstance(o, dict):
         raise PlanError("%s is not an object" % where)
     index = _get(o, "index", where, "integer")
-    if index != i:
-        raise PlanError("%s.index is %d, expected %d" % (where, index, i))
+    if index != ctx.first_step + i:
+        raise PlanError("%s.index is %d, expected %d" % (where, index, ctx.first_step + i))
     if ctx.v1:
         layout = 0
     else:
@@ -278,6 +280,9 @@ def _load_steps(root, ctx):
     if not isinstance(steps_j, _StepLines):
         steps_j = _get(root, "steps", "plan", "array")
     docs = {}
+    for c in ctx.carried:  # a window's documents drawn before it: [id, len, step, to, sample, off]
+        if ctx.samples:
+            docs[c[0]] = (c[4], c[5])
     return [_read_step(o, i, ctx, docs) for i, o in enumerate(steps_j)]
 
 
@@ -468,7 +473,19 @@ class Plan(object):
             self._layouts = [_layout_v2(o, self.world_size, layers, "plan.layouts[%d]" % i)
                              for i, o in enumerate(lays)]
         self.layouts = len(self._layouts)
-        ctx = _Context(v1, self.order != "draw", self.world_size, self._layouts)
+        # A window of a longer run (plans/README.md "Windows"): steps keep the run's
+        # numbers, first_step .. first_step + steps - 1, and are addressed by them.
+        self.first_step, self.open, carried = 0, False, ()
+        win = None if v1 else _get(root, "window", "plan", "object", required=False)
+        if win is not None:
+            self.first_step = _int_in(win, "first_step", "plan.window", 0)
+            self.open = win.get("open") is True
+            carried = _get(win, "carried_in", "plan.window", "array")
+            width = 6 if self.order != "draw" else 4
+            for k, c in enumerate(carried):
+                _int_tuple(c, width, "plan.window.carried_in[%d]" % k)
+        ctx = _Context(v1, self.order != "draw", self.world_size, self._layouts,
+                       self.first_step, carried)
         self._steps = _load_steps(root, ctx)
         self.steps = len(self._steps)
 
@@ -480,13 +497,17 @@ class Plan(object):
 
     def _step(self, step):
         i = _index(step)
+        f, last = self.first_step, self.first_step + self.steps - 1
         if i is None or i < 0:
-            raise PlanError("step %r is not a step: the plan has steps 0 to %d"
-                            % (step, self.steps - 1))
-        if i >= self.steps:
-            raise PlanError("step %d is past the plan's end: it has steps 0 to %d"
-                            % (i, self.steps - 1))
-        return self._steps[i]
+            raise PlanError("step %r is not a step: the plan has steps %d to %d"
+                            % (step, f, last))
+        if i < f:
+            raise PlanError("step %d is before the plan's first: it has steps %d to %d"
+                            % (i, f, last))
+        if i > last:
+            raise PlanError("step %d is past the plan's end: it has steps %d to %d"
+                            % (i, f, last))
+        return self._steps[i - f]
 
     def _rank(self, rank):
         r = _index(rank)
@@ -515,11 +536,15 @@ class Plan(object):
         rank = self._rank(rank)
         return make_rank_view(self, operator.index(step), st, self._layouts[st.layout], rank)
 
-    def rank_views(self, rank, start_step=0, steps=None):
-        """The rank's views of ``steps`` steps from ``start_step`` (all remaining: None)."""
+    def rank_views(self, rank, start_step=None, steps=None):
+        """The rank's views of ``steps`` steps from ``start_step`` (the plan's first: None;
+        all remaining: None)."""
         self._rank(rank)
-        end = self.steps if steps is None else min(self.steps, start_step + steps)
-        if start_step != self.steps:
+        if start_step is None:
+            start_step = self.first_step
+        stop = self.first_step + self.steps
+        end = stop if steps is None else min(stop, start_step + steps)
+        if start_step != stop:
             self._step(start_step)
         for s in range(start_step, end):
             yield self.rank_view(s, rank)
@@ -534,7 +559,7 @@ class Plan(object):
                 continue
             for j, mb in enumerate(st.pipelines[pl[0]]):
                 for s in mb.spans:
-                    yield RankSample(i, j, s[3], s[4], s[2])
+                    yield RankSample(self.first_step + i, j, s[3], s[4], s[2])
 
     def sample_ids(self):
         """The set of sample ids the plan trains (a plan of samples only)."""

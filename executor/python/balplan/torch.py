@@ -79,19 +79,23 @@ class PlanBatches(object):
     ``cp_slice``: False gives every token of each micro-batch (the full packed sequences),
     True (default) the rank's CP slice."""
 
-    def __init__(self, plan, dataset, rank, start_step=0, steps=None, cp_slice=True):
+    def __init__(self, plan, dataset, rank, start_step=None, steps=None, cp_slice=True):
         if not isinstance(plan, Plan):
             plan = open_plan(plan)
         self.plan = plan
         rank = plan._rank(rank)
-        if not isinstance(start_step, int) or start_step < 0 or start_step > plan.steps:
-            raise PlanError("start_step %r is past the plan's end: it has steps 0 to %d"
-                            % (start_step, plan.steps - 1))
+        # steps by the run's numbers: a window of a run starts at plan.first_step
+        first, stop = plan.first_step, plan.first_step + plan.steps
+        if start_step is None:
+            start_step = first
+        if not isinstance(start_step, int) or start_step < first or start_step > stop:
+            raise PlanError("start_step %r is outside the plan: it has steps %d to %d"
+                            % (start_step, first, stop - 1))
         if steps is not None and (not isinstance(steps, int) or steps < 0):
             raise PlanError("steps %r is not a count of steps" % (steps,))
         self.rank = rank
         self.start_step = start_step
-        self.end_step = plan.steps if steps is None else min(plan.steps, start_step + steps)
+        self.end_step = stop if steps is None else min(stop, start_step + steps)
         self.cp_slice = cp_slice
         self._get = _getter(dataset)
 
@@ -175,7 +179,7 @@ class PlanDataset(_IterableDataset):
     ``DataLoader(ds, batch_size=None, num_workers=n)``; with workers, worker w computes steps
     start + w, start + w + n, ..., and the loader's in-order delivery keeps step order."""
 
-    def __init__(self, plan, dataset, rank, start_step=0, steps=None, cp_slice=True):
+    def __init__(self, plan, dataset, rank, start_step=None, steps=None, cp_slice=True):
         super().__init__()
         self.batches = PlanBatches(plan, dataset, rank, start_step, steps, cp_slice)
 
