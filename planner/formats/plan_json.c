@@ -1355,7 +1355,13 @@ int bp_plan_lines_window(struct bp_plan_lines *r, size_t min, const struct bp_pl
 		for (size_t i = 0; i < header->ncarried; i++)
 			if (header->carried[i].to_step > reach)
 				reach = header->carried[i].to_step;
-	while (!r->done && (json_array_size(steps) < min || reach >= r->next_index)) {
+	(void)reach;
+	if (!r->pending && !(r->pending = json_array()))
+		return bp_errorf(err, "out of memory");
+	json_t *later = json_array(); /* this window's delays past its end, so far */
+	if (!later)
+		return bp_errorf(err, "out of memory");
+	while (!r->done && json_array_size(steps) < min) {
 		int got = next_plan_line(r, err);
 		if (got < 0)
 			goto out;
@@ -1386,12 +1392,27 @@ int bp_plan_lines_window(struct bp_plan_lines *r, size_t min, const struct bp_pl
 				  (long long)r->next_index);
 			goto out;
 		}
-		json_t *del = json_object_get(o, "delayed"), *d;
-		size_t k;
+		/* every delay, with its document, as a carried_in entry [id, len, step, to
+		 * (, sample, sample_offset)]: those past the window go to later windows */
+		json_t *del = json_object_get(o, "delayed"), *d, *docs = json_object_get(o, "docs");
+		size_t k, q;
 		json_array_foreach(del, k, d) {
-			json_t *to = json_array_get(d, 2);
-			if (json_is_integer(to) && json_integer_value(to) > reach)
-				reach = json_integer_value(to);
+			json_t *e = json_pack("[OOIO]", json_array_get(d, 0), json_array_get(d, 1),
+					      (json_int_t)r->next_index, json_array_get(d, 2));
+			json_t *x;
+			json_array_foreach(docs, q, x)
+				if (json_equal(json_array_get(x, 0), json_array_get(d, 0)) &&
+				    json_array_size(x) == 4) {
+					json_array_append(e, json_array_get(x, 2));
+					json_array_append(e, json_array_get(x, 3));
+				}
+			if (!e) /* a malformed entry: the step's reader names it */
+				continue;
+			if (json_array_append_new(later, e) < 0) {
+				json_decref(o);
+				bp_errorf(err, "out of memory");
+				goto out;
+			}
 		}
 		if (r->next_index < header->first_step + header->nsteps_drawn)
 			drawn++;
@@ -1409,17 +1430,34 @@ int bp_plan_lines_window(struct bp_plan_lines *r, size_t min, const struct bp_pl
 	int whole = *first == header->first_step && r->done;
 	json_t *root = window_root(r, steps, r->zero_summary,
 				   whole ? header->nsteps_drawn : drawn ? drawn : 1);
-	/* a window of the file (plan.h): where it starts, the documents the file's first
-	 * steps carry in (all in its first window), open as the file is at its end */
+	/* a window of the file (plan.h): where it starts, the documents earlier steps (or
+	 * the file's own carried_in) delayed into it, open when a delay crosses its end */
 	if (root && !whole) {
 		json_t *wo = json_copy(json_object_get(r->header, "window"));
-		int ok = 1;
+		int ok = 1, open = 0;
 		if (!wo)
 			wo = json_pack("{s:b,s:[]}", "open", 0, "carried_in");
-		if (*first != header->first_step)
-			bp_json_set(wo, "carried_in", json_array(), &ok);
-		if (!r->done)
-			bp_json_set(wo, "open", json_false(), &ok);
+		json_t *cin = json_array(), *keep = json_array(), *e;
+		size_t k;
+		ok = wo && cin && keep;
+		if (ok && *first == header->first_step) /* the file's own, into the first windows */
+			json_array_extend(r->pending, json_object_get(wo, "carried_in"));
+		json_array_foreach(r->pending, k, e) {
+			int64_t to = json_integer_value(json_array_get(e, 3));
+			json_array_append(to < r->next_index ? cin : keep, e);
+		}
+		json_array_foreach(later, k, e) {
+			if (json_integer_value(json_array_get(e, 3)) >= r->next_index) {
+				json_array_append(keep, e);
+				open = 1;
+			}
+		}
+		json_decref(r->pending);
+		r->pending = keep;
+		bp_json_set(wo, "carried_in", cin, &ok);
+		if (!r->done || open)
+			bp_json_set(wo, "open", json_boolean(open || json_is_true(json_object_get(
+							wo, "open"))), &ok);
 		bp_json_set(wo, "first_step", json_integer(*first), &ok);
 		bp_json_set(root, "window", wo, &ok);
 		if (!ok) {
@@ -1442,6 +1480,7 @@ int bp_plan_lines_window(struct bp_plan_lines *r, size_t min, const struct bp_pl
 	rc = (int)json_array_size(steps) > 0;
 out:
 	json_decref(steps);
+	json_decref(later);
 	return rc;
 }
 
@@ -1465,6 +1504,7 @@ void bp_plan_lines_close(struct bp_plan_lines *r)
 	json_decref(r->header);
 	json_decref(r->zero_summary);
 	json_decref(r->summary);
+	json_decref(r->pending);
 	free(r->line);
 	memset(r, 0, sizeof(*r));
 }

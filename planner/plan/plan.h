@@ -298,10 +298,11 @@ int bp_plan_write_steps(const struct bp_plan *p, FILE *f, struct bp_error *err);
 int bp_plan_write_summary(const struct bp_plan *p, FILE *f, struct bp_error *err);
 /* A plan of lines read a window of steps at a time (check of a whole run in bounded
  * memory): open reads the header line into header (a plan of no steps, nsteps_drawn the
- * run's); window reads step lines until at least min are read and no delay crosses the
- * window's end, into w as a plan of its own (steps re-indexed from 0, *first the first
- * one's index in the run), returning 1, or 0 once the summary line is read; summary parses
- * that line and requires nothing after it. */
+ * run's); window reads min step lines (all: SIZE_MAX) into w as a window plan of its own
+ * (plan.h: the run's step numbers from *first, the documents earlier lines delayed into it
+ * carried, open when a delay crosses its end or the file's plan is open), returning 1, or
+ * 0 once the summary line is read; summary parses that line and requires nothing after
+ * it. */
 struct bp_plan_lines {
 	FILE *f;
 	json_t *header, *zero_summary, *summary;
@@ -310,6 +311,8 @@ struct bp_plan_lines {
 	long lineno;
 	int64_t next_index;
 	int done;
+	json_t *pending; /* documents delayed past the windows read so far: the carried_in
+			  * entries of the windows that train them */
 };
 int bp_plan_lines_open(struct bp_plan_lines *r, FILE *f, struct bp_plan *header,
 		       struct bp_error *err);
