@@ -737,8 +737,10 @@ static void sample_range(const struct sample_at *t, size_t n, int64_t sample, in
 	*hi = a;
 }
 
+/* Every document of nsteps steps keyed by its sample, steps numbered from step0. */
 static struct sample_at *sample_table(const struct bp_doc *const *docs, const size_t *ndocs,
-				      size_t nsteps, size_t *n, struct bp_error *err)
+				      size_t nsteps, size_t step0, size_t *n,
+				      struct bp_error *err)
 {
 	size_t total = 0;
 	for (size_t s = 0; s < nsteps; s++)
@@ -750,7 +752,7 @@ static struct sample_at *sample_table(const struct bp_doc *const *docs, const si
 	for (size_t s = 0; s < nsteps; s++)
 		for (size_t k = 0; k < ndocs[s]; k++)
 			t[(*n)++] = (struct sample_at){docs[s][k].sample, docs[s][k].soff,
-						       docs[s][k].len, s, k};
+						       docs[s][k].len, s + step0, k};
 	qsort(t, *n, sizeof(*t), cmp_sample_at);
 	return t;
 }
@@ -819,10 +821,6 @@ int bp_plan_check_samples(const struct bp_plan *p, const struct bp_dataset *ds,
 	if (src->order == BP_ORDER_DRAW)
 		return bp_errorf(err, "the plan draws lengths (sampling.order draw, a what-if "
 				 "plan): it names no samples to check against an index");
-	if (p->first_step > 0)
-		return bp_errorf(err, "the plan is a window of a run from step %lld: --index "
-				 "checks a plan from step 0 (not yet a window)",
-				 (long long)p->first_step);
 	if (strcmp(p->dataset_sha, ds_sha))
 		return bp_errorf(err, "the index's sha256 %.12s... is not the plan's %.12s... "
 				 "(another file, or changed since it was planned)", ds_sha,
@@ -835,50 +833,79 @@ int bp_plan_check_samples(const struct bp_plan *p, const struct bp_dataset *ds,
 				 "(other field options?)", ds->format, src->format);
 	/* Where the data ended inside the plan, the sampler runs to that end, reading what solve
 	 * read after the last step (a dropped last batch, samples dropped over the cap). */
-	int64_t steps = src->data_ended && src->epochs > 0 ? 0 : p->nsteps_drawn;
+	/* A window of a run (plan.h) from step F: the order from step 0, its steps from F; the
+	 * stream's counters at F (a second, shorter sampling) start the window's. */
+	const int64_t F = p->first_step;
+	struct bp_batches at_f = {0};
+	int64_t steps = src->data_ended && src->epochs > 0 ? 0 : F + p->nsteps_drawn;
 	struct bp_sampler_opts so = {.steps = steps, .tokens_per_step = p->tokens_per_step,
 				     .docs_per_step = p->docs_per_step, .max_len = p->max_tokens,
 				     .overlen = p->overlen, .seed = p->seed, .order = src->order,
 				     .epochs = src->epochs, .last = src->last};
 	if (bp_sample(ds, &so, &b, err) < 0)
 		return bp_error_prefix(err, "the index in the plan's order");
+	if (F > 0) {
+		struct bp_sampler_opts sf = so;
+		sf.steps = F;
+		if (bp_sample(ds, &sf, &at_f, err) < 0) {
+			bp_error_prefix(err, "the index in the plan's order up to step %lld",
+					(long long)F);
+			goto out;
+		}
+	}
 	if (p->documents == BP_DOCS_CUT && bp_batches_cut(&b, p->max_tokens, NULL, err) < 0)
 		goto out;
-	if ((int64_t)b.n != p->nsteps_drawn) {
-		bp_errorf(err, "the index's order fills %zu steps, the plan %lld", b.n,
-			  (long long)p->nsteps_drawn);
+	if ((int64_t)b.n < F || (int64_t)b.n - F != p->nsteps_drawn) {
+		bp_errorf(err, "the index's order fills %zu steps, the plan %lld from step %lld",
+			  b.n, (long long)p->nsteps_drawn, (long long)F);
 		goto out;
 	}
-	wd = bp_calloc(b.n + 1, sizeof(*wd), err);
+	/* documents drawn before the window and trained in it: the order's, in their step */
+	for (size_t i = 0; i < p->ncarried; i++) {
+		const struct bp_carried *c = &p->carried[i];
+		const struct bp_doc *e = NULL;
+		for (size_t k = 0; c->step >= 0 && c->step < F && k < b.b[c->step].ndocs; k++)
+			if (b.b[c->step].docs[k].id == c->d.id)
+				e = &b.b[c->step].docs[k];
+		if (!e || e->len != c->d.len || e->sample != c->d.sample || e->soff != c->d.soff) {
+			bp_errorf(err, "carried document %lld (sample %lld offset %lld, %lld tokens) "
+				  "is not what the index's order draws in step %lld",
+				  (long long)c->d.id, (long long)c->d.sample, (long long)c->d.soff,
+				  (long long)c->d.len, (long long)c->step);
+			goto out;
+		}
+	}
+	size_t nb = b.n - (size_t)F;
+	wd = bp_calloc(nb + 1, sizeof(*wd), err);
 	gd = bp_calloc(p->nsteps + 1, sizeof(*gd), err);
-	wn = bp_calloc(b.n + 1, sizeof(*wn), err);
+	wn = bp_calloc(nb + 1, sizeof(*wn), err);
 	gn = bp_calloc(p->nsteps + 1, sizeof(*gn), err);
 	if (!wd || !gd || !wn || !gn)
 		goto out;
-	for (size_t s = 0; s < b.n; s++) {
-		wd[s] = b.b[s].docs;
-		wn[s] = b.b[s].ndocs;
+	for (size_t s = 0; s < nb; s++) {
+		wd[s] = b.b[F + (int64_t)s].docs;
+		wn[s] = b.b[F + (int64_t)s].ndocs;
 	}
 	for (size_t s = 0; s < p->nsteps; s++) {
 		gd[s] = p->steps[s].docs;
 		gn[s] = p->steps[s].ndocs;
 	}
-	if (!(want = sample_table(wd, wn, b.n, &nw, err)) ||
-	    !(got = sample_table(gd, gn, p->nsteps, &ng, err)))
+	if (!(want = sample_table(wd, wn, nb, (size_t)F, &nw, err)) ||
+	    !(got = sample_table(gd, gn, p->nsteps, (size_t)F, &ng, err)))
 		goto out;
 	for (size_t s = 0; s < p->nsteps; s++) {
-		size_t n = s < b.n ? wn[s] : 0, k = 0;
+		size_t n = s < nb ? wn[s] : 0, k = 0;
 		for (; k < n && k < gn[s]; k++) {
 			const struct bp_doc *e = &wd[s][k], *g = &gd[s][k];
 			if (e->id != g->id || e->len != g->len || e->sample != g->sample ||
 			    e->soff != g->soff) {
-				explain_mismatch(want, nw, got, ng, e, g, s, err);
+				explain_mismatch(want, nw, got, ng, e, g, s + (size_t)F, err);
 				goto out;
 			}
 		}
 		if (k < n || k < gn[s]) {
 			explain_mismatch(want, nw, got, ng, k < n ? &wd[s][k] : NULL,
-					 k < gn[s] ? &gd[s][k] : NULL, s, err);
+					 k < gn[s] ? &gd[s][k] : NULL, s + (size_t)F, err);
 			goto out;
 		}
 	}
@@ -886,14 +913,14 @@ int bp_plan_check_samples(const struct bp_plan *p, const struct bp_dataset *ds,
 		const char *name;
 		int64_t plan, index;
 	} f[] = {
-		{"first_position", src->first_pos, b.first_pos},
+		{"first_position", src->first_pos, F > 0 ? at_f.end_pos : b.first_pos},
 		{"end_position", src->end_pos, b.end_pos},
 		{"left_samples", src->left, b.left},
 		{"data_ended", src->data_ended, b.data_ended},
 		{"tokens", src->tokens, ds->stats.tokens},
 		{"sequences", src->sequences, ds->sequences},
-		{"truncated_docs", p->summary.truncated, b.truncated},
-		{"dropped_docs", p->summary.dropped, b.dropped},
+		{"truncated_docs", p->summary.truncated, b.truncated - at_f.truncated},
+		{"dropped_docs", p->summary.dropped, b.dropped - at_f.dropped},
 	};
 	for (size_t i = 0; i < BP_ARRAY_LEN(f); i++)
 		if (f[i].plan != f[i].index) {
@@ -904,6 +931,7 @@ int bp_plan_check_samples(const struct bp_plan *p, const struct bp_dataset *ds,
 	rc = 0;
 out:
 	bp_batches_release(&b);
+	bp_batches_release(&at_f);
 	free(want);
 	free(got);
 	free(wd);
