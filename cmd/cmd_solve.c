@@ -889,11 +889,14 @@ int cmd_solve(int argc, char **argv)
 		if (r)
 			return r;
 	}
+	const char *batching = NULL; /* sparsebalance's packing method takes its own */
+	for (size_t i = 0; i < nparams; i++)
+		if (!strcmp(params[i].key, "sb_batching"))
+			batching = params[i].value;
 	for (size_t i = 0; i < nparams; i++) {
 		int used = 0;
 		for (size_t k = 0; k < nm; k++)
-			for (size_t q = 0; list[k]->params && list[k]->params[q]; q++)
-				used |= !strcmp(list[k]->params[q], params[i].key);
+			used |= bp_method_takes(list[k], params[i].key, batching);
 		if (!used)
 			return cmd_usage("solve", "no method chosen takes parameter '%s'",
 					 params[i].key);
@@ -1193,9 +1196,8 @@ int cmd_solve(int argc, char **argv)
 		struct bp_param mine[32];
 		size_t nmine = 0;
 		for (size_t k = 0; k < nparams; k++)
-			for (size_t q = 0; list[i]->params && list[i]->params[q]; q++)
-				if (!strcmp(list[i]->params[q], params[k].key))
-					mine[nmine++] = params[k];
+			if (bp_method_takes(list[i], params[k].key, batching))
+				mine[nmine++] = params[k];
 		o.params = mine;
 		o.nparams = nmine;
 		double t0 = now_ms();

@@ -108,20 +108,41 @@ int bp_method_own_memory(const struct bp_method *m)
 	return m->solve == bp_method_flexsp;
 }
 
+int bp_method_takes(const struct bp_method *m, const char *key, const char *batching)
+{
+	int known = 0;
+	for (size_t k = 0; m->params && m->params[k] && !known; k++)
+		known = !strcmp(m->params[k], key);
+	/* sparsebalance and sb-lbb packing with another method (sb_batching=NAME) take that
+	 * method's parameters too */
+	const struct bp_method *in = NULL;
+	if (!known && batching &&
+	    (m->solve == bp_method_sparsebalance || m->solve == bp_method_sb_lbb))
+		in = bp_method_find(batching);
+	return known || (in && in != m && bp_method_takes(in, key, NULL));
+}
+
+/* Keys a method records beyond its parameters: wlb's N, hydraulis's fits. */
+static int recorded_key(const struct bp_method *m, const char *key)
+{
+	return !strcmp(key, "cp_shard") ||
+	       (!strcmp(key, "microbatches_per_step") &&
+		(m->solve == bp_method_wlb || m->solve == bp_method_wlb_ilp)) ||
+	       (!strncmp(key, "fit_", 4) && m->solve == bp_method_hydraulis);
+}
+
 int bp_method_check_params(const struct bp_method *m, const struct bp_plan *p,
 			   struct bp_error *err)
 {
 	struct bp_plan sc;
 	int rc = -1;
+	const char *batching = bp_plan_param(p, "sb_batching");
+	const struct bp_method *in = batching && bp_method_takes(m, "sb_batching", NULL)
+					     ? bp_method_find(batching) : NULL;
 	for (size_t i = 0; i < p->nparams; i++) {
 		const char *key = p->params[i].key;
-		/* keys a method records beyond its parameters: wlb's N, hydraulis's fits */
-		int known = !strcmp(key, "cp_shard") ||
-			    (!strcmp(key, "microbatches_per_step") &&
-			     (m->solve == bp_method_wlb || m->solve == bp_method_wlb_ilp)) ||
-			    (!strncmp(key, "fit_", 4) && m->solve == bp_method_hydraulis);
-		for (size_t k = 0; m->params && m->params[k] && !known; k++)
-			known = !strcmp(m->params[k], key);
+		int known = recorded_key(m, key) || (in && recorded_key(in, key)) ||
+			    bp_method_takes(m, key, batching);
 		if (!known)
 			return bp_errorf(err, "method '%s' has no parameter '%.64s'", m->name, key);
 	}

@@ -94,6 +94,10 @@ struct bp_method {
 int bp_method_check_request(const struct bp_method *m, struct bp_scheme sc,
 			    const struct bp_model *mdl, enum bp_shard shard, struct bp_error *err);
 
+/* Whether m takes parameter key: one of its own, or with batching (the value of
+ * sb_batching, or NULL) one of the packing method sparsebalance and sb-lbb run. */
+int bp_method_takes(const struct bp_method *m, const char *key, const char *batching);
+
 /* One validation of a plan's method parameters for solve and check alike: every key one of
  * the method's (or cp_shard), then the method's check_params hook on a scratch copy. */
 int bp_method_check_params(const struct bp_method *m, const struct bp_plan *p,

@@ -103,11 +103,13 @@ static int solve_header(const struct bp_method *m, const struct bp_profile *prof
 	out->documents = o->documents;
 	if (bp_plan_set_param(out, "cp_shard", bp_shard_name(o->shard), err) < 0)
 		goto out;
+	const char *batching = NULL;
+	for (size_t i = 0; i < o->nparams; i++)
+		if (!strcmp(o->params[i].key, "sb_batching"))
+			batching = o->params[i].value;
 	for (size_t i = 0; i < o->nparams; i++) {
 		const char *key = o->params[i].key;
-		int known = 0;
-		for (size_t k = 0; m->params && m->params[k]; k++)
-			known |= !strcmp(m->params[k], key);
+		int known = bp_method_takes(m, key, batching);
 		if (!known) {
 			bp_errorf(err, "method '%s' has no parameter '%s'", m->name, key);
 			goto out;
