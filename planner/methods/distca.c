@@ -294,18 +294,30 @@ static int place_step(const struct bp_batch *b, int dp, int64_t cap, const struc
 				  (long long)doc[i], (long long)len[i]);
 			goto out;
 		}
-		/* the ping/pong cut: the document boundary nearest half the tokens */
+		/* the ping/pong cut: the document boundary nearest half the tokens. Each
+		 * nano-batch gives a pipeline up to ceil(its tokens / dp), so the two together
+		 * may pass cap by one (issue 24: 131,073 tokens over a 131,072 cap at 1,024
+		 * GPUs): then the micro-batch ends a document earlier. */
 		size_t cut = e;
-		if (o->pingpong && e - i >= 2) {
-			int64_t acc = 0, best = -1;
-			for (size_t k = i + 1; k < e; k++) {
-				acc += len[k - 1];
-				int64_t dist = 2 * acc > tok ? 2 * acc - tok : tok - 2 * acc;
-				if (best < 0 || dist < best) {
-					best = dist;
-					cut = k;
+		for (;;) {
+			cut = e;
+			int64_t ping_tok = tok;
+			if (o->pingpong && e - i >= 2) {
+				int64_t acc = 0, best = -1;
+				for (size_t k = i + 1; k < e; k++) {
+					acc += len[k - 1];
+					int64_t dist = 2 * acc > tok ? 2 * acc - tok : tok - 2 * acc;
+					if (best < 0 || dist < best) {
+						best = dist;
+						cut = k;
+						ping_tok = acc;
+					}
 				}
 			}
+			int64_t per = (ping_tok + dp - 1) / dp + (tok - ping_tok + dp - 1) / dp;
+			if (per <= cap || e - i < 2)
+				break;
+			tok -= len[--e];
 		}
 		struct dc_nano *nn = bp_realloc_array(nanos, 2 * (m + 1), sizeof(*nn), err);
 		if (!nn)

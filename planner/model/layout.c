@@ -247,6 +247,29 @@ struct bp_place bp_layout_place(const struct bp_layout *l, int rank)
 	return pl;
 }
 
+void bp_layout_place_all(const struct bp_layout *l, int world, struct bp_place *out)
+{
+	for (int r = 0; r < world; r++)
+		out[r] = (struct bp_place){-1, -1, -1, -1, -1};
+	/* the first pipeline holding a rank, as bp_layout_place's search finds it */
+	for (size_t i = l->npipes; i-- > 0;) {
+		const struct bp_lpipe *p = &l->pipes[i];
+		size_t n = (size_t)p->sc.tp * p->sc.cp * p->sc.pp;
+		for (size_t k = n; k-- > 0;) {
+			int r = p->ranks[k];
+			if (r < 0 || r >= world)
+				continue;
+			out[r].pipe = (int)i;
+			out[r].tp_i = (int)(k % (size_t)p->sc.tp);
+			out[r].cp_i = (int)(k / (size_t)p->sc.tp % (size_t)p->sc.cp);
+			out[r].stage = (int)(k / ((size_t)p->sc.tp * p->sc.cp));
+		}
+	}
+	for (size_t i = 0; i < l->nservers; i++) /* the last server entry, as there */
+		if (l->servers[i] >= 0 && l->servers[i] < world)
+			out[l->servers[i]].server = (int)i;
+}
+
 /* Do the ranks r[0..n) lie on more than one node? */
 static int spans_nodes(const int *r, size_t n, size_t stride, int gpn)
 {

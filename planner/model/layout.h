@@ -67,8 +67,11 @@ int bp_layout_megatron(struct bp_layout *l, struct bp_scheme sc, int dp, int lay
 int bp_layout_check(const struct bp_layout *l, int gpus, int gpus_per_node, int layers,
 		    struct bp_error *err);
 
-/* Where rank sits (linear search; layouts are small). */
+/* Where rank sits (a search over the layout; bp_layout_place_all for many ranks). */
 struct bp_place bp_layout_place(const struct bp_layout *l, int rank);
+/* Every rank's place at once, in one pass over the layout (bp_layout_place per rank costs a
+ * search each): out[r] for 0 <= r < world, {-1, ...} for a rank the layout does not use. */
+void bp_layout_place_all(const struct bp_layout *l, int world, struct bp_place *out);
 
 /* The rank at (pipe, stage, cp_i, tp_i); no bounds checks beyond the layout's. */
 static inline int bp_lpipe_rank(const struct bp_lpipe *p, int stage, int cp_i, int tp_i)

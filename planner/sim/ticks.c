@@ -55,6 +55,7 @@ struct tick_ctx {
 	size_t *order;          /* [2 * nca]: task indices by timeline position */
 	size_t *start;          /* [nticks + 1]: order[start[k] .. start[k+1]) run at k */
 	int *srv_place_pipe, *srv_place_stage; /* [nservers]: -1 pipe: a dedicated server */
+	int *srv_place_cp;      /* [nservers]: the server's CP index in its pipeline */
 	struct span_ref *sp;    /* [nsp]: the step's spans by (doc, offset) */
 	size_t nsp;
 	int *nano;              /* [nca]: the task's nano-batch (0 ping, 1 pong) */
@@ -76,6 +77,7 @@ static void ctx_release(struct tick_ctx *c)
 	free(c->start);
 	free(c->srv_place_pipe);
 	free(c->srv_place_stage);
+	free(c->srv_place_cp);
 }
 
 static int cmp_span_ref(const void *a, const void *b)
@@ -116,6 +118,7 @@ static int ctx_init(struct tick_ctx *c, const struct bp_plan *p, const struct bp
 	c->start = bp_calloc(c->nticks + 2, sizeof(size_t), err);
 	c->srv_place_pipe = bp_calloc(c->l->nservers + 1, sizeof(int), err);
 	c->srv_place_stage = bp_calloc(c->l->nservers + 1, sizeof(int), err);
+	c->srv_place_cp = bp_calloc(c->l->nservers + 1, sizeof(int), err);
 	size_t *pos = c->pos = bp_calloc(2 * st->nca + 1, sizeof(size_t), err);
 	size_t *mb_at = NULL;
 	c->resend = bp_ticks_resend(st);
@@ -124,13 +127,23 @@ static int ctx_init(struct tick_ctx *c, const struct bp_plan *p, const struct bp
 				 "with PP the backward resends)", c->pp);
 	int rc = -1;
 	if (!sp || !c->nano || !c->ti || !c->order || !c->start || !c->srv_place_pipe ||
-	    !c->srv_place_stage || !pos)
+	    !c->srv_place_stage || !c->srv_place_cp || !pos)
 		goto out;
+	struct bp_place *places = bp_calloc((size_t)c->world + 1, sizeof(*places), err);
+	if (!places)
+		goto out;
+	/* every server's place, from one pass over the layout (issue 24: a search per server
+	 * and per CA-task was 75-85% of distca's planning time) */
+	bp_layout_place_all(c->l, c->world, places);
 	for (size_t s = 0; s < c->l->nservers; s++) {
-		struct bp_place pl = bp_layout_place(c->l, c->l->servers[s]);
+		int r = c->l->servers[s];
+		struct bp_place pl = r >= 0 && r < c->world ? places[r]
+							     : bp_layout_place(c->l, r);
 		c->srv_place_pipe[s] = pl.pipe;
 		c->srv_place_stage[s] = pl.stage;
+		c->srv_place_cp[s] = pl.cp_i;
 	}
+	free(places);
 	nsp = 0;
 	for (size_t k = 0; k < st->npipes; k++)
 		for (size_t j = 0; j < st->pipes[k].nmbs; j++) {
@@ -199,8 +212,7 @@ static int server_rank(const struct tick_ctx *c, int s, int i)
 	int pipe = c->srv_place_pipe[s];
 	if (pipe < 0)
 		return c->l->servers[s];
-	struct bp_place pl = bp_layout_place(c->l, c->l->servers[s]);
-	return bp_lpipe_rank(&c->l->pipes[pipe], pl.stage, pl.cp_i, i);
+	return bp_lpipe_rank(&c->l->pipes[pipe], c->srv_place_stage[s], c->srv_place_cp[s], i);
 }
 
 static size_t pad16(size_t b)
