@@ -113,6 +113,12 @@ struct wlb {
 	double *load;
 	int64_t *fill;
 	size_t capbins;
+	/* the micro-batches by load and by tokens (each a min-heap of indices, ties by the
+	 * lower index), so placing a document costs log N, not N (issue 24) */
+	struct heap {
+		int *h, *pos;
+		size_t n;
+	} by_load, by_fill;
 	/* per-document state of one step (capitems entries) */
 	int *bin_of, *sub_bin;
 	double *sub_cost;
@@ -209,7 +215,64 @@ static int queue_of(const struct wlb *w, int64_t len)
 	return q;
 }
 
-/* Makes room for nb micro-batches and empties [from, nb). */
+/* Heap order: a before b when its key is lower, or equal and its index lower. */
+static int heap_less(const struct wlb *w, const struct heap *hp, int a, int b)
+{
+	if (hp == &w->by_load) {
+		if (w->load[a] != w->load[b])
+			return w->load[a] < w->load[b];
+	} else if (w->fill[a] != w->fill[b]) {
+		return w->fill[a] < w->fill[b];
+	}
+	return a < b;
+}
+
+static void heap_swap(struct heap *hp, size_t i, size_t j)
+{
+	int t = hp->h[i];
+	hp->h[i] = hp->h[j];
+	hp->h[j] = t;
+	hp->pos[hp->h[i]] = (int)i;
+	hp->pos[hp->h[j]] = (int)j;
+}
+
+static void heap_up(const struct wlb *w, struct heap *hp, size_t i)
+{
+	while (i > 0 && heap_less(w, hp, hp->h[i], hp->h[(i - 1) / 2])) {
+		heap_swap(hp, i, (i - 1) / 2);
+		i = (i - 1) / 2;
+	}
+}
+
+static void heap_down(const struct wlb *w, struct heap *hp, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		if (l < hp->n && heap_less(w, hp, hp->h[l], hp->h[m]))
+			m = l;
+		if (r < hp->n && heap_less(w, hp, hp->h[r], hp->h[m]))
+			m = r;
+		if (m == i)
+			return;
+		heap_swap(hp, i, m);
+		i = m;
+	}
+}
+
+static int heap_room(struct heap *hp, size_t cap, struct bp_error *err)
+{
+	int *nh = bp_realloc_array(hp->h, cap, sizeof(int), err);
+	if (!nh)
+		return -1;
+	hp->h = nh;
+	int *np = bp_realloc_array(hp->pos, cap, sizeof(int), err);
+	if (!np)
+		return -1;
+	hp->pos = np;
+	return 0;
+}
+
+/* Makes room for nb micro-batches and empties [from, nb); the heaps hold [0, nb). */
 static int grow_bins(struct wlb *w, size_t from, size_t nb, struct bp_error *err)
 {
 	if (nb > w->capbins) {
@@ -221,26 +284,40 @@ static int grow_bins(struct wlb *w, size_t from, size_t nb, struct bp_error *err
 		if (!nf)
 			return -1;
 		w->fill = nf;
+		if (heap_room(&w->by_load, nb, err) < 0 || heap_room(&w->by_fill, nb, err) < 0)
+			return -1;
 		w->capbins = nb;
 	}
 	for (size_t b = from; b < nb; b++) {
 		w->load[b] = 0.0;
 		w->fill[b] = 0;
 	}
+	struct heap *hs[2] = {&w->by_load, &w->by_fill};
+	for (int k = 0; k < 2; k++) {
+		struct heap *hp = hs[k];
+		if (!from) { /* all empty: index order is heap order */
+			for (size_t b = 0; b < nb; b++) {
+				hp->h[b] = (int)b;
+				hp->pos[b] = (int)b;
+			}
+			hp->n = nb;
+			continue;
+		}
+		for (size_t b = from; b < nb; b++) {
+			hp->h[hp->n] = (int)b;
+			hp->pos[b] = (int)hp->n;
+			heap_up(w, hp, hp->n++);
+		}
+	}
 	return 0;
 }
 
-/* Alg. 1 lines 24-34 for one document over micro-batches [0, nb): its micro-batch, or -1
- * when it is to be carried. */
-static int place(struct wlb *w, size_t nb, const struct item *it)
+/* Alg. 1 lines 24-34 for one document over the micro-batches: its micro-batch, or -1 when
+ * it is to be carried. The least-loaded and the fewest-token micro-batch are the heaps'
+ * tops (ties: the lowest index, as a scan from 0 would find). */
+static int place(struct wlb *w, const struct item *it)
 {
-	size_t wi = 0, li = 0, to;
-	for (size_t b = 1; b < nb; b++) {
-		if (w->load[b] < w->load[wi])
-			wi = b;
-		if (w->fill[b] < w->fill[li])
-			li = b;
-	}
+	int wi = w->by_load.h[0], li = w->by_fill.h[0], to;
 	if (w->fill[wi] + it->len <= w->lmax)
 		to = wi;
 	else if (w->fill[li] + it->len <= w->lmax)
@@ -249,7 +326,9 @@ static int place(struct wlb *w, size_t nb, const struct item *it)
 		return -1;
 	w->load[to] += it->w;
 	w->fill[to] += it->len;
-	return (int)to;
+	heap_down(w, &w->by_load, (size_t)w->by_load.pos[to]);
+	heap_down(w, &w->by_fill, (size_t)w->by_fill.pos[to]);
+	return to;
 }
 
 /* A document that has waited max_delay steps by step si trains in si. */
@@ -267,7 +346,7 @@ static int pack_greedy(struct wlb *w, int64_t si, size_t *nbins, struct bp_error
 	if (grow_bins(w, 0, nb, err) < 0)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
-		w->bin_of[i] = place(w, nb, &w->set[i]);
+		w->bin_of[i] = place(w, &w->set[i]);
 		late |= w->bin_of[i] < 0 && must_train(w, &w->set[i], si);
 	}
 	if (late) { /* again: the documents at max_delay first, the others after */
@@ -276,12 +355,12 @@ static int pack_greedy(struct wlb *w, int64_t si, size_t *nbins, struct bp_error
 		for (size_t i = 0; i < n; i++) {
 			if (!must_train(w, &w->set[i], si))
 				continue;
-			int b = place(w, nb, &w->set[i]);
+			int b = place(w, &w->set[i]);
 			if (b < 0) { /* one more micro-batch per pipeline: it fits an empty one */
 				if (grow_bins(w, nb, nb + w->dp, err) < 0)
 					return -1;
 				nb += w->dp;
-				b = place(w, nb, &w->set[i]);
+				b = place(w, &w->set[i]);
 				if (b < 0)
 					return bp_errorf(err, "internal: document %lld of %lld tokens "
 							 "fits no empty micro-batch of %lld",
@@ -292,7 +371,7 @@ static int pack_greedy(struct wlb *w, int64_t si, size_t *nbins, struct bp_error
 		}
 		for (size_t i = 0; i < n; i++)
 			if (!must_train(w, &w->set[i], si))
-				w->bin_of[i] = place(w, nb, &w->set[i]);
+				w->bin_of[i] = place(w, &w->set[i]);
 	}
 	w->ncarry = 0;
 	for (size_t i = 0; i < n; i++)
@@ -370,7 +449,7 @@ static int pack_step(struct wlb *w, int64_t si, struct bp_error *err)
 	int rc = -1;
 	int *group_of = NULL;
 	struct bp_span *spans = NULL;
-	size_t *border = NULL;
+	size_t *border = NULL, *at = NULL, *by_bin = NULL;
 	int64_t *zero = NULL;
 	qsort(w->set, n, sizeof(*w->set), cmp_len_desc);
 	if (n > w->capitems) {
@@ -407,11 +486,29 @@ static int pack_step(struct wlb *w, int64_t si, struct bp_error *err)
 	if (bp_deal_bins(w->load, nb, dp, per, group_of, err) < 0)
 		goto out;
 	bp_order_by_cost(w->load, zero, nb, border);
+	/* each micro-batch's documents in Doc_Set's order: bucketed by micro-batch, not
+	 * scanned once per micro-batch */
+	at = bp_calloc(nb + 1, sizeof(size_t), err);
+	by_bin = bp_calloc(n + 1, sizeof(size_t), err);
+	if (!at || !by_bin)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		if (w->bin_of[i] >= 0)
+			at[w->bin_of[i] + 1]++;
+	for (size_t b = 0; b < nb; b++)
+		at[b + 1] += at[b];
+	for (size_t i = 0; i < n; i++)
+		if (w->bin_of[i] >= 0)
+			by_bin[at[w->bin_of[i]]++] = i;
+	for (size_t b = nb; b > 0; b--) /* at[b] back to the bucket's start */
+		at[b] = at[b - 1];
+	at[0] = 0;
 	for (size_t k = 0; k < nb; k++) {
 		size_t bin = border[k], ns = 0;
-		for (size_t i = 0; i < n; i++)
-			if (w->bin_of[i] == (int)bin)
-				spans[ns++] = (struct bp_span){w->set[i].id, 0, w->set[i].len};
+		for (size_t q = at[bin]; q < at[bin + 1]; q++) {
+			const struct item *it = &w->set[by_bin[q]];
+			spans[ns++] = (struct bp_span){it->id, 0, it->len};
+		}
 		if (ns && bp_pipe_add_mb(&st->pipes[group_of[bin]], spans, ns, w->ctx->shard,
 					 err) < 0)
 			goto out;
@@ -425,6 +522,8 @@ out:
 	free(spans);
 	free(border);
 	free(zero);
+	free(at);
+	free(by_bin);
 	return rc;
 }
 
@@ -631,6 +730,10 @@ static void wlb_free(void *state)
 	free(w->carry);
 	free(w->load);
 	free(w->fill);
+	free(w->by_load.h);
+	free(w->by_load.pos);
+	free(w->by_fill.h);
+	free(w->by_fill.pos);
 	free(w->bin_of);
 	free(w->sub_bin);
 	free(w->sub_cost);
