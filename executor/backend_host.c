@@ -44,6 +44,8 @@ enum coll_kind { C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER, C_ALLTOALLV };
 
 struct preq {
 	MPI_Request *r;   /* [nr]; done ones are MPI_REQUEST_NULL */
+	int *peer;        /* [nr]: the member each request talks to: a receive from member m
+			   * is m, a send to it -1 - m (a time-out names who never sent) */
 	int nr, rcap;
 	char *buf;        /* scratch: n blocks of `bytes` (all-to-all: its receive layout) */
 	size_t cap;
@@ -187,8 +189,8 @@ static int host_idle_until(void *st, double t_us, struct bp_error *err)
 }
 
 struct host_group;
-static int wait_all(struct host *h, MPI_Request *reqs, int n, const struct bp_wait *w,
-		    const struct host_group *g, struct bp_error *err);
+static int wait_all(struct host *h, MPI_Request *reqs, int n, const int *peers,
+		    const struct bp_wait *w, const struct host_group *g, struct bp_error *err);
 
 /* Compute is emulated: a compute primitive's time is owed until its deadline (the engine's:
  * its share of the op's predicted time, shares.h), and slept, polling what is in flight,
@@ -228,7 +230,7 @@ static int host_sync(void *st, const struct bp_wait *w, struct bp_error *err)
 		return -1;
 	while (h->npq > 0) {
 		struct preq *q = &h->pq[h->pqh];
-		int rc = wait_all(h, q->r, q->nr, &q->w, q->g, err);
+		int rc = wait_all(h, q->r, q->nr, q->peer, &q->w, q->g, err);
 		if (rc != 0)
 			return rc;
 		retire(h);
@@ -259,7 +261,7 @@ static int pend_slot(struct host *h, size_t need, int nreq, size_t ncounts,
 	}
 	while (h->npq == h->pqcap) {
 		struct preq *o = &h->pq[h->pqh];
-		if ((rc = wait_all(h, o->r, o->nr, &o->w, o->g, err)) != 0)
+		if ((rc = wait_all(h, o->r, o->nr, o->peer, &o->w, o->g, err)) != 0)
 			return rc;
 		retire(h);
 	}
@@ -278,6 +280,10 @@ static int pend_slot(struct host *h, size_t need, int nreq, size_t ncounts,
 		if (!r)
 			return -1;
 		q->r = r;
+		int *pe = bp_realloc_array(q->peer, (size_t)nreq, sizeof(*pe), err);
+		if (!pe)
+			return -1;
+		q->peer = pe;
 		q->rcap = nreq;
 	}
 	if (q->ccap < ncounts) {
@@ -316,10 +322,47 @@ static void who(const struct bp_wait *w, const struct host_group *g, char *buf, 
 	}
 }
 
+/* The members of g whose messages of reqs have not arrived (receives still pending; when
+ * only sends are, the members not taking them), as "rank 5" or "ranks 5 6": the stopped
+ * ones, not the whole group (issue 27 item 21). Completes what has completed. 0 when none
+ * is named (buf untouched). */
+static int who_pending(MPI_Request *reqs, int n, const int *peers, const struct host_group *g,
+		       char *buf, size_t len)
+{
+	int *late = calloc((size_t)g->n + 1, sizeof(int)), nl = 0;
+	if (!late)
+		return 0;
+	for (int pass = 0; pass < 2 && !nl; pass++) /* receives first, then sends */
+		for (int i = 0; i < n; i++) {
+			int f = 1, m = pass ? -1 - peers[i] : peers[i];
+			if (m < 0 || m >= g->n || reqs[i] == MPI_REQUEST_NULL)
+				continue;
+			MPI_Test(&reqs[i], &f, MPI_STATUS_IGNORE);
+			if (!f && !late[m]) {
+				late[m] = 1;
+				nl++;
+			}
+		}
+	if (nl) {
+		size_t k = (size_t)snprintf(buf, len, nl == 1 ? "rank" : "ranks");
+		for (int m = 0, shown = 0; m < g->n && k < len; m++) {
+			if (!late[m])
+				continue;
+			if (shown++ == 16) {
+				snprintf(buf + k, len - k, " ...");
+				break;
+			}
+			k += (size_t)snprintf(buf + k, len - k, " %d", g->ranks[m]);
+		}
+	}
+	free(late);
+	return nl;
+}
+
 /* Polls reqs until all complete or the timeout passes. The poll interval grows with the wait
  * (2 us up to 50 us): short waits stay precise, long ones leave the CPU to other ranks. */
-static int wait_all(struct host *h, MPI_Request *reqs, int n, const struct bp_wait *w,
-		    const struct host_group *g, struct bp_error *err)
+static int wait_all(struct host *h, MPI_Request *reqs, int n, const int *peers,
+		    const struct bp_wait *w, const struct host_group *g, struct bp_error *err)
 {
 	double t0 = host_now_us(h), deadline = t0 + h->timeout_s * 1e6;
 	for (;;) {
@@ -331,7 +374,9 @@ static int wait_all(struct host *h, MPI_Request *reqs, int n, const struct bp_wa
 		double now = host_now_us(h);
 		if (now > deadline) {
 			char peer[160];
-			who(w, g, peer, sizeof(peer));
+			if (!(w->peer < 0 && g && peers && who_pending(reqs, n, peers, g, peer,
+								       sizeof(peer))))
+				who(w, g, peer, sizeof(peer));
 			bp_errorf(err, "timed out after %g s waiting for %s (%s, step %lld, "
 				  "micro-batch %lld)", h->timeout_s, peer, w->what,
 				  (long long)w->step, (long long)w->mb);
@@ -407,6 +452,7 @@ static int host_finalize(void *st, struct bp_error *err)
 		for (int i = 0; i < h->pqcap; i++) {
 			free(h->pq[i].buf);
 			free(h->pq[i].r);
+			free(h->pq[i].peer);
 			free(h->pq[i].counts);
 		}
 		free(h->pq);
@@ -537,7 +583,7 @@ static int host_wait_sends(void *st, const struct bp_wait *w, struct bp_error *e
 	struct host *h = st;
 	if (host_idle_until(st, 0, err) < 0)
 		return -1;
-	int rc = wait_all(h, h->sends, (int)h->nsends, w, NULL, err);
+	int rc = wait_all(h, h->sends, (int)h->nsends, NULL, w, NULL, err);
 	if (rc == 0)
 		h->nsends = 0;
 	return rc;
@@ -553,7 +599,7 @@ static int host_recv(void *st, void *buf, size_t bytes, int peer, int tag,
 	rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &r);
 	if (rc != MPI_SUCCESS)
 		return mpi_fail(err, rc, "MPI_Irecv");
-	return wait_all(st, &r, 1, w, NULL, err);
+	return wait_all(st, &r, 1, NULL, w, NULL, err);
 }
 
 static MPI_Comm comm_of(void *g)
@@ -575,6 +621,7 @@ static int post(struct preq *q, int send, void *buf, size_t bytes, int peer,
 		  : MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, COLL_TAG, c, &q->r[q->nr]);
 	if (rc != MPI_SUCCESS)
 		return mpi_fail(err, rc, send ? "MPI_Isend" : "MPI_Irecv");
+	q->peer[q->nr] = send ? -1 - peer : peer;
 	q->nr++;
 	return 0;
 }
@@ -691,7 +738,7 @@ static int host_barrier(void *st, void *g, const struct bp_wait *w, struct bp_er
 	int rc = MPI_Ibarrier(comm_of(g), &r);
 	if (rc != MPI_SUCCESS)
 		return mpi_fail(err, rc, "MPI_Ibarrier");
-	return wait_all(st, &r, 1, w, g, err);
+	return wait_all(st, &r, 1, NULL, w, g, err);
 }
 
 static int host_gather(void *st, const void *in, void *out, size_t bytes,
@@ -705,7 +752,7 @@ static int host_gather(void *st, const void *in, void *out, size_t bytes,
 			 &r);
 	if (rc != MPI_SUCCESS)
 		return mpi_fail(err, rc, "MPI_Igather");
-	return wait_all(st, &r, 1, w, NULL, err);
+	return wait_all(st, &r, 1, NULL, w, NULL, err);
 }
 
 const struct bp_backend bp_backend_host = {

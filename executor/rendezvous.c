@@ -33,6 +33,11 @@
 #define HDR_LEN (4 + 2 + 2 + 4 + 4 + CHECK_LEN + SELF_LEN + 4)
 #define MAX_TEXT 1024 /* an error reply's text, bytes */
 #define ERROR_GRACE_S 1.0 /* how long rank 0 tries to deliver its error replies */
+/* After refusing a rank, how long rank 0 keeps waiting for the ranks not yet come, so that
+ * every rank hears the refusal instead of timing out on "rank 0 did not answer" (issue 27
+ * item 15: 3-6 of 8 ranks given different plans blamed rank 0). srun starts the ranks
+ * together: they come within this. */
+#define REFUSAL_WAIT_S 10.0
 
 enum { T_HELLO = 1, T_OK = 2, T_ERROR = 3, T_TIMEOUT = 4 };
 
@@ -218,6 +223,7 @@ struct conn {
 	unsigned char buf[HDR_LEN]; /* its hello as far as it came */
 	size_t got;
 	int hello;                  /* a full, valid hello arrived */
+	int refused;                /* its hello (or its bytes) were refused: not polled again */
 	int rank;
 	char self[SELF_LEN];
 };
@@ -228,7 +234,7 @@ struct server {
 	struct conn *c;
 	size_t n, cap;
 	int *seen; /* [world]: conn index of each rank's hello, -1 none */
-	int nhello;
+	int nhello, nrefused; /* valid hellos; refused complete hellos */
 	double deadline;
 };
 
@@ -393,10 +399,13 @@ static int serve(struct server *s, const void *blob, size_t len, struct bp_error
 	const struct bp_rdv_opts *o = s->o;
 	struct pollfd *p = NULL;
 	size_t pcap = 0;
-	int rc = -1;
-	while (s->nhello < o->world - 1) {
-		double left = s->deadline - now_s();
+	int rc = -1, refused = 0; /* err holds the first refusal */
+	double until = s->deadline;
+	while (s->nhello + s->nrefused < o->world - 1) {
+		double left = until - now_s();
 		if (left <= 0) {
+			if (refused) /* the ranks that came hear the refusal; the rest time out */
+				goto out;
 			missing_ranks(s, err);
 			rc = BP_EXEC_TIMEOUT;
 			goto out;
@@ -411,27 +420,50 @@ static int serve(struct server *s, const void *blob, size_t len, struct bp_error
 		size_t np_ = 0;
 		p[np_++] = (struct pollfd){s->lfd, POLLIN, 0};
 		for (size_t i = 0; i < s->n; i++)
-			if (!s->c[i].hello)
+			if (!s->c[i].hello && !s->c[i].refused)
 				p[np_++] = (struct pollfd){s->c[i].fd, POLLIN, 0};
 		int r = poll(p, (nfds_t)np_, left > 1e6 ? 1000000000 : (int)(left * 1e3) + 1);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			bp_errorf(err, "rendezvous: poll: %s", strerror(errno));
+			if (!refused)
+				bp_errorf(err, "rendezvous: poll: %s", strerror(errno));
 			goto out;
 		}
-		/* Conns first (their indices match p[1..]), then new ones. */
+		/* Conns first (their indices match p[1..]), then new ones. A rank whose hello
+		 * is refused (another plan or world, a rank twice) is kept for the error reply;
+		 * rank 0 goes on gathering the others for a while, then tells all of them the
+		 * first refusal. A stranger fails the rendezvous at once. */
 		size_t j = 1;
 		for (size_t i = 0; i < s->n && j < np_; i++) {
-			if (s->c[i].hello)
+			if (s->c[i].hello || s->c[i].refused)
 				continue;
 			short re = p[j++].revents;
-			if (re && read_conn(s, i, err) < 0)
+			struct bp_error e2 = {""};
+			if (!re || read_conn(s, i, refused ? &e2 : err) == 0)
+				continue;
+			s->c[i].refused = 1;
+			if (s->c[i].got < HDR_LEN) { /* not a rank's hello: a stranger, a peer
+						      * that left: the port is wrong, fail now */
+				if (!refused)
+					goto out;
+				continue;
+			}
+			s->nrefused++;
+			if (!refused) {
+				refused = 1;
+				double t = now_s() + REFUSAL_WAIT_S;
+				until = t < s->deadline ? t : s->deadline;
+			}
+		}
+		if (p[0].revents & POLLIN) {
+			struct bp_error e2 = {""};
+			if (accept_all(s, refused ? &e2 : err) < 0 && !refused)
 				goto out;
 		}
-		if ((p[0].revents & POLLIN) && accept_all(s, err) < 0)
-			goto out;
 	}
+	if (refused)
+		goto out;
 	/* Everyone is here: the blob to each, in rank order. */
 	unsigned char b[HDR_LEN];
 	struct hdr h;

@@ -184,6 +184,26 @@ static void test_check_mismatch(void)
 		CHECK(r[i].secs < 1.5);
 }
 
+/* Issue 27 item 15: a rank with another plan comes first and the others after rank 0 has
+ * refused it; every rank still hears the refusal (none "did not answer"), with one code. */
+static void test_mismatch_first(void)
+{
+	struct rank_spec s[5];
+	struct result r[5];
+	int port = free_port();
+	s[0] = (struct rank_spec){1, 0, 5, 0, 6.0, "planA:0:3"};
+	s[1] = (struct rank_spec){1, 1, 5, 0.05, 6.0, "planB:0:3"};
+	s[2] = (struct rank_spec){1, 2, 5, 0.4, 6.0, "planA:0:3"};
+	s[3] = (struct rank_spec){1, 3, 5, 0.6, 6.0, "planA:0:3"};
+	s[4] = (struct rank_spec){1, 4, 5, 0.8, 6.0, "planA:0:3"};
+	run(s, 5, port, r);
+	for (int i = 0; i < 5; i++) {
+		CHECK(r[i].rc == -1);
+		CHECK(has(r[i].err, "rank 1 (host1) disagrees"));
+		CHECK(!has(r[i].err, "did not answer"));
+	}
+}
+
 static void test_world_mismatch(void)
 {
 	struct rank_spec s[2];
@@ -397,6 +417,7 @@ int main(void)
 	test_world();
 	test_late_server();
 	test_check_mismatch();
+	test_mismatch_first();
 	test_world_mismatch();
 	test_duplicate();
 	test_missing();
