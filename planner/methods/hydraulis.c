@@ -650,3 +650,34 @@ out:
 	free(pr);
 	return rc;
 }
+
+void bp_hyd_warn(const struct bp_plan *p, char *buf, size_t n)
+{
+	/* GPU-steps idle: pipelines of a step's strategy that got no micro-batch (issue 25
+	 * item 2: at small global batches most of them can sit idle, and nothing said so) */
+	double idle = 0.0, all = 0.0;
+	size_t steps = 0;
+	buf[0] = 0;
+	for (size_t i = 0; i < p->nsteps; i++) {
+		const struct bp_step *st = &p->steps[i];
+		const struct bp_layout *l = bp_plan_layout(p, st);
+		int any = 0;
+		for (size_t k = 0; k < st->npipes && k < l->npipes; k++) {
+			const struct bp_scheme sc = l->pipes[k].sc;
+			double g = (double)sc.tp * sc.cp * sc.pp;
+			all += g;
+			if (!st->pipes[k].nmbs) {
+				idle += g;
+				any = 1;
+			}
+		}
+		steps += (size_t)any;
+	}
+	if (all > 0 && idle / all > 0.05)
+		snprintf(buf, n, "%.0f%% of GPU-steps are idle (%zu of %zu steps leave pipelines of "
+			 "their strategy without a micro-batch): the steps' documents do not fill the "
+			 "strategies' pipelines (too few, or too long for the small ones); a larger "
+			 "--tokens-per-step or other candidate strategies (balplan propose) may "
+			 "fill them", 100.0 * idle / all,
+			 steps, p->nsteps);
+}

@@ -67,7 +67,7 @@ static const struct bp_method methods[] = {
 	 "verl's seqlen balancing (Karmarkar-Karp)", NULL, NULL, NULL, NULL, NULL, 0},
 	{"hydraulis", bp_method_hydraulis,
 	 "per-step heterogeneous strategy: dispatch (Alg. 1), packing (Eq. 1), selection",
-	 "Hydraulis Sec. 5-7, Eq. 1-4, Alg. 1", hyd_params, &bp_record_hydraulis, NULL,
+	 "Hydraulis Sec. 5-7, Eq. 1-4, Alg. 1", hyd_params, &bp_record_hydraulis, bp_hyd_warn,
 	 bp_hyd_check_params, NULL, 1},
 	{"sparsebalance", bp_method_sparsebalance,
 	 "MoBA sparse attention: sparsity-aware batching and per-layer dynamic sparsity tuning",

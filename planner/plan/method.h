@@ -142,6 +142,7 @@ int bp_method_kk(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 int bp_method_hydraulis(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 			struct bp_plan *out, struct bp_error *err);
 extern const struct bp_record_ops bp_record_hydraulis; /* methods/hydraulis.c */
+void bp_hyd_warn(const struct bp_plan *p, char *buf, size_t n);
 int bp_hyd_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 			struct bp_error *err);
 int bp_method_sparsebalance(const struct bp_method_ctx *ctx, const struct bp_batches *in,
