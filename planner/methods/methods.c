@@ -10,6 +10,7 @@
 static const char *const wlb_params[] = {"queues", "thresholds", "max_len_factor",
 					 "max_delay", "release", NULL};
 static const char *const fixed_params[] = {"window", NULL};
+static const char *const plain_params[] = {"deal", NULL};
 static const char *const ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp_node_limit",
 					 "ilp_work_limit", "ilp_max_vars", "window", NULL};
 static const char *const hyd_params[] = {"trials", "hyd_c", "prune", "v_tries", "align",
@@ -37,7 +38,8 @@ static const char *const flexsp_params[] = {"buckets", "max_group", "ilp_time_li
 static const struct bp_method methods[] = {
 	{"plain", bp_method_plain,
 	 "documents in loader order cut into fixed context windows, dealt round-robin",
-	 "Megatron-LM baseline (WLB-LLM Sec. 3, 'Plain-4D')", NULL, NULL, NULL, NULL, NULL, 0},
+	 "Megatron-LM baseline (WLB-LLM Sec. 3, 'Plain-4D'; deal=balanced: DistCA Sec. 6.1)",
+	 plain_params, NULL, NULL, bp_plain_check_params, NULL, 0},
 	{"fixed", bp_method_fixed,
 	 "fixed-length packing: costliest document first into the least-loaded window that fits",
 	 "WLB-LLM Sec. 3.2 'Fixed-Len Greedy' (Table 2)", fixed_params, NULL, NULL,

@@ -9,10 +9,117 @@
  *               boundaries), so this is Megatron's loader;
  *   per-method  plain cuts itself: the documents are concatenated and cut at window
  *               boundaries, a document crossing one split into two spans, each trained as its
- *               own sequence (less attention than whole documents; solve before the option). */
+ *               own sequence (less attention than whole documents; solve before the option).
+ * Parameter deal: round-robin (the default, above) or balanced, the stronger Megatron
+ * baseline of DistCA Sec. 6.1 (windows dealt to pipelines to even their cost; below). */
 #include "method.h"
+#include "pack.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+/* A step's windows: spans[start[w] .. start[w + 1]). */
+struct windows {
+	struct bp_span *spans;
+	size_t n, cap;
+	size_t *start; /* [nw + 1] */
+	size_t nw, capw;
+};
+
+static int add_span(struct windows *W, struct bp_span sp, struct bp_error *err)
+{
+	if (W->n == W->cap) {
+		size_t nc = W->cap ? W->cap * 2 : 64;
+		struct bp_span *nw = bp_realloc_array(W->spans, nc, sizeof(*nw), err);
+		if (!nw)
+			return -1;
+		W->spans = nw;
+		W->cap = nc;
+	}
+	W->spans[W->n++] = sp;
+	return 0;
+}
+
+/* Closes the open window (spans since the last close), if it holds any. */
+static int close_window(struct windows *W, struct bp_error *err)
+{
+	size_t from = W->nw ? W->start[W->nw] : 0;
+	if (W->n == from)
+		return 0;
+	if (W->nw + 2 > W->capw) {
+		size_t nc = W->capw ? W->capw * 2 : 64;
+		size_t *ns = bp_realloc_array(W->start, nc, sizeof(*ns), err);
+		if (!ns)
+			return -1;
+		W->start = ns;
+		W->capw = nc;
+	}
+	if (!W->nw)
+		W->start[0] = 0;
+	W->start[++W->nw] = W->n;
+	return 0;
+}
+
+/* deal=balanced (DistCA Sec. 6.1's Megatron baseline, which reorders micro-batches across
+ * data-parallel ranks to even their FLOPs): the windows, costliest first, each to the
+ * least-loaded pipeline that has fewer than ceil(windows / dp) (ties: the lower pipeline);
+ * a pipeline then runs its windows in the loader's order. */
+static int deal_balanced(const struct bp_method_ctx *ctx, const struct windows *W, int dp,
+			 int *pipe_of, struct bp_error *err)
+{
+	size_t nw = W->nw, per = (nw + (size_t)dp - 1) / (size_t)dp;
+	double *cost = bp_calloc(nw + 1, sizeof(double), err), *load = NULL;
+	int64_t *len = bp_calloc(nw + 1, sizeof(int64_t), err);
+	size_t *order = bp_calloc(nw + 1, sizeof(size_t), err), *count = NULL;
+	int rc = -1;
+	load = bp_calloc((size_t)dp, sizeof(double), err);
+	count = bp_calloc((size_t)dp, sizeof(size_t), err);
+	if (!cost || !len || !order || !load || !count)
+		goto out;
+	for (size_t w = 0; w < nw; w++)
+		for (size_t q = W->start[w]; q < W->start[w + 1]; q++) {
+			cost[w] += bp_cost_doc(ctx->cm, W->spans[q].len);
+			len[w] += W->spans[q].len;
+		}
+	bp_order_by_cost(cost, len, nw, order);
+	for (size_t k = 0; k < nw; k++) {
+		size_t w = order[k];
+		int best = -1;
+		for (int d = 0; d < dp; d++)
+			if (count[d] < per && (best < 0 || load[d] < load[best]))
+				best = d;
+		pipe_of[w] = best;
+		load[best] += cost[w];
+		count[best]++;
+	}
+	rc = 0;
+out:
+	free(cost);
+	free(len);
+	free(order);
+	free(load);
+	free(count);
+	return rc;
+}
+
+/* Reads parameter deal (recording its default): 1 balanced, 0 round-robin, -1 error. */
+static int read_deal(struct bp_plan *p, struct bp_error *err)
+{
+	const char *deal = bp_plan_param(p, "deal");
+	if (!deal && bp_plan_set_param(p, "deal", "round-robin", err) < 0)
+		return -1;
+	if (deal && strcmp(deal, "round-robin") && strcmp(deal, "balanced"))
+		return bp_errorf(err, "parameter deal is '%s', not 'round-robin' or 'balanced'",
+				 deal);
+	return deal && !strcmp(deal, "balanced");
+}
+
+int bp_plain_check_params(const struct bp_plan *p, struct bp_plan *scratch,
+			  struct bp_error *err)
+{
+	(void)p;
+	return read_deal(scratch, err) < 0 ? -1 : 0;
+}
 
 int bp_method_plain(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		    struct bp_plan *out, struct bp_error *err)
@@ -20,58 +127,65 @@ int bp_method_plain(const struct bp_method_ctx *ctx, const struct bp_batches *in
 	int dp = bp_plan_dp(out);
 	int64_t cap = out->max_tokens;
 	int cut = out->documents == BP_DOCS_PER_METHOD;
-	struct bp_span *win = NULL;
-	size_t nwin = 0, capwin = 0;
+	struct windows W;
+	int *pipe_of = NULL;
+	size_t cap_pipe = 0;
 	int rc = -1;
+	memset(&W, 0, sizeof(W));
+	int balanced = read_deal(out, err);
+	if (balanced < 0)
+		return -1;
 	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
 		return -1;
 	for (size_t s = 0; s < in->n; s++) {
 		const struct bp_batch *b = &in->b[s];
 		struct bp_step *st = &out->steps[s];
 		int64_t fill = 0;
-		size_t w = 0;
-		nwin = 0;
+		W.n = W.nw = 0;
 		for (size_t i = 0; i < b->ndocs; i++) {
 			int64_t off = 0, len = b->docs[i].len;
-			if (!cut && nwin && len > cap - fill) { /* next-fit: close the window */
-				if (bp_pipe_add_mb(&st->pipes[w % (size_t)dp], win, nwin,
-						   ctx->shard, err) < 0)
+			if (!cut && fill && len > cap - fill) { /* next-fit: close the window */
+				if (close_window(&W, err) < 0)
 					goto out;
-				w++;
-				nwin = 0;
 				fill = 0;
 			}
 			while (off < len) {
 				int64_t take = len - off;
 				if (take > cap - fill)
 					take = cap - fill;
-				if (nwin == capwin) {
-					size_t nc = capwin ? capwin * 2 : 64;
-					struct bp_span *nw = bp_realloc_array(win, nc, sizeof(*nw), err);
-					if (!nw)
-						goto out;
-					win = nw;
-					capwin = nc;
-				}
-				win[nwin++] = (struct bp_span){b->docs[i].id, off, take};
+				if (add_span(&W, (struct bp_span){b->docs[i].id, off, take}, err) < 0)
+					goto out;
 				off += take;
 				fill += take;
 				if (fill == cap) {
-					if (bp_pipe_add_mb(&st->pipes[w % (size_t)dp], win, nwin,
-							   ctx->shard, err) < 0)
+					if (close_window(&W, err) < 0)
 						goto out;
-					w++;
-					nwin = 0;
 					fill = 0;
 				}
 			}
 		}
-		if (nwin && bp_pipe_add_mb(&st->pipes[w % (size_t)dp], win, nwin, ctx->shard,
-					   err) < 0)
+		if (close_window(&W, err) < 0)
 			goto out;
+		if (W.nw > cap_pipe) {
+			int *np = bp_realloc_array(pipe_of, W.nw, sizeof(*np), err);
+			if (!np)
+				goto out;
+			pipe_of = np;
+			cap_pipe = W.nw;
+		}
+		for (size_t w = 0; w < W.nw; w++) /* window w to pipeline w mod dp */
+			pipe_of[w] = (int)(w % (size_t)dp);
+		if (balanced && deal_balanced(ctx, &W, dp, pipe_of, err) < 0)
+			goto out;
+		for (size_t w = 0; w < W.nw; w++)
+			if (bp_pipe_add_mb(&st->pipes[pipe_of[w]], W.spans + W.start[w],
+					   W.start[w + 1] - W.start[w], ctx->shard, err) < 0)
+				goto out;
 	}
 	rc = 0;
 out:
-	free(win);
+	free(W.spans);
+	free(W.start);
+	free(pipe_of);
 	return rc;
 }

@@ -123,6 +123,8 @@ const struct bp_method *bp_method_find(const char *name); /* static; NULL when u
 /* The methods (one file each). */
 int bp_method_plain(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		    struct bp_plan *out, struct bp_error *err);
+int bp_plain_check_params(const struct bp_plan *p, struct bp_plan *scratch,
+			  struct bp_error *err);
 int bp_method_fixed(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		    struct bp_plan *out, struct bp_error *err);
 int bp_method_wlb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
