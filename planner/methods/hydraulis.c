@@ -681,3 +681,40 @@ void bp_hyd_warn(const struct bp_plan *p, char *buf, size_t n)
 			 "fill them", 100.0 * idle / all,
 			 steps, p->nsteps);
 }
+
+int bp_hyd_recheck(const struct bp_plan *p, struct bp_error *err)
+{
+	/* what a step's record and pipelines say across steps, beyond one step's record: the
+	 * strategy changed exactly where the selection did (a window's first step has no
+	 * previous step in the plan: only a plan from step 0 starts unchanged), and every
+	 * pipeline runs its micro-batches most tokens first (plans/README.md "Hydraulis plans") */
+	int prev = -1;
+	for (size_t i = 0; i < p->nsteps; i++) {
+		const struct bp_step *st = &p->steps[i];
+		const struct hyd_rec *r = st->record;
+		if (!r || st->record_ops != &bp_record_hydraulis)
+			return bp_errorf(err, "step %lld has no hydraulis record", (long long)st->index);
+		int want = i ? prev != r->selected : 0;
+		if ((i || p->first_step == 0) && r->changed != want)
+			return bp_errorf(err, "step %lld: record changed is %d, but the strategy "
+					 "%s the previous step's", (long long)st->index, r->changed,
+					 want ? "differs from" : "is");
+		prev = r->selected;
+		for (size_t k = 0; k < st->npipes; k++)
+			for (size_t j = 1; j < st->pipes[k].nmbs; j++) {
+				int64_t a = 0, b = 0;
+				const struct bp_mb *x = &st->pipes[k].mbs[j - 1], *y = &st->pipes[k].mbs[j];
+				for (size_t q = 0; q < x->nspans; q++)
+					a += x->spans[q].len;
+				for (size_t q = 0; q < y->nspans; q++)
+					b += y->spans[q].len;
+				if (b > a)
+					return bp_errorf(err, "step %lld pipeline %zu: micro-batch %zu (%lld "
+							 "tokens) runs before micro-batch %zu (%lld "
+							 "tokens); hydraulis runs them most tokens first",
+							 (long long)st->index, k, j - 1, (long long)a, j,
+							 (long long)b);
+			}
+	}
+	return 0;
+}

@@ -145,6 +145,9 @@ int bp_method_hydraulis(const struct bp_method_ctx *ctx, const struct bp_batches
 			struct bp_plan *out, struct bp_error *err);
 extern const struct bp_record_ops bp_record_hydraulis; /* methods/hydraulis.c */
 void bp_hyd_warn(const struct bp_plan *p, char *buf, size_t n);
+/* `balplan check` for hydraulis plans: records' changed flags against the selections, and
+ * every pipeline's micro-batches in decreasing tokens. 0 or -1 naming the first step. */
+int bp_hyd_recheck(const struct bp_plan *p, struct bp_error *err);
 int bp_hyd_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 			struct bp_error *err);
 int bp_method_sparsebalance(const struct bp_method_ctx *ctx, const struct bp_batches *in,

@@ -568,6 +568,8 @@ static int check_plan(const struct bp_plan *p, const struct bp_profile *prof,
 		if (!cm || bp_sb_recheck(p, cm, err) < 0)
 			goto out;
 	}
+	if (m->record == &bp_record_hydraulis && bp_hyd_recheck(p, err) < 0)
+		goto out;
 	if (copy_decisions(p, &q, err) < 0)
 		goto out;
 	bp_costs_release(&costs);
