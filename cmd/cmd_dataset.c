@@ -16,7 +16,7 @@ static void dataset_usage(FILE *f)
 {
 	fprintf(f, "usage: balplan dataset show [--jsonl-field KEY | --tokens-field KEY]\n"
 		   "                            [--id-field KEY] [--skip-empty] [--svg FILE]\n"
-		   "                            NAME|FILE|-\n"
+		   "                            [--format F] NAME|FILE|-\n"
 		   "       balplan dataset list\n\n"
 		   "Shows a dataset's provenance, statistics (count, tokens, mean, p50, p90, p99,\n"
 		   "max) and a histogram of document counts and token shares over log2 length bins.\n"
@@ -33,7 +33,14 @@ static void dataset_usage(FILE *f)
 		   "an integer id, else a sample's id is its position). --skip-empty leaves an\n"
 		   ".idx's documents of 0 tokens out (with a warning) instead of refusing them.\n"
 		   "--svg FILE also draws the histogram as an SVG image; with FILE '-' the\n"
-		   "image is written to standard output instead of the text.\n\n"
+		   "image is written to standard output instead of the text.\n"
+		   "--format F prints text, csv (the histogram: a header row, then a row per\n"
+		   "bin) or json (an object: name, kind, source, tokenizer, license, sha256,\n"
+		   "format, samples, sequences, ids, stats, histogram) [text]. Columns\n"
+		   "(csv/json): length_lo, length_hi (the bin's lengths in tokens), docs (its\n"
+		   "documents, a histogram's spread over the bins it overlaps), tokens,\n"
+		   "token_share (a fraction of all tokens); stats: documents, tokens, mean, p50,\n"
+		   "p90, p99, max (tokens).\n\n"
 		   "exit status: 0 ok, 1 data error, 2 usage error\n");
 }
 
@@ -165,6 +172,67 @@ static void print_text(const struct bp_dataset *ds, const struct buckets *bk, co
 		printf("  %-*s %9.0f %6.1f%%  %s\n", wid, range, bk->cnt[b],
 		       s->tokens ? 100.0 * bk->tok[b] / (double)s->tokens : 0.0, bar);
 	}
+}
+
+/* --format csv|json: the histogram (both) and the provenance and statistics (json). */
+static void print_data(const struct bp_dataset *ds, const struct buckets *bk, const char *sha,
+		       enum cmd_format fmt)
+{
+	static const char *const cols[] = {"length_lo", "length_hi", "docs", "tokens",
+					   "token_share"};
+	const struct bp_dataset_stats *s = &ds->stats;
+	struct cmd_table t;
+	int first = 1;
+	if (fmt == CMD_FORMAT_JSON) {
+		printf("{");
+		cmd_json_key(stdout, &first, "name");
+		cmd_json_str(stdout, ds->name);
+		cmd_json_key(stdout, &first, "kind");
+		cmd_json_str(stdout, bp_dataset_kind_name(ds->kind));
+		cmd_json_key(stdout, &first, "source");
+		cmd_json_str(stdout, ds->source);
+		cmd_json_key(stdout, &first, "tokenizer");
+		cmd_json_str(stdout, ds->tokenizer);
+		cmd_json_key(stdout, &first, "license");
+		cmd_json_str(stdout, ds->license);
+		cmd_json_key(stdout, &first, "sha256");
+		cmd_json_str(stdout, sha);
+		/* print_format's facts: the reader, the samples of a sample index (null for a
+		 * histogram), the .idx's sequences, and whose ids they are */
+		cmd_json_key(stdout, &first, "format");
+		cmd_json_str(stdout, !strcmp(ds->format, "balplan") ? BP_DATASET_FORMAT
+				     : ds->format[0] ? ds->format : NULL);
+		cmd_json_key(stdout, &first, "samples");
+		if (ds->lengths)
+			printf("%zu", ds->nlengths);
+		else
+			printf("null");
+		cmd_json_key(stdout, &first, "sequences");
+		if (ds->lengths && ds->sequences)
+			printf("%lld", (long long)ds->sequences);
+		else
+			printf("null");
+		cmd_json_key(stdout, &first, "ids");
+		cmd_json_str(stdout, !ds->lengths ? NULL : ds->ids ? "explicit" : "positions");
+		cmd_json_key(stdout, &first, "stats");
+		printf("{\"documents\": %lld, \"tokens\": %lld, \"mean\": ", (long long)s->count,
+		       (long long)s->tokens);
+		cmd_json_num(stdout, s->mean);
+		printf(", \"p50\": %lld, \"p90\": %lld, \"p99\": %lld, \"max\": %lld}",
+		       (long long)s->p50, (long long)s->p90, (long long)s->p99, (long long)s->max);
+		cmd_json_key(stdout, &first, "histogram");
+	}
+	cmd_table_begin(&t, stdout, fmt, cols, BP_ARRAY_LEN(cols));
+	for (int b = bk->first; b <= bk->last; b++) {
+		cmd_table_int(&t, (long long)bucket_lo(b));
+		cmd_table_int(&t, (long long)bucket_hi(b));
+		cmd_table_num(&t, bk->cnt[b]);
+		cmd_table_num(&t, bk->tok[b]);
+		cmd_table_num(&t, s->tokens ? bk->tok[b] / (double)s->tokens : 0.0);
+	}
+	cmd_table_end(&t);
+	if (fmt == CMD_FORMAT_JSON)
+		printf("}\n");
 }
 
 /* ---- SVG ---- */
@@ -338,7 +406,8 @@ static void svg_histogram(struct sbuf *sb, const struct bp_dataset *ds, const st
 	sb_printf(sb, "</svg>\n");
 }
 
-static int show(const char *spec, const struct bp_read_opts *ro, const char *svg)
+static int show(const char *spec, const struct bp_read_opts *ro, const char *svg,
+		enum cmd_format fmt)
 {
 	struct bp_dataset ds;
 	struct bp_error err;
@@ -353,7 +422,9 @@ static int show(const char *spec, const struct bp_read_opts *ro, const char *svg
 		goto out;
 	}
 	fill_buckets(&ds, &bk);
-	if (!svg || strcmp(svg, "-"))
+	if (fmt != CMD_FORMAT_TEXT)
+		print_data(&ds, &bk, sha, fmt);
+	else if (!svg || strcmp(svg, "-"))
 		print_text(&ds, &bk, sha);
 	if (svg) {
 		svg_histogram(&sb, &ds, &bk);
@@ -379,12 +450,14 @@ int cmd_dataset(int argc, char **argv)
 		{"id-field", required_argument, NULL, 'I'},
 		{"skip-empty", no_argument, NULL, 'e'},
 		{"svg", required_argument, NULL, 'S'},
+		{"format", required_argument, NULL, 'f'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	struct bp_read_opts ro = {.length_field = NULL, .tokens_field = NULL, .id_field = NULL};
 	const char *svg = NULL, *field_opt = "jsonl-field";
-	int c, li = 0;
+	enum cmd_format fmt = CMD_FORMAT_TEXT;
+	int c, li = 0, fmt_set = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
 		switch (c) {
 		case 'J':
@@ -395,6 +468,11 @@ int cmd_dataset(int argc, char **argv)
 		case 'I': ro.id_field = optarg; break;
 		case 'e': ro.skip_empty = 1; break;
 		case 'S': svg = optarg; break;
+		case 'f':
+			if (cmd_opt_format("dataset", optarg, &fmt) < 0)
+				return EXIT_USAGE;
+			fmt_set = 1;
+			break;
 		case 'h': dataset_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("dataset", "unknown or incomplete option '%s'",
@@ -405,9 +483,11 @@ int cmd_dataset(int argc, char **argv)
 		return cmd_usage("dataset", "expected 'show NAME|FILE' or 'list'");
 	const char *verb = argv[optind++]; /* getopt_long permuted options before operands */
 	if (!strcmp(verb, "list")) {
-		if (svg || ro.length_field || ro.tokens_field || ro.id_field || ro.skip_empty)
+		if (svg || fmt_set || ro.length_field || ro.tokens_field || ro.id_field ||
+		    ro.skip_empty)
 			return cmd_usage("dataset", "'--%s' applies to 'show' only",
-					 svg ? "svg" : ro.length_field ? field_opt
+					 svg ? "svg" : fmt_set ? "format"
+					 : ro.length_field ? field_opt
 					 : ro.tokens_field ? "tokens-field"
 					 : ro.id_field ? "id-field" : "skip-empty");
 		if (optind < argc)
@@ -429,7 +509,10 @@ int cmd_dataset(int argc, char **argv)
 			return cmd_usage("dataset", "--%s and --tokens-field exclude each other: a "
 					 "sample's length is a count or a token array's size",
 					 field_opt);
-		return show(argv[optind], &ro, svg);
+		if (fmt != CMD_FORMAT_TEXT && svg && !strcmp(svg, "-"))
+			return cmd_usage("dataset", "--format %s and --svg '-' cannot both write to "
+					 "standard output", fmt == CMD_FORMAT_CSV ? "csv" : "json");
+		return show(argv[optind], &ro, svg, fmt);
 	}
 	return cmd_usage("dataset", "unknown verb '%s' (show or list)", cmd_cut(verb));
 }

@@ -1,6 +1,7 @@
 /* cmd_simulate.c: `balplan simulate PLAN`: predict a plan on a profile (its own or another)
  * and print step by step, or rank by rank for one step. */
 #include <getopt.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmdutil.h"
@@ -13,8 +14,8 @@
 
 static void simulate_usage(FILE *f)
 {
-	fprintf(f, "usage: balplan simulate [--profile FILE] [--step N] [--svg FILE] [-o FILE] "
-		   "PLAN\n\n"
+	fprintf(f, "usage: balplan simulate [--profile FILE] [--step N] [--svg FILE] [--chrome FILE]\n"
+		   "                        [--format F] [-o FILE] PLAN\n\n"
 		   "Re-predicts a plan with the shared cost model and 1F1B simulator: on the profile\n"
 		   "it was made with (regenerated when analytic), or on another --profile to see\n"
 		   "what the same plan costs elsewhere. Prints a table per step, or with --step the\n"
@@ -24,7 +25,22 @@ static void simulate_usage(FILE *f)
 		   "--svg FILE draws the 1F1B timeline of that step (step 0 by default); with\n"
 		   "'-' the SVG alone goes to standard output. -o FILE writes the plan with every\n"
 		   "predicted number recomputed on that profile (and the profile's name and\n"
-		   "sha256 recorded), e.g. to finish a hand-written plan for check and balexec.\n\n"
+		   "sha256 recorded), e.g. to finish a hand-written plan for check and balexec.\n"
+		   "--chrome FILE writes the predicted timeline of every step (steps end to end),\n"
+		   "or of the --step, in the Chrome trace event format (Perfetto,\n"
+		   "chrome://tracing): a process per pipeline, a thread per stage, a complete\n"
+		   "event per micro-batch forward (F mbJ) and backward (B mbJ) on every stage and\n"
+		   "one per stage for the gradient sync; '-': that JSON alone on standard output.\n"
+		   "--format F prints the per-step table as text, csv (a header row of the column\n"
+		   "names below) or json (an object: plan, method, profile, gpus, gpu, layout,\n"
+		   "steps: an array of objects, summary) [text]; csv and json are not for --step.\n\n"
+		   "table columns (csv/json name): step; docs; mbs (micro-batches, all pipelines);\n"
+		   "  tokens; step (step_ms); grad sync (grad_sync_ms); bubble (a fraction in\n"
+		   "  csv/json); imb(WLB) (imb_wlb); imb(SB) (imb_sb); gap(Hyd) (gap_hyd); peak mem\n"
+		   "  (peak_mem_gib)\n"
+		   "summary (json): total_s, step_mean_ms, step_p50_ms, step_p95_ms, step_max_ms,\n"
+		   "  tokens_per_s, documents (whole or cut), model_pflop, tflops_per_gpu, mfu (a\n"
+		   "  fraction)\n\n"
 		   "exit status: 0 ok, 1 data or runtime error, 2 usage error\n");
 }
 
@@ -150,6 +166,193 @@ out:
 	return rc;
 }
 
+/* The forward (b 0) or backward (b 1) of micro-batch j of pipeline k on stage s, from ts. */
+static void chrome_op(json_t *ev, const struct bp_step *st, size_t k, size_t j, int s, int b,
+		      double ts, int *ok)
+{
+	const struct bp_mb *mb = &st->pipes[k].mbs[j];
+	char name[48];
+	json_t *a = json_object();
+	snprintf(name, sizeof(name), "%c mb%zu", b ? 'B' : 'F', j);
+	bp_json_set(a, "step", json_integer(st->index), ok);
+	bp_json_set(a, "mb", json_integer((json_int_t)j), ok);
+	bp_json_set(a, "stage", json_integer(s), ok);
+	bp_json_set(a, "tokens", json_integer(mb->tokens), ok);
+	bp_json_set(a, "layout", json_integer(st->layout), ok);
+	cmd_chrome_complete(ev, name, b ? "bwd" : "fwd", ts, (b ? mb->bwd : mb->fwd)[s], (int)k,
+			    s, a, ok);
+}
+
+/* --chrome: the predicted timeline in the Chrome trace event format, from the same schedule
+ * the SVG draws (bp_pipe_schedule: 1F1B, or DistCA's ticks), made with cmdutil.h's
+ * cmd_chrome_* in the shape of the events cmd/cmd_report.c's chrome_json writes for a
+ * measured trace (names "F mbJ" / "B mbJ", cats fwd, bwd, grad_sync; a process per
+ * pipeline), here a thread per stage: per step and micro-batch a complete event for the
+ * forward and the backward on every stage, and per stage the gradient sync after the slowest
+ * pipeline; steps laid end to end by their predicted step time. One step when step >= 0. */
+static int write_chrome(const struct bp_plan *p, int64_t step, struct bp_costs *cm,
+			const char *path)
+{
+	struct bp_error err;
+	int ok = 1, rc = EXIT_DATA;
+	json_t *root = json_object(), *ev = json_array(), *other = json_object();
+	double *fs = NULL, *bs = NULL;
+	int *maxpp = NULL;
+	size_t npipes = 0;
+	char *text = NULL;
+	size_t first = step >= 0 ? (size_t)step : 0;
+	size_t last = step >= 0 ? (size_t)step + 1 : p->nsteps;
+	/* Processes: the most pipelines any layout has; threads: the most stages of each. */
+	for (size_t i = 0; i < p->nlayouts; i++)
+		if (p->layouts[i].npipes > npipes)
+			npipes = p->layouts[i].npipes;
+	maxpp = calloc(npipes + 1, sizeof(int));
+	if (!root || !ev || !other || !maxpp)
+		goto oom;
+	for (size_t i = 0; i < p->nlayouts; i++)
+		for (size_t k = 0; k < p->layouts[i].npipes; k++)
+			if (p->layouts[i].pipes[k].sc.pp > maxpp[k])
+				maxpp[k] = p->layouts[i].pipes[k].sc.pp;
+	for (size_t k = 0; k < npipes; k++) {
+		char name[48];
+		snprintf(name, sizeof(name), "pipeline %zu", k);
+		cmd_chrome_meta(ev, (int)k, -1, name, &ok);
+		for (int s = 0; s < maxpp[k]; s++) {
+			snprintf(name, sizeof(name), "stage %d", s);
+			cmd_chrome_meta(ev, (int)k, s, name, &ok);
+		}
+	}
+	double offset = 0.0;
+	for (size_t i = first; ok && i < last; i++) {
+		const struct bp_step *st = &p->steps[i];
+		const struct bp_layout *l = bp_plan_layout(p, st);
+		for (size_t k = 0; ok && k < st->npipes; k++) {
+			const struct bp_pipe *pi = &st->pipes[k];
+			int pp = l->pipes[k].sc.pp;
+			free(fs);
+			free(bs);
+			fs = calloc(pi->nmbs * (size_t)pp + 1, sizeof(double));
+			bs = calloc(pi->nmbs * (size_t)pp + 1, sizeof(double));
+			if (!fs || !bs)
+				goto oom;
+			if (bp_pipe_schedule(p, st, k, cm, fs, bs, &err) < 0) {
+				rc = cmd_error("cannot write Chrome trace '%s': %s", path, err.text);
+				goto out;
+			}
+			for (int s = 0; s < pp; s++) {
+				for (size_t j = 0; j < pi->nmbs; j++)
+					for (int b = 0; b < 2; b++)
+						chrome_op(ev, st, k, j, s, b,
+							  offset + (b ? bs : fs)[j * pp + s], &ok);
+				json_t *a = json_object();
+				bp_json_set(a, "step", json_integer(st->index), &ok);
+				bp_json_set(a, "sync", json_string(st->sync), &ok);
+				cmd_chrome_complete(ev, "grad sync", "grad_sync",
+						    offset + st->m.pipe_max_us, st->m.grad_sync_us,
+						    (int)k, s, a, &ok);
+			}
+		}
+		offset += st->m.step_us;
+	}
+	bp_json_set(other, "source", json_string("balplan simulate (predicted)"), &ok);
+	bp_json_set(other, "method", json_string(p->method), &ok);
+	bp_json_set(other, "profile", json_string(p->profile), &ok);
+	bp_json_set(root, "displayTimeUnit", json_string("ms"), &ok);
+	bp_json_set(root, "otherData", other, &ok);
+	other = NULL;
+	bp_json_set(root, "traceEvents", ev, &ok);
+	ev = NULL;
+	text = ok ? bp_json_dump_canonical(root) : NULL;
+	if (!text)
+		goto oom;
+	if (cmd_write_file(path, text, strlen(text), &err) < 0)
+		rc = cmd_error("cannot write Chrome trace '%s': %s", path, err.text);
+	else
+		rc = EXIT_OK;
+	goto out;
+oom:
+	rc = cmd_error("cannot write Chrome trace '%s': out of memory", path);
+out:
+	free(text);
+	free(fs);
+	free(bs);
+	free(maxpp);
+	json_decref(root);
+	json_decref(ev);
+	json_decref(other);
+	return rc;
+}
+
+/* --format csv|json: the per-step table (columns named in simulate_usage) and, in json, the
+ * plan's setting and the summary. */
+static void print_steps_data(const struct bp_plan *p, const struct bp_profile *prof,
+			     const char *path, enum cmd_format fmt)
+{
+	static const char *const cols[] = {"step", "docs", "mbs", "tokens", "step_ms",
+					   "grad_sync_ms", "bubble", "imb_wlb", "imb_sb",
+					   "gap_hyd", "peak_mem_gib"};
+	struct cmd_table t;
+	int first = 1;
+	if (fmt == CMD_FORMAT_JSON) {
+		char lay[256];
+		cmd_plan_layout(p, lay, sizeof(lay));
+		printf("{");
+		cmd_json_key(stdout, &first, "plan");
+		cmd_json_str(stdout, path);
+		cmd_json_key(stdout, &first, "method");
+		cmd_json_str(stdout, p->method);
+		cmd_json_key(stdout, &first, "profile");
+		cmd_json_str(stdout, prof->name);
+		cmd_json_key(stdout, &first, "gpus");
+		printf("%d", p->cluster.gpus);
+		cmd_json_key(stdout, &first, "gpu");
+		cmd_json_str(stdout, p->cluster.gpu);
+		cmd_json_key(stdout, &first, "layout");
+		cmd_json_str(stdout, lay);
+		cmd_json_key(stdout, &first, "steps");
+	}
+	cmd_table_begin(&t, stdout, fmt, cols, BP_ARRAY_LEN(cols));
+	for (size_t i = 0; i < p->nsteps; i++) {
+		const struct bp_step *st = &p->steps[i];
+		cmd_table_int(&t, (long long)st->index);
+		cmd_table_int(&t, (long long)st->ndocs);
+		cmd_table_int(&t, (long long)st->m.nmbs);
+		cmd_table_int(&t, (long long)st->m.tokens);
+		cmd_table_num(&t, st->m.step_us / 1e3);
+		cmd_table_num(&t, st->m.grad_sync_us / 1e3);
+		cmd_table_num(&t, st->m.bubble);
+		cmd_table_num(&t, st->m.imb_wlb);
+		cmd_table_num(&t, st->m.imb_sb);
+		cmd_table_num(&t, st->m.gap_hyd);
+		cmd_table_num(&t, (double)st->m.peak_mem / 1073741824.0);
+	}
+	cmd_table_end(&t);
+	if (fmt == CMD_FORMAT_JSON) {
+		const struct bp_summary *s = &p->summary;
+		const char *const keys[] = {"total_s", "step_mean_ms", "step_p50_ms", "step_p95_ms",
+					    "step_max_ms", "tokens_per_s"};
+		const double v[] = {s->total_us / 1e6, s->step_mean_us / 1e3, s->step_p50_us / 1e3,
+				    s->step_p95_us / 1e3, s->step_max_us / 1e3, s->tokens_per_s};
+		cmd_json_key(stdout, &first, "summary");
+		printf("{");
+		int f2 = 1;
+		for (size_t k = 0; k < BP_ARRAY_LEN(keys); k++) {
+			cmd_json_key(stdout, &f2, keys[k]);
+			cmd_json_num(stdout, v[k]);
+		}
+		cmd_json_key(stdout, &f2, "documents");
+		cmd_json_str(stdout, bp_plan_documents_trained(p));
+		cmd_json_key(stdout, &f2, "model_pflop");
+		cmd_json_num(stdout, s->model_tflop / 1e3);
+		cmd_json_key(stdout, &f2, "tflops_per_gpu");
+		cmd_json_num(stdout, s->model_tflops_per_gpu);
+		cmd_json_key(stdout, &f2, "mfu");
+		cmd_json_num(stdout, s->mfu);
+		printf("}}");
+	}
+	printf("\n");
+}
+
 /* -o: the plan with its predictions recomputed on prof, which it now names. */
 static int write_repredicted(struct bp_plan *plan, const struct bp_profile *prof,
 			     const char *profile_path, const char *path, const char *outp)
@@ -263,10 +466,13 @@ int cmd_simulate(int argc, char **argv)
 		{"step", required_argument, NULL, 's'},
 		{"svg", required_argument, NULL, 'g'},
 		{"output", required_argument, NULL, 'o'},
+		{"chrome", required_argument, NULL, 'c'},
+		{"format", required_argument, NULL, 'f'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *profile = NULL, *svg = NULL, *outp = NULL;
+	const char *profile = NULL, *svg = NULL, *outp = NULL, *chrome = NULL;
+	enum cmd_format fmt = CMD_FORMAT_TEXT;
 	int64_t step = -1;
 	int c;
 	while ((c = getopt_long(argc, argv, "p:o:h", opts, NULL)) != -1) {
@@ -278,6 +484,11 @@ int cmd_simulate(int argc, char **argv)
 			break;
 		case 'g': svg = optarg; break;
 		case 'o': outp = optarg; break;
+		case 'c': chrome = optarg; break;
+		case 'f':
+			if (cmd_opt_format("simulate", optarg, &fmt) < 0)
+				return EXIT_USAGE;
+			break;
 		case 'h': simulate_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("simulate", "unknown or incomplete option '%s'",
@@ -293,6 +504,23 @@ int cmd_simulate(int argc, char **argv)
 	if (svg && (cmd_refuse_overwrite("simulate", "--svg", svg, "plan", path) ||
 		    cmd_refuse_overwrite("simulate", "--svg", svg, "profile", profile)))
 		return EXIT_USAGE;
+	if (chrome && (cmd_refuse_overwrite("simulate", "--chrome", chrome, "plan", path) ||
+		       cmd_refuse_overwrite("simulate", "--chrome", chrome, "profile", profile)))
+		return EXIT_USAGE;
+	if (svg && chrome && !strcmp(svg, "-") && !strcmp(chrome, "-"))
+		return cmd_usage("simulate", "--svg and --chrome cannot both write to standard "
+				 "output ('-')");
+	if (svg && chrome && cmd_same_file(svg, chrome))
+		return cmd_usage("simulate", "--svg and --chrome name the same file '%s'",
+				 cmd_cut(svg));
+	if (fmt != CMD_FORMAT_TEXT && step >= 0)
+		return cmd_usage("simulate", "--format %s prints the per-step table; --step's "
+				 "per-rank view is text only", fmt == CMD_FORMAT_CSV ? "csv" : "json");
+	if (fmt != CMD_FORMAT_TEXT && ((svg && !strcmp(svg, "-")) ||
+				       (chrome && !strcmp(chrome, "-"))))
+		return cmd_usage("simulate", "--format %s and --%s '-' cannot both write to "
+				 "standard output", fmt == CMD_FORMAT_CSV ? "csv" : "json",
+				 svg && !strcmp(svg, "-") ? "svg" : "chrome");
 	if (outp && (cmd_refuse_overwrite("simulate", "-o", outp, "plan", path) ||
 		     cmd_refuse_overwrite("simulate", "-o", outp, "profile", profile)))
 		return EXIT_USAGE;
@@ -334,16 +562,35 @@ int cmd_simulate(int argc, char **argv)
 	}
 	if (svg && !strcmp(svg, "-")) { /* the picture alone on standard output */
 		rc = write_svg(&plan, &plan.steps[step >= 0 ? step : 0], &cm, svg);
+		if (rc == EXIT_OK && chrome)
+			rc = write_chrome(&plan, step, &cm, chrome);
+		goto out;
+	}
+	if (chrome && !strcmp(chrome, "-")) { /* the trace alone on standard output */
+		rc = write_chrome(&plan, step, &cm, chrome);
+		if (rc == EXIT_OK && svg)
+			rc = write_svg(&plan, &plan.steps[step >= 0 ? step : 0], &cm, svg);
 		goto out;
 	}
 	char lay[256];
 	cmd_plan_layout(&plan, lay, sizeof(lay));
-	printf("plan %s: method %s on profile %s, %d x %s (%s)\n", path, plan.method, prof.name,
-	       plan.cluster.gpus, plan.cluster.gpu, lay);
+	if (fmt == CMD_FORMAT_TEXT) /* csv and json are the table alone */
+		printf("plan %s: method %s on profile %s, %d x %s (%s)\n", path, plan.method,
+		       prof.name, plan.cluster.gpus, plan.cluster.gpu, lay);
 	if (svg) {
 		rc = write_svg(&plan, &plan.steps[step >= 0 ? step : 0], &cm, svg);
 		if (rc != EXIT_OK)
 			goto out;
+	}
+	if (chrome) {
+		rc = write_chrome(&plan, step, &cm, chrome);
+		if (rc != EXIT_OK)
+			goto out;
+	}
+	if (fmt != CMD_FORMAT_TEXT) {
+		print_steps_data(&plan, &prof, path, fmt);
+		rc = EXIT_OK;
+		goto out;
 	}
 	if (step >= 0) {
 		print_step_detail(&plan, &plan.steps[step]);

@@ -118,16 +118,19 @@ static void solve_usage(FILE *f)
 		"                           [none]\n"
 		"      --format F           the table as text, csv (a header row of the column\n"
 		"                           names below) or json (an array of objects) [text]\n"
+		"      --baseline METHOD    the method speedup is measured against (one of the\n"
+		"                           methods run) [plain]\n"
 		"  -q, --quiet              print no table\n"
 		"table columns (csv/json name): method; docs (documents: whole or cut);\n"
 		"  step mean/p95 (step_mean_ms, step_p95_ms); ktok/s (ktok_per_s); speedup\n"
-		"  (model FLOP/s over plain's, empty/null without plain); TFLOP/s/GPU\n"
-		"  (tflops_per_gpu); MFU (mfu, a fraction in csv/json); imb(WLB) (imb_wlb: the\n"
-		"  slowest micro-batch over the mean, WLB-LLM Sec. 3.1); imb(SB) (imb_sb: the\n"
-		"  slowest data-parallel rank over the mean, SparseBalance Sec. III); gap(Hyd)\n"
-		"  (gap_hyd: max-min pipeline time over the max, Hydraulis Sec. 3); bubble\n"
-		"  (fraction idle in the pipeline); peak mem (peak_mem_gib); plan/step\n"
-		"  (plan_ms_per_step, with --timing)\n\n"
+		"  (model FLOP/s over the baseline's, plain or --baseline; '-', empty or null\n"
+		"  when the baseline did not run); TFLOP/s/GPU (tflops_per_gpu); MFU (mfu, a\n"
+		"  fraction in csv/json); imb(WLB) (imb_wlb: the slowest micro-batch over the\n"
+		"  mean, WLB-LLM Sec. 3.1); imb(SB) (imb_sb: the slowest data-parallel rank\n"
+		"  over the mean, SparseBalance Sec. III); gap(Hyd) (gap_hyd: max-min pipeline\n"
+		"  time over the max, Hydraulis Sec. 3); bubble (fraction idle in the\n"
+		"  pipeline); peak mem (peak_mem_gib); plan/step (plan_ms_per_step, with\n"
+		"  --timing)\n\n"
 		"'-' reads the dataset or the profile from standard input (one of them).\n\n"
 		"limits: before planning, solve estimates each request's memory and time from\n"
 		"the documents per step (--docs-per-step, or --tokens-per-step over the dataset's\n"
@@ -391,21 +394,18 @@ static int outdir_commit(const char *dir, const char *tmp, const struct bp_metho
 	return rc;
 }
 
-/* The table for scripts: csv (RFC 4180; method names need no quoting) or a JSON array, the
- * same numbers as the text table at full precision, speedup empty / null without plain. */
-static void print_table_data(const struct result *r, size_t n, int timing, int json,
-			     double base)
+/* The table for scripts: csv (RFC 4180) or a JSON array (cmdutil.h cmd_table), the same
+ * numbers as the text table at full precision, speedup empty / null without its baseline. */
+static void print_table_data(const struct result *r, size_t n, int timing,
+			     enum cmd_format fmt, double base)
 {
 	static const char *const cols[] = {"method", "docs", "step_mean_ms", "step_p95_ms",
 					   "ktok_per_s", "speedup", "tflops_per_gpu", "mfu",
 					   "imb_wlb", "imb_sb", "gap_hyd", "bubble",
 					   "peak_mem_gib", "plan_ms_per_step"};
 	size_t nc = BP_ARRAY_LEN(cols) - (timing ? 0 : 1);
-	if (!json)
-		for (size_t c = 0; c < nc; c++)
-			printf("%s%s", cols[c], c + 1 < nc ? "," : "\n");
-	else
-		printf("[");
+	struct cmd_table t;
+	cmd_table_begin(&t, stdout, fmt, cols, nc);
 	for (size_t i = 0; i < n; i++) {
 		const struct bp_summary *s = &r[i].s;
 		double v[] = {s->step_mean_us / 1e3, s->step_p95_us / 1e3, s->tokens_per_s / 1e3,
@@ -413,41 +413,33 @@ static void print_table_data(const struct result *r, size_t n, int timing, int j
 			      s->model_tflops_per_gpu, s->mfu, s->imb_wlb_mean, s->imb_sb_mean,
 			      s->gap_hyd_mean, s->bubble_mean, s->peak_mem / 1073741824.0,
 			      r[i].plan_ms_per_step};
-		if (json)
-			printf("%s\n {\"method\": \"%s\", \"docs\": \"%s\"", i ? "," : "",
-			       r[i].method, r[i].trained);
-		else
-			printf("%s,%s", r[i].method, r[i].trained);
-		for (size_t c = 2; c < nc; c++) {
-			double x = v[c - 2];
-			if (json)
-				printf(isnan(x) ? ", \"%s\": null" : ", \"%s\": %.17g", cols[c], x);
-			else if (isnan(x))
-				printf(",");
-			else
-				printf(",%.17g", x);
-		}
-		printf(json ? "}" : "\n");
+		cmd_table_str(&t, r[i].method);
+		cmd_table_str(&t, r[i].trained);
+		for (size_t c = 2; c < nc; c++)
+			cmd_table_num(&t, v[c - 2]);
 	}
-	if (json)
-		printf("\n]\n");
+	cmd_table_end(&t);
+	if (fmt == CMD_FORMAT_JSON)
+		printf("\n");
 }
 
-static void print_table(const struct result *r, size_t n, int timing, int format)
+static void print_table(const struct result *r, size_t n, int timing, enum cmd_format format,
+			const char *baseline)
 {
-	/* Speedup is model FLOP/s over plain's (sim/work.h): methods that delay documents
-	 * train the same work over a different number of steps, so step times alone would
-	 * mislead, and a method that trains less attention (cut documents) would win on
-	 * tokens per second alone. With the same work it equals the ratio of ktok/s. */
+	/* Speedup is model FLOP/s over the baseline's (plain, or --baseline; sim/work.h):
+	 * methods that delay documents train the same work over a different number of steps,
+	 * so step times alone would mislead, and a method that trains less attention (cut
+	 * documents) would win on tokens per second alone. With the same work it equals the
+	 * ratio of ktok/s. */
 	double base = 0.0, wmin = INFINITY, wmax = 0.0;
 	for (size_t i = 0; i < n; i++) {
-		if (!strcmp(r[i].method, "plain"))
+		if (!strcmp(r[i].method, baseline ? baseline : "plain"))
 			base = r[i].s.model_tflops_per_gpu;
 		wmin = fmin(wmin, r[i].s.model_tflop);
 		wmax = fmax(wmax, r[i].s.model_tflop);
 	}
-	if (format) {
-		print_table_data(r, n, timing, format == 2, base);
+	if (format != CMD_FORMAT_TEXT) {
+		print_table_data(r, n, timing, format, base);
 		return;
 	}
 	int mw = 10; /* the method column: as wide as the longest name ("sparsebalance") */
@@ -601,6 +593,7 @@ int cmd_solve(int argc, char **argv)
 		{"flush", required_argument, NULL, 1002},
 		{"timing", no_argument, NULL, 't'},
 		{"format", required_argument, NULL, 'f'},
+		{"baseline", required_argument, NULL, 1003},
 		{"recompute", required_argument, NULL, 'r'},
 		{"gpus-per-node", required_argument, NULL, 'N'},
 		{"param", required_argument, NULL, 'Q'},
@@ -622,7 +615,9 @@ int cmd_solve(int argc, char **argv)
 	enum bp_order order = BP_ORDER_DRAW;
 	enum bp_last_batch last = BP_LAST_KEEP;
 	int order_set = 0, steps_set = 0, last_set = 0;
-	int timing = 0, quiet = 0, gpu_set = 0, model_set = 0, tps_given = 0, table_format = 0;
+	int timing = 0, quiet = 0, gpu_set = 0, model_set = 0, tps_given = 0;
+	enum cmd_format table_format = CMD_FORMAT_TEXT;
+	const char *baseline = NULL; /* --baseline: speedup's reference method [plain] */
 	enum bp_recompute recompute = BP_RECOMPUTE_NONE;
 	int64_t gpn_opt = 0;
 	enum bp_overlen overlen = BP_OVERLEN_TRUNCATE;
@@ -752,16 +747,10 @@ int cmd_solve(int argc, char **argv)
 						 "full", cmd_cut(optarg));
 			break;
 		case 'f':
-			if (!strcmp(optarg, "text"))
-				table_format = 0;
-			else if (!strcmp(optarg, "csv"))
-				table_format = 1;
-			else if (!strcmp(optarg, "json"))
-				table_format = 2;
-			else
-				return cmd_usage("solve", "--format '%s' is not text, csv or json",
-						 cmd_cut(optarg));
+			if (cmd_opt_format("solve", optarg, &table_format) < 0)
+				return EXIT_USAGE;
 			break;
+		case 1003: baseline = optarg; break;
 		case 'h': solve_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("solve", "unknown or incomplete option '%s'",
@@ -866,6 +855,14 @@ int cmd_solve(int argc, char **argv)
 	}
 	if (out && nm != 1)
 		return cmd_usage("solve", "--out takes one method; use --out-dir for %zu", nm);
+	if (baseline) { /* speedup's reference must be in the table */
+		size_t k = 0;
+		while (k < nm && strcmp(list[k]->name, baseline))
+			k++;
+		if (k == nm)
+			return cmd_usage("solve", "--baseline '%s' is not among the methods run "
+					 "(-m %s)", cmd_cut(baseline), cmd_cut(methods));
+	}
 	/* Every method's layout constraints before any work (with --profile, once it is read:
 	 * its model decides). */
 	if (!profile) {
@@ -1274,7 +1271,7 @@ int cmd_solve(int argc, char **argv)
 			 res[0].s.dropped > 0 ? "were left out" : "were cut to it",
 			 res[0].s.dropped > 0 ? "drop" : "truncate");
 	if (!quiet)
-		print_table(res, nm, timing, table_format);
+		print_table(res, nm, timing, table_format, baseline);
 	rc = EXIT_OK;
 out:
 	if (tmp_dir) {

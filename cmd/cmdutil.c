@@ -2,6 +2,7 @@
 #include "cmdutil.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -542,4 +543,233 @@ void cmd_plan_layout(const struct bp_plan *p, char *buf, size_t n)
 	size_t k = strlen(buf);
 	if (p->nlayouts > 1 && k < n)
 		snprintf(buf + k, n - k, "; +%zu more layouts", p->nlayouts - 1);
+}
+
+/* ---- tables for scripts ---- */
+
+int cmd_opt_format(const char *sub, const char *arg, enum cmd_format *out)
+{
+	if (!strcmp(arg, "text"))
+		*out = CMD_FORMAT_TEXT;
+	else if (!strcmp(arg, "csv"))
+		*out = CMD_FORMAT_CSV;
+	else if (!strcmp(arg, "json"))
+		*out = CMD_FORMAT_JSON;
+	else {
+		cmd_usage(sub, "--format '%s' is not text, csv or json", cmd_cut(arg));
+		return -1;
+	}
+	return 0;
+}
+
+/* The length of the valid UTF-8 sequence at s (1 to 4), or 0 when s[0] starts none
+ * (overlong forms, surrogates and code points past U+10FFFF are not valid). */
+static size_t utf8_len(const unsigned char *s)
+{
+	unsigned c = s[0];
+	size_t n;
+	unsigned cp;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2, cp = c & 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, cp = c & 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, cp = c & 0x07;
+	else
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+void cmd_json_str(FILE *f, const char *s)
+{
+	if (!s) {
+		fputs("null", f);
+		return;
+	}
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
+		size_t n = utf8_len(p);
+		if (!n) {
+			fputs("\\ufffd", f);
+			p++;
+		} else if (*p == '"' || *p == '\\') {
+			fputc('\\', f);
+			fputc(*p++, f);
+		} else if (*p < 0x20 || *p == 0x7f) {
+			fprintf(f, "\\u%04x", *p++);
+		} else {
+			fwrite(p, 1, n, f);
+			p += n;
+		}
+	}
+	fputc('"', f);
+}
+
+/* x in the fewest significant digits (15 to 17) that read back as x: 0.1, not
+ * 0.10000000000000001, and every double exactly. */
+static void put_num(FILE *f, double x)
+{
+	char buf[32];
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(buf, sizeof(buf), "%.*g", prec, x);
+		if (prec == 17 || strtod(buf, NULL) == x)
+			break;
+	}
+	fputs(buf, f);
+}
+
+void cmd_json_num(FILE *f, double x)
+{
+	if (isfinite(x))
+		put_num(f, x);
+	else
+		fputs("null", f);
+}
+
+void cmd_json_key(FILE *f, int *first, const char *key)
+{
+	if (!*first)
+		fputs(", ", f);
+	*first = 0;
+	cmd_json_str(f, key);
+	fputs(": ", f);
+}
+
+void cmd_csv_str(FILE *f, const char *s)
+{
+	if (!s)
+		return;
+	if (!strpbrk(s, ",\"\r\n")) {
+		fputs(s, f);
+		return;
+	}
+	fputc('"', f);
+	for (const char *p = s; *p; p++) {
+		if (*p == '"')
+			fputc('"', f);
+		fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+void cmd_table_begin(struct cmd_table *t, FILE *f, enum cmd_format fmt,
+		     const char *const *cols, size_t ncols)
+{
+	*t = (struct cmd_table){.f = f, .json = fmt == CMD_FORMAT_JSON, .cols = cols,
+				.ncols = ncols, .col = 0, .rows = 0};
+	if (t->json) {
+		fputc('[', f);
+		return;
+	}
+	for (size_t c = 0; c < ncols; c++) {
+		cmd_csv_str(f, cols[c]);
+		fputc(c + 1 < ncols ? ',' : '\n', f);
+	}
+}
+
+/* Before a cell: opens the row or separates it from the one before. */
+static void table_cell(struct cmd_table *t)
+{
+	if (t->json) {
+		if (!t->col)
+			fputs(t->rows ? ",\n {" : "\n {", t->f);
+		else
+			fputs(", ", t->f);
+		cmd_json_str(t->f, t->cols[t->col]);
+		fputs(": ", t->f);
+	} else if (t->col) {
+		fputc(',', t->f);
+	}
+}
+
+/* After a cell: ends the row after its last column. */
+static void table_next(struct cmd_table *t)
+{
+	if (++t->col < t->ncols)
+		return;
+	fputs(t->json ? "}" : "\n", t->f);
+	t->col = 0;
+	t->rows++;
+}
+
+void cmd_table_str(struct cmd_table *t, const char *s)
+{
+	table_cell(t);
+	if (t->json)
+		cmd_json_str(t->f, s);
+	else
+		cmd_csv_str(t->f, s);
+	table_next(t);
+}
+
+void cmd_table_num(struct cmd_table *t, double x)
+{
+	table_cell(t);
+	if (t->json)
+		cmd_json_num(t->f, x);
+	else if (isfinite(x))
+		put_num(t->f, x);
+	table_next(t);
+}
+
+void cmd_table_int(struct cmd_table *t, long long x)
+{
+	table_cell(t);
+	fprintf(t->f, "%lld", x);
+	table_next(t);
+}
+
+void cmd_table_end(struct cmd_table *t)
+{
+	if (t->json)
+		fputs("\n]", t->f);
+}
+
+/* ---- the Chrome trace event format ---- */
+
+void cmd_chrome_meta(json_t *ev, int pid, int tid, const char *name, int *ok)
+{
+	for (int sort = 0; sort < 2; sort++) {
+		json_t *e = json_object(), *a = json_object();
+		if (sort)
+			bp_json_set(a, "sort_index", json_integer(tid >= 0 ? tid : pid), ok);
+		else
+			bp_json_set(a, "name", json_string(name), ok);
+		bp_json_set(e, "name",
+			    json_string(tid >= 0 ? (sort ? "thread_sort_index" : "thread_name")
+						 : (sort ? "process_sort_index" : "process_name")),
+			    ok);
+		bp_json_set(e, "ph", json_string("M"), ok);
+		bp_json_set(e, "pid", json_integer(pid), ok);
+		if (tid >= 0)
+			bp_json_set(e, "tid", json_integer(tid), ok);
+		bp_json_set(e, "args", a, ok);
+		bp_json_append(ev, e, ok);
+	}
+}
+
+void cmd_chrome_complete(json_t *ev, const char *name, const char *cat, double ts_us,
+			 double dur_us, int pid, int tid, json_t *args, int *ok)
+{
+	json_t *e = json_object();
+	bp_json_set(e, "name", json_string(name), ok);
+	bp_json_set(e, "cat", json_string(cat), ok);
+	bp_json_set(e, "ph", json_string("X"), ok);
+	bp_json_set(e, "ts", bp_json_real(ts_us), ok);
+	bp_json_set(e, "dur", bp_json_real(dur_us), ok);
+	bp_json_set(e, "pid", json_integer(pid), ok);
+	bp_json_set(e, "tid", json_integer(tid), ok);
+	if (args)
+		bp_json_set(e, "args", args, ok);
+	bp_json_append(ev, e, ok);
 }

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "bp.h"
 #include "dataset.h"
 #include "embedded.h"
@@ -133,5 +135,54 @@ int cmd_finish(int rc);
  * Megatron-like scheme, else layout 0 described by bp_layout_describe (and how many more
  * layouts there are). */
 void cmd_plan_layout(const struct bp_plan *p, char *buf, size_t n);
+
+/* ---- tables for scripts (--format text|csv|json; issue 26 item 3) ----
+ * The conventions every command's --format keeps (cmd/cmd_solve.c's table first): csv is
+ * RFC 4180 with one header row; json an array of objects or an object Python's json module
+ * reads; numbers unformatted (the fewest of 15 to 17 significant digits that read back
+ * exactly; integers as integers), units in the column names, never in cells; a number that
+ * is not finite is an empty cell / null. */
+enum cmd_format { CMD_FORMAT_TEXT, CMD_FORMAT_CSV, CMD_FORMAT_JSON };
+/* Parses --format's argument; on failure prints "--format 'X' is not text, csv or json" as a
+ * usage error of sub and returns -1. */
+int cmd_opt_format(const char *sub, const char *arg, enum cmd_format *out);
+
+/* s as a JSON string: quoted, '"', '\\' and control characters escaped, valid UTF-8 kept,
+ * any byte that is not valid UTF-8 written as U+FFFD. NULL is null. */
+void cmd_json_str(FILE *f, const char *s);
+/* x as a JSON number (exact, in as few digits as that takes), null when not finite. */
+void cmd_json_num(FILE *f, double x);
+/* ", "KEY": " (or without the comma when *first, which it clears): one member of an object
+ * being written; the value follows. */
+void cmd_json_key(FILE *f, int *first, const char *key);
+/* s as a CSV field: quoted (inner quotes doubled) when it holds a comma, a quote, CR or LF. */
+void cmd_csv_str(FILE *f, const char *s);
+
+/* One table written row by row: csv (the header row, then a line per row) or a JSON array of
+ * objects, one per line ("[", " {...},", "]"). Cells come in column order; a row ends by
+ * itself after its last column. cmd_table_end closes it without a final newline (the JSON
+ * array may sit inside an object), so a whole output ends with one more "\n". */
+struct cmd_table {
+	FILE *f;
+	int json;
+	const char *const *cols;
+	size_t ncols, col, rows;
+};
+void cmd_table_begin(struct cmd_table *t, FILE *f, enum cmd_format fmt,
+		     const char *const *cols, size_t ncols);
+void cmd_table_str(struct cmd_table *t, const char *s);
+void cmd_table_num(struct cmd_table *t, double x);
+void cmd_table_int(struct cmd_table *t, long long x);
+void cmd_table_end(struct cmd_table *t);
+
+/* ---- the Chrome trace event format (JSON object form; Perfetto, chrome://tracing) ----
+ * Events appended to an array of traceEvents, as `balplan report --chrome` (cmd/cmd_report.c)
+ * writes them for measured traces: metadata naming a process (pid) or thread (tid) and its
+ * sort order, and complete events ("ph": "X", ts and dur in microseconds). ok goes to 0 when
+ * something cannot be made (jsonutil.h bp_json_set). */
+void cmd_chrome_meta(json_t *ev, int pid, int tid, const char *name, int *ok);
+/* A complete event; args (owned, may be NULL) is attached as "args". */
+void cmd_chrome_complete(json_t *ev, const char *name, const char *cat, double ts_us,
+			 double dur_us, int pid, int tid, json_t *args, int *ok);
 
 #endif
