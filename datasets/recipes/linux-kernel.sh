@@ -4,6 +4,10 @@
 # about ten minutes on one core.
 #
 #   datasets/recipes/linux-kernel.sh [WORKDIR]     (default: /tmp/balplan-linux-kernel)
+#   datasets/recipes/linux-kernel.sh --bin WORKDIR OUTDIR
+#       step 5 alone, offline: bins WORKDIR/code.lengths and WORKDIR/docs.lengths (those
+#       present) into OUTDIR/linux-kernel-code.json and OUTDIR/linux-kernel-docs.json
+#       (tests/scripts/test-dataset-recipes runs it on the shipped docs file's lengths)
 #
 # Steps, each reproducible bit for bit:
 #   1. fetch Debian's linux-source-6.1 package at the pinned version (apt-get download, or the
@@ -16,7 +20,8 @@
 #      both: symbolic links skipped, files holding a NUL byte (binary) skipped;
 #   4. count tokens per file with datasets/recipes/tokenize-lengths.mjs (gpt-tokenizer,
 #      cl100k_base, offline; `npm ci` in datasets/recipes/ installs it from the lock file);
-#   5. bin the counts into the dataset files with datasets/recipes/lengths-to-dataset.
+#   5. bin the counts into the dataset files with datasets/recipes/lengths-to-dataset, which
+#      knows nothing of the kernel: the provenance, tokenizer and licence below are passed to it.
 # Only numbers leave WORKDIR: no path or text of the kernel goes into datasets/.
 set -eu
 
@@ -27,12 +32,49 @@ SHA256=ae95fe63d4c553f8d0e6c86cb1ab566f3894a43743eb19ab585cd97d82f26514
 SNAPSHOT=https://snapshot.debian.org/file/68f40866ca310be49762f0b2552e656eae72a14f
 ENCODING=cl100k_base
 
+# What the dataset files say about themselves (lengths-to-dataset's required texts).
+CODE_PROVENANCE="Linux-kernel code: every .c and .h file of Debian's linux-source-6.1 package, \
+version $VERSION (sha256 $SHA256), 1 to 1,000,000 bytes (The Stack's 1 MB file-size filter), \
+symbolic links and files holding a NUL byte skipped; one document per file. Kernel files run \
+longer than typical GitHub files (SlimPajama's GitHub median is about 520 tokens), so this is \
+not a stand-in for GitHub"
+DOCS_PROVENANCE="Linux-kernel technical prose: every file under Documentation/ of Debian's \
+linux-source-6.1 package, version $VERSION (sha256 $SHA256): reStructuredText, plain text, \
+devicetree YAML and a few scripts and SVG drawings; empty files, symbolic links and files \
+holding a NUL byte (one GIF) skipped; one document per file"
+TOKENIZER="$ENCODING (gpt-tokenizer 4.0.0)"
+TOKENIZED_WITH="gpt-tokenizer 4.0.0 (npm, $ENCODING, offline; special-token text counted as \
+plain text)"
+LICENSE="token counts only, no kernel text or paths; the counted files are the Linux kernel's \
+(GPL-2.0-only, with the per-file licenses listed in its LICENSES/ folder)"
+RECIPE=datasets/recipes/linux-kernel.sh
+
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-work=${1:-/tmp/balplan-linux-kernel}
 export LC_ALL=C TZ=UTC
 
 die() { echo "linux-kernel.sh: error: $*" >&2; exit 1; }
+
+# 5. one dataset file: bin_set SET NAME OUTDIR [--raw]
+bin_set() {
+	python3 "$here/lengths-to-dataset" --name "$2" --lengths "$work/$1.lengths" \
+		-o "$3/$2.json" --tokenizer "$TOKENIZER" --tokenized-with "$TOKENIZED_WITH" \
+		--license "$LICENSE" --recipe "$RECIPE" ${4:+"$4"} \
+		--provenance "$(if [ "$1" = code ]; then echo "$CODE_PROVENANCE"
+			else echo "$DOCS_PROVENANCE"; fi)" ||
+		die "lengths-to-dataset failed for '$2'"
+}
+
+if [ "${1:-}" = --bin ]; then
+	[ $# -eq 3 ] || die "usage: linux-kernel.sh --bin WORKDIR OUTDIR"
+	work=$2
+	found=0
+	if [ -f "$work/code.lengths" ]; then bin_set code linux-kernel-code "$3"; found=1; fi
+	if [ -f "$work/docs.lengths" ]; then bin_set docs linux-kernel-docs "$3" --raw; found=1; fi
+	[ $found -eq 1 ] || die "no code.lengths or docs.lengths in '$work'"
+	exit 0
+fi
+work=${1:-/tmp/balplan-linux-kernel}
 
 [ -d "$here/node_modules/gpt-tokenizer" ] ||
 	die "'gpt-tokenizer' is not installed: run 'npm ci' in '$here'"
@@ -79,8 +121,6 @@ for set in code docs; do
 done
 
 # 5. the dataset files
-python3 "$here/lengths-to-dataset" --name linux-kernel-code --what code \
-	--lengths "$work/code.lengths" -o "$repo/datasets/linux-kernel-code.json"
-python3 "$here/lengths-to-dataset" --name linux-kernel-docs --what docs --raw \
-	--lengths "$work/docs.lengths" -o "$repo/datasets/linux-kernel-docs.json"
+bin_set code linux-kernel-code "$repo/datasets"
+bin_set docs linux-kernel-docs "$repo/datasets" --raw
 sha256sum "$work/code.lengths" "$work/docs.lengths" | sed "s|$work/||" >&2

@@ -45,8 +45,8 @@ struct bp_ilp_opts {
 	int64_t node_limit;  /* branch-and-bound nodes; <= 0: none. Deterministic */
 	/* (simplex iterations + BP_ILP_NODE_WORK x nodes) x nonzeros of the constraint matrix;
 	 * <= 0: none. Deterministic, and close to proportional to the solve's time (on the
-	 * packing ILP 2-5 ns a unit, mostly 3, on one x86 core; README "ILP methods"), so a
-	 * larger problem gets fewer nodes for the same time. */
+	 * packing ILP 2-5 ns a unit, mostly 3, on one x86 core; tools/bench/REPRODUCING.md "ILP
+	 * methods"), so a larger problem gets fewer nodes for the same time. */
 	double work_limit;
 	int presolve;        /* GLPK's MIP presolver; a warm start is then not injected */
 	int cuts;            /* GLPK's MIR, cover and clique cuts */

@@ -16,10 +16,11 @@
  * here so both ILPs balance the time the simulator predicts. Costs are scaled by the largest
  * one before they reach GLPK; objective and bound are reported in us.
  *
- * What this buys (measured, README "ILP methods"): from scratch GLPK proves nothing beyond a
- * few dozen documents; with presolve off, the greedy injected as the first incumbent, the
- * lower bound on z and the symmetry breaking, long-tail steps are mostly proven optimal at
- * the root. Invariant: the packing returned is never worse than the greedy it starts from. */
+ * What this buys (measured, tools/bench/REPRODUCING.md "ILP methods"): from scratch GLPK
+ * proves nothing beyond a few dozen documents; with presolve off, the greedy injected as the
+ * first incumbent, the lower bound on z and the symmetry breaking, long-tail steps are mostly
+ * proven optimal at the root. Invariant: the packing returned is never worse than the greedy
+ * it starts from. */
 #include "ilp_pack.h"
 
 #include "jsonutil.h"

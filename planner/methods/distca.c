@@ -545,8 +545,8 @@ static int read_opts(struct bp_plan *out, int tp, int app_a, struct dc_opts *o,
 	/* -1: App. A's bound for the model and GPU. Off by default: App. A is the paper's
 	 * argument that a few shards suffice, not a rule its scheduler or the public code
 	 * applies, and the simulator prices traffic that does not hide anyway; as a hard cap it
-	 * costs distca up to a third of its throughput in balplan's model (README "Reproducing
-	 * DistCA", column "App. A"). */
+	 * costs distca up to a third of its throughput in balplan's model
+	 * (tools/bench/REPRODUCING.md "Reproducing DistCA", column "App. A"). */
 	if (max_shards < 0) {
 		if (app_a < 1)
 			return bp_errorf(err, "parameter max_shards -1 (App. A's bound) needs a "

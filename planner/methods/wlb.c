@@ -18,7 +18,8 @@
  *      to step t+1 (lines 21-35; ties: the lowest micro-batch). Alg. 1 writes "< L_max";
  *      balplan allows a micro-batch of exactly L_max tokens, the most memory permits.
  *
- * Where balplan departs from Alg. 1, and why (README "WLB-LLM audit" has the measurements).
+ * Where balplan departs from Alg. 1, and why (tools/bench/REPRODUCING.md "WLB-LLM audit" has
+ * the measurements).
  * Alg. 1 alone cannot bound the delay: a queue releases N per step, so a queue that receives
  * more than N outliers per step grows without end (prolong-64k at 7B-128K: about 5 documents
  * of 64K tokens per step against N = 4; 20 drawn steps became 26 with a mean token delay of
@@ -63,7 +64,7 @@
 #include "pack.h"
 
 #define WLB_MAX_QUEUES 8
-#define WLB_MAX_DELAY 8 /* steps; README "WLB-LLM audit" for how it was chosen */
+#define WLB_MAX_DELAY 8 /* steps; tools/bench/REPRODUCING.md "WLB-LLM audit": how chosen */
 
 struct item {
 	int64_t id, len;
