@@ -222,12 +222,14 @@ static int write_plan(const struct bp_plan *plan, const char *path)
  * as a n + b n^2 and given a 20% margin. */
 #define S_SB_DOC 2.5e-5
 #define S_SB_DOC2 1.3e-9
-/* DistCA's scheduler and placement grow with the documents per step and the GPUs: 0.055 s a
- * step at 256 GPUs (about 930 documents), 0.67 s at 1,024 (tp 8 pp 4, the default tokens per
- * step): 5.9e-5 s per document at 256 GPUs, times (GPUs / 256)^0.8; 7e-5 with a margin.
+/* DistCA's scheduler and placement grow with the documents per step and a little with the
+ * GPUs (servers placed by index since issue 24): 12.6 ms a step at 256 GPUs (985 documents),
+ * 52.3 ms at 1,024 (3,781), 260 ms at 4,096 (14,942; tp 8 pp 4, the default tokens per
+ * step, 2026-11-27; 2.84 s for one step at 16,384): 1.3e-5 s per document times
+ * (GPUs / 256)^0.25, 2e-5 with a margin.
  * FlexSP's per-step MILP is bounded by its own limits, its setup is not: 0.74 s a step at
  * 256 GPUs, 2.97 at 1,024, 17.7 at 4,096 (tp 8): 0.8 s x (GPUs / 256)^1.3, at least 1 s. */
-#define S_DISTCA_DOC 7e-5
+#define S_DISTCA_DOC 2e-5
 #define S_FLEXSP_STEP 0.8
 
 struct estimate {
@@ -990,7 +992,7 @@ int cmd_solve(int argc, char **argv)
 			      list[i]->solve == bp_method_sb_lbb;
 			double g = (double)gpus / 256.0, s_m = 0.0;
 			if (list[i]->solve == bp_method_distca)
-				s_m = S_DISTCA_DOC * e.docs * pow(g, 0.8);
+				s_m = S_DISTCA_DOC * e.docs * pow(g, 0.25);
 			else if (list[i]->solve == bp_method_flexsp)
 				s_m = fmax(1.0, S_FLEXSP_STEP * pow(g, 1.3));
 			if (s_m * (double)est_steps > LIMIT_TIME_S) {
