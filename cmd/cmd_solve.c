@@ -290,6 +290,36 @@ static int preflight(const struct bp_method *const *list, size_t nm, struct bp_s
 	return EXIT_OK;
 }
 
+/* Every method's parameter values as solve and check read them (bp_method_check_params), on
+ * a plan of the request's cluster, model and layout, before any method runs: a bad value is
+ * a usage error naming the method (issue 26 item 5: it was exit 1, after other methods ran). */
+static int preflight_params(const struct bp_method *const *list, size_t nm,
+			    const struct bp_param *params, size_t nparams, const char *batching,
+			    struct bp_scheme sc, int64_t dp, int64_t gpus, int gpn,
+			    int64_t max_tokens, const struct bp_model *m, enum bp_shard shard)
+{
+	for (size_t i = 0; i < nm; i++) {
+		struct bp_error err = {""};
+		struct bp_plan p;
+		int bad;
+		bp_plan_init(&p);
+		p.cluster.gpus = (int)gpus;
+		p.cluster.gpus_per_node = gpn;
+		p.model = *m;
+		p.max_tokens = max_tokens;
+		bad = bp_plan_set_param(&p, "cp_shard", bp_shard_name(shard), &err) < 0 ||
+		      bp_plan_add_megatron(&p, sc, (int)dp, max_tokens, &err) < 0;
+		for (size_t k = 0; !bad && k < nparams; k++)
+			if (bp_method_takes(list[i], params[k].key, batching))
+				bad = bp_plan_set_param(&p, params[k].key, params[k].value, &err) < 0;
+		bad = bad || bp_method_check_params(list[i], &p, &err) < 0;
+		bp_plan_release(&p);
+		if (bad)
+			return cmd_usage("solve", "method '%s': %s", list[i]->name, err.text);
+	}
+	return EXIT_OK;
+}
+
 /* --out-dir is all or nothing: the plans go into a fresh directory beside DIR
  * (DIR.tmp.XXXXXX) and move into DIR only when every method succeeded, so a failing method
  * leaves DIR as it was. */
@@ -1097,6 +1127,9 @@ int cmd_solve(int argc, char **argv)
 	}
 	prof.recompute = recompute;
 	if (profile && (rc = preflight(list, nm, sc, &prof.model, shard)) != EXIT_OK)
+		goto out;
+	if ((rc = preflight_params(list, nm, params, nparams, batching, sc, dp, gpus,
+				   prof.hw.gpus_per_node, max_tokens, &prof.model, shard)) != EXIT_OK)
 		goto out;
 	if ((rc = cmd_check_nodes("solve", gpus, tp, prof.hw.gpus_per_node)) != EXIT_OK)
 		goto out;

@@ -668,10 +668,12 @@ static int emit_finished(struct wlb *w, int all, struct bp_error *err)
 }
 
 /* Reads queues, thresholds, max_len_factor and max_delay; sets L_max and N. */
-static int read_params(struct wlb *w, struct bp_error *err)
+/* The parameters that need no cost model (queues, thresholds, max_len_factor, max_delay,
+ * release) from out, recording their defaults: what check and solve's preflight read too. */
+static int read_queue_params(struct wlb *w, struct bp_plan *out, double *factor_out,
+			     struct bp_error *err)
 {
-	struct bp_plan *out = w->out;
-	int64_t nq = 2, L = out->max_tokens, dp = bp_plan_dp(out);
+	int64_t nq = 2, L = out->max_tokens;
 	double factor = 2.0;
 	if (bp_method_param_int(out, "queues", 2, 0, WLB_MAX_QUEUES, &nq, err) < 0 ||
 	    bp_method_param_real(out, "max_len_factor", 2.0, 1.0, 64.0, &factor, err) < 0 ||
@@ -700,6 +702,35 @@ static int read_params(struct wlb *w, struct bp_error *err)
 		if (parse_thresholds(w, bp_plan_param(out, "thresholds"), err) < 0)
 			return -1;
 	}
+	*factor_out = factor;
+	return 0;
+}
+
+int bp_wlb_check_params(const struct bp_plan *p, struct bp_plan *scratch,
+			struct bp_error *err)
+{
+	struct wlb w;
+	double factor;
+	(void)p;
+	memset(&w, 0, sizeof(w));
+	return read_queue_params(&w, scratch, &factor, err);
+}
+
+int bp_wlb_ilp_check_params(const struct bp_plan *p, struct bp_plan *scratch,
+			    struct bp_error *err)
+{
+	if (bp_fixed_ilp_check_params(p, scratch, err) < 0)
+		return -1;
+	return bp_wlb_check_params(p, scratch, err);
+}
+
+static int read_params(struct wlb *w, struct bp_error *err)
+{
+	struct bp_plan *out = w->out;
+	int64_t L = out->max_tokens, dp = bp_plan_dp(out);
+	double factor = 2.0;
+	if (read_queue_params(w, out, &factor, err) < 0)
+		return -1;
 	w->lmax = memory_lmax(w->ctx->cm, (int64_t)(factor * (double)L));
 	if (w->lmax < L)
 		w->lmax = L; /* bp_solve already checked that max_tokens fits */

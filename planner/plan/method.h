@@ -129,6 +129,11 @@ int bp_method_fixed(const struct bp_method_ctx *ctx, const struct bp_batches *in
 		    struct bp_plan *out, struct bp_error *err);
 int bp_method_wlb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		  struct bp_plan *out, struct bp_error *err);
+/* wlb's queue parameters as it reads them; wlb-ilp's add the ILP budgets (methods/wlb.c) */
+int bp_wlb_check_params(const struct bp_plan *p, struct bp_plan *scratch,
+			struct bp_error *err);
+int bp_wlb_ilp_check_params(const struct bp_plan *p, struct bp_plan *scratch,
+			    struct bp_error *err);
 int bp_method_fixed_ilp(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 			struct bp_plan *out, struct bp_error *err);
 int bp_method_wlb_ilp(const struct bp_method_ctx *ctx, const struct bp_batches *in,
