@@ -512,12 +512,16 @@ struct streamed_out {
 	int cut;          /* some span starts inside its document: the documents trained are cut */
 	int progress;     /* report on stderr (not -q) */
 	const char *method;
+	size_t method_i, nmethods;
+	int64_t steps_total; /* the run's steps as estimated (--epochs: about), 0 unknown */
 	int64_t steps_done, steps_told;
 	double t0, last;  /* ms */
 };
 
-/* Progress of a long run on stderr, at most every 2 s: over a line of its own when stderr is
- * a terminal, as plain lines otherwise. */
+/* Progress of a long run on stderr (issue 26 item 4): the first report after 2 s, then at
+ * most every 2 s: the method (and which of how many), the steps planned of the run's, the
+ * time so far and an estimate of the rest; over a line of its own when stderr is a
+ * terminal, as plain lines otherwise; nothing with -q. */
 static void report_progress(struct streamed_out *so, int final)
 {
 	double t = now_ms();
@@ -526,10 +530,29 @@ static void report_progress(struct streamed_out *so, int final)
 		return;
 	so->steps_told = so->steps_done;
 	int tty = isatty(STDERR_FILENO);
-	fprintf(stderr, "%sbalplan: solve: method '%s': %lld steps planned in %.1f s%s",
-		tty ? "\r" : "", so->method, (long long)so->steps_done, (t - so->t0) / 1e3,
-		tty && !final ? "" : "\n");
+	char of[64] = "", left[64] = "", which[48] = "";
+	if (so->nmethods > 1)
+		snprintf(which, sizeof(which), " (%zu of %zu)", so->method_i + 1, so->nmethods);
+	if (so->steps_total > 0) {
+		snprintf(of, sizeof(of), " of %lld",
+			 (long long)so->steps_total);
+		if (!final && so->steps_done > 0 && so->steps_done < so->steps_total)
+			snprintf(left, sizeof(left), ", about %.0f s left",
+				 (t - so->t0) / 1e3 * (double)(so->steps_total - so->steps_done) /
+					 (double)so->steps_done);
+	}
+	fprintf(stderr, "%sbalplan: solve: method '%s'%s: %lld%s steps planned in %.1f s%s%s",
+		tty ? "\r" : "", so->method, which, (long long)so->steps_done, of,
+		(t - so->t0) / 1e3, left, tty && !final ? "" : "\n");
 	so->last = t;
+}
+
+/* bp_solve_progress's report: steps planned so far. */
+static void solve_progress(void *arg, int64_t steps)
+{
+	struct streamed_out *so = arg;
+	so->steps_done = steps;
+	report_progress(so, 0);
 }
 
 static int sink_steps(void *arg, const struct bp_plan *w, struct bp_error *err)
@@ -1241,9 +1264,15 @@ int cmd_solve(int argc, char **argv)
 		else if (out_dir)
 			outdir_path(spath, sizeof(spath), tmp_dir, list[i]->name);
 		int streamed = plan_lines && spath[0];
-		struct streamed_out so = {.progress = !quiet};
+		struct streamed_out so = {.progress = !quiet, .method = list[i]->name,
+					  .method_i = i, .nmethods = nm, .steps_total = est_steps};
+		so.t0 = so.last = now_ms();
+		/* a plan held whole is planned --chunk-steps at a time too, so that it reports */
 		int r = streamed ? solve_streamed(&ds, use, &o, chunk_steps, &so, &plan, &err)
-				 : bp_solve(&ds, use, &o, &plan, &err);
+				 : bp_solve_progress(&ds, use, &o, (size_t)chunk_steps, solve_progress,
+						     &so, &plan, &err);
+		if (!streamed)
+			report_progress(&so, 1);
 		double t1 = now_ms();
 		if (r < 0) {
 			if (r == BP_INFEASIBLE) {

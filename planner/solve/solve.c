@@ -250,11 +250,18 @@ static void method_rng(const struct bp_solve_opts *o, struct bp_rng *rng)
 	bp_rng_seed(rng, o->seed ^ 0x6d6574686f64ULL);
 }
 
-/* bp_solve of a window (first_step, flush_data): the streaming driver, its steps taken
- * into one plan. */
+/* bp_solve of a window (first_step, flush_data) and bp_solve_progress: the streaming
+ * driver, its steps taken into one plan. */
+struct collect {
+	struct bp_plan steps;
+	void (*progress)(void *arg, int64_t steps);
+	void *arg;
+};
+
 static int collect_steps(void *arg, const struct bp_plan *w, struct bp_error *err)
 {
-	struct bp_plan *out = arg;
+	struct collect *c = arg;
+	struct bp_plan *out = &c->steps;
 	struct bp_step *ns = bp_realloc_array(out->steps, out->nsteps + w->nsteps + 1,
 					      sizeof(*ns), err);
 	if (!ns)
@@ -263,24 +270,34 @@ static int collect_steps(void *arg, const struct bp_plan *w, struct bp_error *er
 	memcpy(ns + out->nsteps, w->steps, w->nsteps * sizeof(*ns));
 	out->nsteps += w->nsteps;
 	((struct bp_plan *)w)->nsteps = 0; /* taken: the driver releases no step of w */
+	if (c->progress)
+		c->progress(c->arg, (int64_t)out->nsteps);
 	return 0;
+}
+
+int bp_solve_progress(const struct bp_dataset *ds, const struct bp_profile *prof,
+		      const struct bp_solve_opts *o, size_t window,
+		      void (*progress)(void *arg, int64_t steps), void *arg, struct bp_plan *out,
+		      struct bp_error *err)
+{
+	struct collect c = {.progress = progress, .arg = arg};
+	bp_plan_init(&c.steps);
+	struct bp_solve_sink sink = {collect_steps, &c};
+	int rc = bp_solve_stream(ds, prof, o, window, &sink, out, err);
+	if (rc == 0) {
+		out->steps = c.steps.steps;
+		out->nsteps = c.steps.nsteps;
+		c.steps.steps = NULL;
+		c.steps.nsteps = 0;
+	}
+	bp_plan_release(&c.steps);
+	return rc;
 }
 
 static int solve_window(const struct bp_dataset *ds, const struct bp_profile *prof,
 			const struct bp_solve_opts *o, struct bp_plan *out, struct bp_error *err)
 {
-	struct bp_plan steps;
-	bp_plan_init(&steps);
-	struct bp_solve_sink sink = {collect_steps, &steps};
-	int rc = bp_solve_stream(ds, prof, o, 64, &sink, out, err);
-	if (rc == 0) {
-		out->steps = steps.steps;
-		out->nsteps = steps.nsteps;
-		steps.steps = NULL;
-		steps.nsteps = 0;
-	}
-	bp_plan_release(&steps);
-	return rc;
+	return bp_solve_progress(ds, prof, o, 64, NULL, NULL, out, err);
 }
 
 int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
@@ -1172,9 +1189,13 @@ int bp_solve_stream(const struct bp_dataset *ds, const struct bp_profile *prof,
 		}
 		at = (struct stream_mark){b.end_pos, b.truncated, b.dropped, b.left, b.data_ended};
 		if (!got && pos <= first) {
-			bp_errorf(err, "the window starts at step %lld, but the data ends after %lld "
-				  "steps: no samples left to plan", (long long)first,
-				  (long long)pos);
+			if (!first)
+				bp_errorf(err, "the data ends before the first step: no samples left "
+					  "to plan");
+			else
+				bp_errorf(err, "the window starts at step %lld, but the data ends "
+					  "after %lld steps: no samples left to plan",
+					  (long long)first, (long long)pos);
 			goto out;
 		}
 		/* batches drawn past the plan only finish its last steps */

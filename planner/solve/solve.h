@@ -67,6 +67,14 @@ int bp_solve_stream(const struct bp_dataset *ds, const struct bp_profile *prof,
 		    const struct bp_solve_opts *o, size_t window,
 		    const struct bp_solve_sink *sink, struct bp_plan *header,
 		    struct bp_error *err);
+/* bp_solve through bp_solve_stream, `window` steps at a time, into one plan (the same plan,
+ * step for step), telling progress (NULL: nothing) how many steps are planned after each
+ * window: what `solve` runs, so a long run reports as it goes. */
+int bp_solve_progress(const struct bp_dataset *ds, const struct bp_profile *prof,
+		      const struct bp_solve_opts *o, size_t window,
+		      void (*progress)(void *arg, int64_t steps), void *arg, struct bp_plan *out,
+		      struct bp_error *err);
+
 /* A step's plan depends on its global batch alone: the methods that carry no state
  * (method.h `carries`), fixed and fixed-ilp with their packing window 1. */
 struct bp_method;
