@@ -116,6 +116,11 @@ static void solve_usage(FILE *f)
 		"                           backward; selective costs what none does, since\n"
 		"                           FlashAttention never keeps what it recomputes)\n"
 		"                           [none]\n"
+		"      --optimizer MODE     distributed (Megatron-LM's --use-distributed-\n"
+		"                           optimizer: Adam's state sharded over the data-\n"
+		"                           parallel replicas) or replicated (every replica\n"
+		"                           holds all of it) [distributed]; hydraulis shards it\n"
+		"                           over every GPU as its paper does, either way\n"
 		"      --format F           the table as text, csv (a header row of the column\n"
 		"                           names below) or json (an array of objects) [text]\n"
 		"      --baseline METHOD    the method speedup is measured against (one of the\n"
@@ -650,6 +655,7 @@ int cmd_solve(int argc, char **argv)
 		{"format", required_argument, NULL, 'f'},
 		{"baseline", required_argument, NULL, 1003},
 		{"recompute", required_argument, NULL, 'r'},
+		{"optimizer", required_argument, NULL, 1004},
 		{"gpus-per-node", required_argument, NULL, 'N'},
 		{"param", required_argument, NULL, 'Q'},
 		{"strategies", required_argument, NULL, 'Y'},
@@ -674,6 +680,7 @@ int cmd_solve(int argc, char **argv)
 	enum cmd_format table_format = CMD_FORMAT_TEXT;
 	const char *baseline = NULL; /* --baseline: speedup's reference method [plain] */
 	enum bp_recompute recompute = BP_RECOMPUTE_NONE;
+	int opt_replicated = 0;
 	int64_t gpn_opt = 0;
 	enum bp_overlen overlen = BP_OVERLEN_TRUNCATE;
 	enum bp_documents documents = BP_DOCS_WHOLE;
@@ -795,6 +802,12 @@ int cmd_solve(int argc, char **argv)
 		case 'q': quiet = 1; break;
 		case 'N':
 			bad = cmd_opt_int("solve", "--gpus-per-node", optarg, 1, 1024, &gpn_opt);
+			break;
+		case 1004:
+			if (strcmp(optarg, "distributed") && strcmp(optarg, "replicated"))
+				return cmd_usage("solve", "--optimizer '%s' is not distributed or "
+						 "replicated", cmd_cut(optarg));
+			opt_replicated = !strcmp(optarg, "replicated");
 			break;
 		case 'r':
 			if (bp_recompute_parse(optarg, &recompute) < 0)
@@ -1149,6 +1162,7 @@ int cmd_solve(int argc, char **argv)
 		goto out;
 	}
 	prof.recompute = recompute;
+	prof.optimizer_replicated = opt_replicated;
 	if (profile && (rc = preflight(list, nm, sc, &prof.model, shard)) != EXIT_OK)
 		goto out;
 	if ((rc = preflight_params(list, nm, params, nparams, batching, sc, dp, gpus,
@@ -1237,6 +1251,7 @@ int cmd_solve(int argc, char **argv)
 		};
 		/* the run's recomputation, applied by every cost model of the plan */
 		prof.recompute = hprof.recompute = fprof.recompute = recompute;
+		prof.optimizer_replicated = fprof.optimizer_replicated = opt_replicated;
 		const struct bp_profile *use = &prof;
 		if (list[i]->solve == bp_method_hydraulis) {
 			use = &hprof;

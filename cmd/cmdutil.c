@@ -488,7 +488,8 @@ int cmd_plan_profile(const struct bp_plan *plan, const char *path, int strict,
 					 plan->max_tokens, p, sha, err) < 0)
 			return -1;
 	}
-	p->recompute = plan->recompute; /* the run's setting, which the file never holds */
+	p->recompute = plan->recompute; /* the run's settings, which the file never holds */
+	p->optimizer_replicated = plan->optimizer_replicated;
 	if (strict && strcmp(sha, plan->profile_sha))
 		return bp_errorf(err, "profile sha256 %.12s... is not the plan's %.12s...", sha,
 				 plan->profile_sha);

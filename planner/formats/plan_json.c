@@ -356,10 +356,14 @@ static json_t *header_to_json(const struct bp_plan *p)
 	bp_json_set(root, "method", me, &ok);
 	bp_json_set(root, "sampling", sa, &ok);
 	/* the training settings the predictions assume, present only when not the default */
-	if (p->recompute != BP_RECOMPUTE_NONE) {
+	if (p->recompute != BP_RECOMPUTE_NONE || p->optimizer_replicated) {
 		json_t *tr = json_object();
 		int tok = tr != NULL;
-		bp_json_set(tr, "recompute", json_string(bp_recompute_name(p->recompute)), &tok);
+		if (p->recompute != BP_RECOMPUTE_NONE)
+			bp_json_set(tr, "recompute", json_string(bp_recompute_name(p->recompute)),
+				    &tok);
+		if (p->optimizer_replicated)
+			bp_json_set(tr, "optimizer", json_string("replicated"), &tok);
 		bp_json_set(root, "training", done(tr, tok), &ok);
 	}
 	bp_json_set(root, "layouts", lays, &ok);
@@ -1165,12 +1169,18 @@ int bp_plan_from_json(struct bp_plan *p, json_t *root, struct bp_error *err)
 	}
 	json_t *tr = json_object_get(root, "training");
 	p->recompute = BP_RECOMPUTE_NONE;
+	p->optimizer_replicated = 0;
 	if (tr) {
-		static const char *const tkeys[] = {"recompute", NULL};
-		char rs[16];
+		static const char *const tkeys[] = {"recompute", "optimizer", NULL};
+		char rs[16] = "none", os[16] = "distributed";
 		if (bp_json_check_keys(tr, tkeys, "plan.training", err) < 0 ||
-		    bp_json_get_str(tr, "recompute", 1, rs, sizeof(rs), "plan.training", err) < 0)
+		    bp_json_get_str(tr, "recompute", 0, rs, sizeof(rs), "plan.training", err) < 0 ||
+		    bp_json_get_str(tr, "optimizer", 0, os, sizeof(os), "plan.training", err) < 0)
 			return -1;
+		if (strcmp(os, "distributed") && strcmp(os, "replicated"))
+			return bp_errorf(err, "plan.training.optimizer \"%s\" is not distributed or "
+					 "replicated", os);
+		p->optimizer_replicated = !strcmp(os, "replicated");
 		if (bp_recompute_parse(rs, &p->recompute) < 0)
 			return bp_errorf(err, "plan.training.recompute \"%s\" is not none, selective "
 					 "or full", rs);

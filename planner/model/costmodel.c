@@ -850,11 +850,12 @@ int64_t bp_cost_state_bytes(const struct bp_costmodel *cm, int stage)
 {
 	/* Hydraulis App. B.1 (b) with the distributed optimizer: weights and gradients (6 of
 	 * the 18 bytes per parameter) stay per TP shard, the optimizer's 12 are sharded over
-	 * the replicas (sync_ranks: dp*cp in a homogeneous layout). alpha = 12/18 = 2/3. */
+	 * the replicas (sync_ranks: dp*cp in a homogeneous layout). alpha = 12/18 = 2/3.
+	 * Without it (prof->optimizer_replicated) every replica holds all 18. */
 	double per = bp_cost_stage_params(cm, stage) / cm->sc.tp;
 	double spb = cm->prof->mem.state_bytes_per_param;
-	double alpha = 2.0 / 3.0;
-	return bp_i64_from_real_sat(per * spb * ((1.0 - alpha) + alpha / cm->sync_ranks) +
+	double alpha = 2.0 / 3.0, shards = cm->prof->optimizer_replicated ? 1.0 : cm->sync_ranks;
+	return bp_i64_from_real_sat(per * spb * ((1.0 - alpha) + alpha / shards) +
 				    recompute_working_set(cm));
 }
 

@@ -166,6 +166,11 @@ struct bp_profile {
 	/* The run's setting the cost model applies (not in the file; see enum bp_recompute):
 	 * set after reading or making the profile. */
 	enum bp_recompute recompute;
+	/* 1: every data-parallel replica holds the whole optimizer state (Megatron-LM without
+	 * --use-distributed-optimizer); 0: the optimizer's 12 bytes per parameter sharded over
+	 * the replicas (the distributed optimizer, the default). A run setting like recompute:
+	 * solve sets it from --optimizer and the plan records it (bp_plan.optimizer_replicated). */
+	int optimizer_replicated;
 };
 
 void bp_profile_init(struct bp_profile *p);

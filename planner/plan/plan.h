@@ -203,6 +203,7 @@ struct bp_plan {
 	enum bp_documents documents; /* what the loader handed the method (documents.h) */
 	struct bp_source source;     /* order DRAW: a what-if plan of drawn lengths */
 	enum bp_recompute recompute; /* the run's activation recomputation (profile.h) */
+	int optimizer_replicated;    /* 1: no distributed optimizer (profile.h) */
 	struct bp_layout *layouts; /* owned; steps name one each */
 	size_t nlayouts;
 	struct bp_step *steps; /* owned */

@@ -85,6 +85,7 @@ static int solve_header(const struct bp_method *m, const struct bp_profile *prof
 	}
 	out->model = prof->model;
 	out->recompute = prof->recompute;
+	out->optimizer_replicated = prof->optimizer_replicated;
 	snprintf(out->method, sizeof(out->method), "%s", m->name);
 	snprintf(out->dataset, sizeof(out->dataset), "%s", o->dataset_name);
 	snprintf(out->dataset_sha, sizeof(out->dataset_sha), "%s", o->dataset_sha);
