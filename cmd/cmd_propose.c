@@ -209,6 +209,96 @@ out:
 
 /* ---- balplan propose ---- */
 
+/* Planning limits of the proposal, checked before any of its tables is made (issue 27):
+ * bp_hyd_propose_cost counts the DP's loops and bytes from the request's sizes (GPU units
+ * N_u = gpus / gpu-step, length buckets L_b = max-tokens / len-step, the K schemes that hold
+ * --align tokens, each scheme's MaxLen by pipelines) and an estimate over the limits is a
+ * usage error naming the flag that asked for it. The limits are a quarter of solve's
+ * (cmd/cmd_solve.c LIMIT_TIME_S, LIMIT_MEM_GIB): the proposal is the prelude of a plan
+ * (`solve -m hydraulis` runs it on the fly) and its default steps cost under 2 s and 2 MB at
+ * any cluster size (at most 256 buckets and 512 units).
+ *
+ * Time = S_PER_ITER iters + S_PER_EVAL evals + S_PER_WALK walk + S_PER_HIST hist, the counts
+ * of struct bp_hyd_cost (planner/blocks/hyd.h; for each scheme and run, iters = L_b
+ * sum_n floor(n / mstep) plus N_u L_b heads, evals = sum_m F(m) (N_u - m + 1), walk <= sum_m
+ * F(m)^2 / 2 with F(m) the buckets MaxLen(P, d(m)) holds; so O(K L_b N_u^2) + O(K N_u F^2)).
+ * Fitted by least squares on the relative error of ten runs of `balplan propose -q --timing`
+ * (Release build, synthetic-longtail, llama3-8b on H100, 16 schemes; user CPU seconds,
+ * 2026-11-27, this 2-core machine shared with two other builds); the fit gives 4.4, 7.7 and
+ * 1.5 ns and is within -15% .. +17% of every run, rounded up here by about 15-35%:
+ *   --gpus 512 --gpu-step 1                         1.19 s  (iters 1.6e8, evals 6.7e7)
+ *   --gpus 128 --len-step 256 -L 1M                 3.41 s  (iters 6.7e8, walk 1.7e8)
+ *   --len-step 32 -L 256k                          10.01 s  (walk 4.6e9, iters 3.5e8)
+ *   --no-relax --len-step 64 -L 256k                0.80 s  (walk 4.3e8)
+ *   --len-step 64 -L 1M                             4.91 s  (iters 6.9e8, walk 1.1e9)
+ *   --gpus 512 --gpu-step 1 -L 16k --len-step 64    8.78 s  (iters 6.6e8, evals 6.0e8)
+ *   --gpus 256 --gpu-step 1 -L 64k --len-step 128   4.49 s  (walk 5.7e8, iters 3.3e8)
+ *   --no-relax --len-step 16 -L 128k                8.58 s  (walk 6.6e9)
+ *   --gpus 128 --len-step 64 -L 128k                7.18 s  (walk 2.5e9, iters 3.4e8)
+ *   --gpus 2048 --gpu-step 2 -L 8k --len-step 128   8.11 s  (iters 7.4e8, evals 7.3e8)
+ * and, beyond the limit, --len-step 16 -L 1M: 45.2 s (iters 2.7e9, walk 1.6e10 counted in
+ * the DP itself; estimated 52 s). The histogram's visits were never measurable (a few ms at
+ * most): 30 ns each, a log and three sums. Memory: the estimated bytes were 3-18% above the
+ * peak RSS less the 4.4 MB of a small proposal in the same runs. */
+#ifndef LIMIT_MEM_GIB /* the CLI fuzz target (tests/fuzz) builds with smaller limits */
+#define LIMIT_MEM_GIB 4.0
+#endif
+#ifndef LIMIT_TIME_S
+#define LIMIT_TIME_S 120.0
+#endif
+#ifndef PROPOSE_LIMIT_S /* the fuzz targets set less: the sanitizers run the DP ~70x slower */
+#define PROPOSE_LIMIT_S (LIMIT_TIME_S / 4)
+#endif
+#define PROPOSE_LIMIT_GIB (LIMIT_MEM_GIB / 4)
+#define S_PER_ITER 5e-9
+#define S_PER_EVAL 9e-9
+#define S_PER_WALK 2e-9
+#define S_PER_HIST 30e-9
+
+/* Refuses a proposal whose estimated memory or time is over the limits (EXIT_USAGE); the
+ * estimated seconds in *est_s. */
+static int propose_guard(const struct bp_profile *prof, const struct bp_scheme *sc, size_t nsc,
+			 const struct bp_dataset *ds, int gpus, int64_t max_tokens,
+			 const struct prop_opts *po, double *est_s)
+{
+	struct bp_hyd_space_opts so = {
+		{gpus, po->gpu_step, po->relaxed, po->warmup, po->keep_dominated, po->min_prob,
+		 po->relax_slack, po->indivisible},
+		po->len_step, po->align, po->theta};
+	struct bp_hyd_cost c;
+	struct bp_error err;
+	if (bp_hyd_propose_cost(prof, sc, nsc, ds, max_tokens, &so, &c, &err) < 0)
+		return cmd_error("cannot propose strategies: %s", err.text);
+	const double gib = 1073741824.0;
+	double secs = S_PER_ITER * c.iters + S_PER_EVAL * c.evals + S_PER_WALK * c.walk +
+		      S_PER_HIST * c.hist;
+	*est_s = secs;
+	char subject[96], per[256];
+	if (po->gpu_step && po->len_step)
+		snprintf(subject, sizeof(subject), "--gpu-step %d with --len-step %lld",
+			 po->gpu_step, (long long)po->len_step);
+	else if (po->len_step)
+		snprintf(subject, sizeof(subject), "--len-step %lld", (long long)po->len_step);
+	else if (po->gpu_step)
+		snprintf(subject, sizeof(subject), "--gpu-step %d", po->gpu_step);
+	else
+		snprintf(subject, sizeof(subject), "--gpus %d", gpus);
+	snprintf(per, sizeof(per), "%zu GPU unit%s of %d GPU%s x %zu length bucket%s of %lld "
+		 "token%s up to %lld x %zu scheme%s; raise --gpu-step or --len-step", c.units,
+		 c.units == 1 ? "" : "s", c.gpu_step, c.gpu_step == 1 ? "" : "s", c.buckets,
+		 c.buckets == 1 ? "" : "s", (long long)c.len_step, c.len_step == 1 ? "" : "s",
+		 (long long)max_tokens, c.schemes, c.schemes == 1 ? "" : "s");
+	if (c.bytes > PROPOSE_LIMIT_GIB * gib)
+		return cmd_usage("propose", "%s is beyond the planning limits: an estimated %.1f GiB "
+				 "of memory (limit %.0f GiB) for the proposal's tables of %s", subject,
+				 c.bytes / gib, PROPOSE_LIMIT_GIB, per);
+	if (secs > PROPOSE_LIMIT_S)
+		return cmd_usage("propose", "%s is beyond the planning limits: an estimated %.0f s "
+				 "of proposal (limit %.0f s) for %s", subject, secs, PROPOSE_LIMIT_S,
+				 per);
+	return EXIT_OK;
+}
+
 static void propose_usage(FILE *f)
 {
 	fprintf(f,
@@ -257,7 +347,10 @@ static void propose_usage(FILE *f)
 		"                           and no tables)\n"
 		"      --timing             print the proposal's planning time\n"
 		"  -q, --quiet              print no tables\n\n"
-		"exit status: 0 ok, 1 data or runtime error, 2 usage error, 3 infeasible\n");
+		"limits: a proposal whose DP is estimated, from its GPU units, length buckets and\n"
+		"schemes, to take over %.0f s or %.0f GiB is refused before it starts (exit 2).\n\n"
+		"exit status: 0 ok, 1 data or runtime error, 2 usage error, 3 infeasible\n",
+		PROPOSE_LIMIT_S, PROPOSE_LIMIT_GIB);
 }
 
 static void print_tables(const struct bp_hyd_set *set, const struct bp_profile *prof,
@@ -517,6 +610,10 @@ int cmd_propose(int argc, char **argv)
 			goto out;
 		}
 	}
+	double est_s = 0.0;
+	if ((rc = propose_guard(&prof, sc, k, &ds, (int)gpus, max_tokens, &po, &est_s)) != EXIT_OK)
+		goto out;
+	rc = EXIT_DATA;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int r = propose(&prof, sc, k, &ds, ds_sha, (int)gpus, max_tokens, ov, tps, dps, &po, &set,
@@ -529,8 +626,10 @@ int cmd_propose(int argc, char **argv)
 	if (!quiet)
 		print_tables(&set, &prof, (int)gpus, ds.name);
 	if (timing)
-		fprintf(stderr, "balplan: proposal took %.1f ms (%zu schemes, %zu candidates)\n",
-			(t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6, k, set.n);
+		fprintf(stderr, "balplan: proposal took %.1f ms (%zu schemes, %zu candidates; "
+			"estimated %.1f ms, limit %.0f s)\n",
+			(t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6, k, set.n,
+			est_s * 1e3, PROPOSE_LIMIT_S);
 	if (out) {
 		json_t *j = bp_hyd_set_to_json(&set);
 		char *text = j ? bp_json_dump_lines(j) : NULL;

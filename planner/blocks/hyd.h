@@ -455,6 +455,26 @@ int bp_hyd_propose_profile(const struct bp_profile *prof, const struct bp_scheme
 			   const struct bp_hyd_space_opts *o, struct bp_hyd_set *set,
 			   struct bp_error *err);
 
+/* What bp_hyd_propose_profile with the same arguments will cost, counted before any of its
+ * tables is made (the guard of `balplan propose`): the schemes are priced (MaxLen only, no
+ * fit), then the loops of bp_hyd_dp_run are counted from the sizes (hyd_propose.c
+ * dp_count): units N_u = gpus / gpu_step, buckets L_b = ceil(max_tokens / len_step), the
+ * schemes that hold align tokens, for the integer run and (o->p.relaxed) the relaxed one. */
+struct bp_hyd_cost {
+	size_t units, buckets, schemes;
+	int64_t len_step;  /* the steps used (the defaults where o gives 0) */
+	int gpu_step;
+	double iters;      /* (n, l, scheme) heads and (n, l, scheme, m) iterations: exact */
+	double evals;      /* of those, the (n, l, scheme, m) whose MaxLen holds bucket l */
+	double walk;       /* steps of the two-pointer walk: an upper bound */
+	double hist;       /* histogram and prefix-sum bucket visits */
+	double bytes;      /* the peak of the histogram, prefix sums and DP tables */
+};
+int bp_hyd_propose_cost(const struct bp_profile *prof, const struct bp_scheme *sc, size_t nsc,
+			const struct bp_dataset *ds, int64_t max_tokens,
+			const struct bp_hyd_space_opts *o, struct bp_hyd_cost *cost,
+			struct bp_error *err);
+
 /* The proposal S^ (Sec. 7): for L = 1 .. nb, S[N][L] of the integer DP (origin "dp",
  * expected time t[N][L]) and, when o->relaxed, every rounding of the relaxed S[N][L]
  * (origin "relaxed", see hyd_propose.c for the rule), distinct, in order of the first L that

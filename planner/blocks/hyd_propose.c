@@ -685,6 +685,160 @@ void bp_hyd_default_steps(int gpus, int64_t max_tokens, int *gpu_step, int64_t *
 	*len_step = gpus > 128 ? s * (gpus / 128) : s;
 }
 
+/* Prices scheme sc for a cluster of o->p.gpus GPUs: its MaxLen for d = 1 .. gpus / N(P)
+ * pipelines (x->maxlen, x->nd, x->tp, x->pp) and, with `fit`, its T(l) fit on the cost model,
+ * UtilLen and the "full" MaxLen (*full). x->maxlen is NULL (and 0 returned) when the scheme
+ * cannot hold align tokens even with every GPU sharding. */
+static int price_scheme(const struct bp_profile *prof, struct bp_scheme sc, int64_t max_tokens,
+			const struct bp_hyd_space_opts *o, int fit, struct bp_hyd_pscheme *x,
+			int64_t *full, struct bp_error *err)
+{
+	struct bp_costmodel cm;
+	int gpus = o->p.gpus;
+	x->maxlen = NULL;
+	if (bp_costmodel_init(&cm, prof, sc, 1, err) < 0 ||
+	    (fit && bp_hyd_fit_cost(&cm, max_tokens < 384 ? 384 : max_tokens, &x->fit, err) < 0)) {
+		bp_costmodel_release(&cm);
+		return bp_error_prefix(err, "scheme <%d,%d>", sc.tp, sc.pp);
+	}
+	size_t nd = (size_t)(gpus / (sc.tp * sc.pp));
+	x->maxlen = bp_calloc(nd + 1, sizeof(int64_t), err);
+	if (!x->maxlen) {
+		bp_costmodel_release(&cm);
+		return -1;
+	}
+	for (size_t d = 1; d <= nd; d++) {
+		x->maxlen[d] = bp_hyd_maxlen(&cm, (int)d, o->align);
+		/* MaxLen stops growing once the optimizer's share is small */
+		if (d > 8 && x->maxlen[d] == x->maxlen[d - 1] && x->maxlen[d] == x->maxlen[d - 8]) {
+			for (size_t e = d + 1; e <= nd; e++)
+				x->maxlen[e] = x->maxlen[d];
+			break;
+		}
+	}
+	x->nd = nd;
+	x->tp = sc.tp;
+	x->pp = sc.pp;
+	if (fit) {
+		x->util_len = bp_hyd_util_len(&x->fit, max_tokens, o->align, o->theta);
+		*full = bp_hyd_maxlen_full(&cm, gpus, o->align);
+	}
+	bp_costmodel_release(&cm);
+	if (!nd || x->maxlen[nd] < o->align) {
+		free(x->maxlen);
+		x->maxlen = NULL;
+	}
+	return 0;
+}
+
+/* Sum of floor(n / s) over n = 1 .. nu. */
+static double sum_floor(size_t nu, size_t s)
+{
+	double q = (double)(nu / s), r = (double)(nu % s);
+	return (double)s * q * (q - 1.0) / 2.0 + q * (r + 1.0);
+}
+
+/* The counts of bp_hyd_dp_run's loops for one run (relaxed or not) on the priced schemes
+ * ps[0 .. n) with nb buckets of `step` tokens up to `top` and nu units of `unit` GPUs. Per
+ * scheme q with m stepping by mstep (1 relaxed, N(P) / gcd(unit, N(P)) otherwise):
+ *   iterations   nb sum_{n=1}^{nu} floor(n / mstep)                     (every (n, l, m))
+ *   evaluations  sum_m F(m) (nu - m + 1), F(m) = the buckets l whose top MaxLen(P, d(m))
+ *                holds (nb when it holds the cap), d(m) = m unit / N(P)
+ *   walk         sum_m min(mstep, nu - m + 1) F(m) (F(m) - 1) / 2
+ * The walk is a bound: for each (n, l) the two-pointer p only moves right while the largest
+ * m <= n holds bucket l (MaxLen grows with d), and stops before l; it reaches l - 1 when that
+ * m is n itself (t[0][.] is infinite), so the bound is tight for the relaxed run. */
+static void dp_count(const struct bp_hyd_pscheme *ps, size_t n, size_t nu, size_t nb,
+		     int64_t step, int64_t top, int unit, int relaxed, struct bp_hyd_cost *c)
+{
+	c->iters += (double)nu * (double)nb * (double)n; /* the (n, l, q) heads */
+	for (size_t q = 0; q < n; q++) {
+		int64_t N = (int64_t)ps[q].tp * ps[q].pp;
+		size_t ms = relaxed ? 1 : (size_t)(N / gcd64(unit, N));
+		c->iters += (double)nb * sum_floor(nu, ms);
+		for (size_t m = ms; m <= nu; m += ms) {
+			int64_t ml = maxlen_at(&ps[q], (double)m * unit / (double)N);
+			double F = ml >= top ? (double)nb : (double)(ml / step);
+			double after = (double)(nu - m + 1);
+			c->evals += F * after;
+			c->walk += (after < (double)ms ? after : (double)ms) * F * (F - 1.0) / 2.0;
+		}
+	}
+}
+
+/* The buckets a dataset's histogram visits (bp_hyd_hist_from_dataset). */
+static double hist_visits(const struct bp_dataset *ds, int64_t max_tokens, int64_t step)
+{
+	double v = 0.0;
+	if (ds->lengths)
+		return (double)ds->nlengths;
+	for (size_t i = 0; i < ds->nbins; i++) {
+		const struct bp_bin *bn = &ds->bins[i];
+		int64_t hi = bn->hi < max_tokens ? bn->hi : max_tokens;
+		if (bn->count > 0 && bn->lo <= hi)
+			v += (double)((hi + step - 1) / step - (bn->lo + step - 1) / step + 1);
+	}
+	return v;
+}
+
+int bp_hyd_propose_cost(const struct bp_profile *prof, const struct bp_scheme *sc, size_t nsc,
+			const struct bp_dataset *ds, int64_t max_tokens,
+			const struct bp_hyd_space_opts *o, struct bp_hyd_cost *cost,
+			struct bp_error *err)
+{
+	struct bp_hyd_pscheme *ps = bp_calloc(nsc ? nsc : 1, sizeof(*ps), err);
+	size_t n = 0;
+	int rc = -1;
+	memset(cost, 0, sizeof(*cost));
+	if (!ps)
+		return -1;
+	for (size_t i = 0; i < nsc; i++) {
+		if (price_scheme(prof, sc[i], max_tokens, o, 0, &ps[n], NULL, err) < 0)
+			goto out;
+		if (ps[n].maxlen)
+			n++;
+	}
+	int gs = o->p.gpu_step;
+	int64_t ls = o->len_step;
+	int gs0;
+	int64_t ls0;
+	bp_hyd_default_steps(o->p.gpus, max_tokens, &gs0, &ls0);
+	if (!gs)
+		gs = gs0;
+	if (!ls)
+		ls = ls0;
+	if (gs < 1 || ls < 1 || max_tokens < 1 || o->p.gpus < gs) {
+		bp_errorf(err, "GPU step %d and length step %lld must be in [1, %d GPUs] and [1, "
+			  "%lld tokens]", gs, (long long)ls, o->p.gpus, (long long)max_tokens);
+		goto out;
+	}
+	size_t nu = (size_t)(o->p.gpus / gs), nb = (size_t)((max_tokens + ls - 1) / ls);
+	double W = (double)nb + 1.0, cells = ((double)nu + 1.0) * W;
+	cost->units = nu;
+	cost->buckets = nb;
+	cost->schemes = n;
+	cost->len_step = ls;
+	cost->gpu_step = gs;
+	dp_count(ps, n, nu, nb, ls, max_tokens, gs, 0, cost);
+	if (o->p.relaxed)
+		dp_count(ps, n, nu, nb, ls, max_tokens, gs, 1, cost);
+	cost->hist = hist_visits(ds, max_tokens, ls) + 2.0 * W + (o->p.relaxed ? 3.0 : 2.0) *
+		     (double)n * W;
+	/* The peak: the histogram (cnt, s1, s2, xmax), the trace's intervals, two prefix-sum
+	 * tables ([n][nb + 1] doubles and a bucket index), the integer run's t and how kept
+	 * while the relaxed run holds its own and its tie-break sums S. */
+	double run = (double)(sizeof(double) + sizeof(struct bp_hyd_choice)) * cells;
+	cost->bytes = W * (4.0 * sizeof(double) + sizeof(struct bp_hyd_interval) + sizeof(int)) +
+		      2.0 * W * ((double)n * sizeof(double) + sizeof(size_t)) +
+		      (o->p.relaxed ? 2.0 : 1.0) * run + sizeof(double) * cells;
+	rc = 0;
+out:
+	for (size_t i = 0; i < nsc; i++)
+		free(ps[i].maxlen);
+	free(ps);
+	return rc;
+}
+
 int bp_hyd_propose_profile(const struct bp_profile *prof, const struct bp_scheme *sc,
 			   size_t nsc, const struct bp_dataset *ds, int64_t max_tokens,
 			   enum bp_overlen overlen, int64_t tokens_per_step, int64_t docs_per_step,
@@ -701,42 +855,10 @@ int bp_hyd_propose_profile(const struct bp_profile *prof, const struct bp_scheme
 		goto out;
 	/* Price the schemes: T(l) fitted on the cost model, UtilLen, MaxLen by pipelines. */
 	for (size_t i = 0; i < nsc; i++) {
-		struct bp_costmodel cm;
-		struct bp_hyd_pscheme *x = &ps[n];
-		if (bp_costmodel_init(&cm, prof, sc[i], 1, err) < 0 ||
-		    bp_hyd_fit_cost(&cm, max_tokens < 384 ? 384 : max_tokens, &x->fit, err) < 0) {
-			bp_costmodel_release(&cm);
-			bp_error_prefix(err, "scheme <%d,%d>", sc[i].tp, sc[i].pp);
+		if (price_scheme(prof, sc[i], max_tokens, o, 1, &ps[n], &full[n], err) < 0)
 			goto out;
-		}
-		size_t nd = (size_t)(gpus / (sc[i].tp * sc[i].pp));
-		x->maxlen = bp_calloc(nd + 1, sizeof(int64_t), err);
-		if (!x->maxlen) {
-			bp_costmodel_release(&cm);
-			goto out;
-		}
-		for (size_t d = 1; d <= nd; d++) {
-			x->maxlen[d] = bp_hyd_maxlen(&cm, (int)d, o->align);
-			/* MaxLen stops growing once the optimizer's share is small */
-			if (d > 8 && x->maxlen[d] == x->maxlen[d - 1] &&
-			    x->maxlen[d] == x->maxlen[d - 8]) {
-				for (size_t e = d + 1; e <= nd; e++)
-					x->maxlen[e] = x->maxlen[d];
-				break;
-			}
-		}
-		x->nd = nd;
-		x->tp = sc[i].tp;
-		x->pp = sc[i].pp;
-		x->util_len = bp_hyd_util_len(&x->fit, max_tokens, o->align, o->theta);
-		full[n] = bp_hyd_maxlen_full(&cm, gpus, o->align);
-		bp_costmodel_release(&cm);
-		if (!nd || x->maxlen[nd] < o->align) {
-			free(x->maxlen);
-			x->maxlen = NULL;
-			continue; /* cannot hold align tokens even with every GPU sharding */
-		}
-		n++;
+		if (ps[n].maxlen)
+			n++;
 	}
 	if (!n) {
 		bp_errorf(err, "no scheme of the space can hold %lld tokens in memory",

@@ -8,6 +8,13 @@
  *   8 SparseBalance coverage file (balplan.coverage/v1), read and sampled
  *   9 dataset (Megatron-LM .idx, binary; the same bp_dataset_read, reached by the magic)
  *  10 a Hugging Face config.json read as a model (bp_model_from_hf_config)
+ *  11 a Hydraulis strategies file (balplan.strategies/v1, planner/formats/hyd_json.c): read,
+ *     written and read again (the same JSON); one that reads is written to s.json and a tiny
+ *     `solve -m hydraulis --strategies s.json` runs in-process, and `check` of the plan it
+ *     wrote must pass (a plan solve writes that check refuses is a finding)
+ *  12 a trace against its plan: read (bp_trace_parse); one that reads is written to t.json
+ *     and `report rplan.json t.json --chrome c.json --refit r.json` runs in-process (the
+ *     working directory tools/fuzz gives holds rplan.json, the plan of its seed traces)
  * Built without FUZZ_TARGET, the first byte picks the target (the old single harness).
  * A reader must return 0 or -1 with a message, a command 0-3, never crash, leak or read out
  * of bounds (ASan+UBSan). */
@@ -19,6 +26,7 @@
 #include <unistd.h>
 
 #include "dataset.h"
+#include "hyd_json.h"
 #include "jsonutil.h"
 #include "model_json.h"
 #include "plan.h"
@@ -47,8 +55,8 @@ static int profile_cb(void *out, json_t *root, struct bp_error *err)
 /* One balplan command line. Arguments with '/' are skipped (every file the command writes
  * stays in the working directory tools/fuzz gives it) and so are the ILP methods and 'all'
  * (their search is bounded by time, not by size): solve starts with "-m plain", which a
- * later -m replaces. solve's planning limits are lowered at
- * build time (-DLIMIT_TIME_S, -DLIMIT_MEM_GIB) so one run stays short. */
+ * later -m replaces. solve's and propose's planning limits are lowered at
+ * build time (-DLIMIT_TIME_S, -DLIMIT_MEM_GIB, -DPROPOSE_LIMIT_S) so one run stays short. */
 static void run_cli(const char *text, size_t len)
 {
 	static const struct {
@@ -57,7 +65,7 @@ static void run_cli(const char *text, size_t len)
 	} cmds[] = {
 		{"solve", cmd_solve},     {"simulate", cmd_simulate}, {"check", cmd_check},
 		{"report", cmd_report},   {"diff", cmd_diff},         {"dataset", cmd_dataset},
-		{"profile", cmd_profile}, {"presets", cmd_presets},
+		{"profile", cmd_profile}, {"presets", cmd_presets}, {"propose", cmd_propose},
 	};
 	static int quiet;
 	char *buf = malloc(len + 1), *argv[36];
@@ -97,6 +105,98 @@ static void run_cli(const char *text, size_t len)
 		}
 out:
 	free(buf);
+}
+
+static int strategies_cb(void *out, json_t *root, struct bp_error *err)
+{
+	return bp_hyd_set_from_json(out, root, err);
+}
+
+/* The canonical JSON of a set that read (NULL only when out of memory). */
+static char *strategies_text(const struct bp_hyd_set *set)
+{
+	json_t *j = bp_hyd_set_to_json(set);
+	char *t = j ? bp_json_dump_canonical(j) : NULL;
+	json_decref(j);
+	return t;
+}
+
+/* Writes the input to a file of the working directory for a command to read. */
+static void put_file(const char *path, const char *text, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f || fwrite(text, 1, len, f) != len || fclose(f))
+		abort();
+}
+
+/* Runs one command in-process (the cli target's rules: getopt reset, status 0-3). */
+static int run_cmd(int (*fn)(int, char **), char **argv)
+{
+	static int quiet;
+	int argc = 0;
+	if (!quiet) { /* as run_cli: standard input reads nothing */
+		quiet = 1;
+		if (!freopen("/dev/null", "r", stdin))
+			abort();
+	}
+	while (argv[argc])
+		argc++;
+	optind = 0;
+	opterr = 0;
+	int rc = fn(argc, argv);
+	fflush(stdout);
+	if (rc < 0 || rc > 3)
+		abort();
+	return rc;
+}
+
+static void run_strategies(const char *text, size_t len)
+{
+	struct bp_hyd_set set, again;
+	struct bp_error err;
+	bp_hyd_set_init(&set);
+	bp_hyd_set_init(&again);
+	if (bp_json_parse_text(text, len, strategies_cb, &set, &err) < 0) {
+		if (!err.text[0])
+			abort();
+		bp_hyd_set_release(&set);
+		return;
+	}
+	/* what was read writes and reads back to the same set */
+	char *a = strategies_text(&set), *b = NULL;
+	if (!a || bp_json_parse_text(a, strlen(a), strategies_cb, &again, &err) < 0 ||
+	    !(b = strategies_text(&again)) || strcmp(a, b))
+		abort();
+	free(a);
+	free(b);
+	bp_hyd_set_release(&set);
+	bp_hyd_set_release(&again);
+	put_file("s.json", text, len);
+	char *solve[] = {"solve", "-q", "-m", "hydraulis", "--strategies", "s.json", "--gpus", "8",
+			 "--tp", "2", "--cp", "1", "--pp", "1", "-L", "4096", "-n", "2", "-d",
+			 "tiny-uniform", "-o", "p.json", NULL};
+	char *check[] = {"check", "p.json", NULL};
+	remove("p.json");
+	if (run_cmd(cmd_solve, solve) == 0 && run_cmd(cmd_check, check) != 0)
+		abort(); /* solve wrote a plan that check refuses */
+}
+
+static void run_trace_report(const char *text, size_t len)
+{
+	struct bp_trace t;
+	struct bp_error err;
+	bp_trace_init(&t);
+	int r = bp_trace_parse(&t, text, len, &err);
+	bp_trace_release(&t);
+	if (r < 0) {
+		if (!err.text[0])
+			abort();
+		return;
+	}
+	put_file("t.json", text, len);
+	char *report[] = {"report", "--top", "3", "--chrome", "c.json", "--refit", "r.json",
+			  "rplan.json", "t.json", NULL};
+	run_cmd(cmd_report, report);
 }
 #endif
 
@@ -162,6 +262,12 @@ static void run(int target, const char *text, size_t len)
 	case 7:
 		run_cli(text, len);
 		break;
+	case 11:
+		run_strategies(text, len);
+		break;
+	case 12:
+		run_trace_report(text, len);
+		break;
 #endif
 	case 8: {
 		struct bp_sb_coverage c;
@@ -206,7 +312,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #else
 	if (size < 1)
 		return 0;
-	run(data[0] % 11, (const char *)data + 1, size - 1);
+	run(data[0] % 13, (const char *)data + 1, size - 1);
 #endif
 	return 0;
 }
