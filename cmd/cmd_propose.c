@@ -240,12 +240,6 @@ out:
  * the DP itself; estimated 52 s). The histogram's visits were never measurable (a few ms at
  * most): 30 ns each, a log and three sums. Memory: the estimated bytes were 3-18% above the
  * peak RSS less the 4.4 MB of a small proposal in the same runs. */
-#ifndef LIMIT_MEM_GIB /* the CLI fuzz target (tests/fuzz) builds with smaller limits */
-#define LIMIT_MEM_GIB 4.0
-#endif
-#ifndef LIMIT_TIME_S
-#define LIMIT_TIME_S 120.0
-#endif
 #ifndef PROPOSE_LIMIT_S /* the fuzz targets set less: the sanitizers run the DP ~70x slower */
 #define PROPOSE_LIMIT_S (LIMIT_TIME_S / 4)
 #endif

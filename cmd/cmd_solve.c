@@ -207,12 +207,6 @@ static int write_plan(const struct bp_plan *plan, const char *path)
  * greedy packers' documents x micro-batches scan (`fixed`: 2.3 s for 10,000 documents into
  * 5,000 micro-batches, about 46 ns each). The ILP methods are bounded by their own budget
  * (ilp_max_vars, ilp_time_limit_s) on top. Documented in --help and the README. */
-#ifndef LIMIT_MEM_GIB /* the CLI fuzz target (tests/fuzz) builds with smaller limits */
-#define LIMIT_MEM_GIB 4.0
-#endif
-#ifndef LIMIT_TIME_S
-#define LIMIT_TIME_S 120.0
-#endif
 #define MEM_PER_DOC 2048.0
 #define MEM_PER_MB_STAGE 1024.0
 #define MEM_PER_PIPE 2048.0

@@ -15,6 +15,15 @@
 #include "plan.h"
 #include "profile.h"
 
+/* The planning limits solve and propose refuse requests over (their estimates: cmd_solve.c,
+ * cmd_propose.c); the CLI fuzz target (tests/fuzz) builds with smaller ones. */
+#ifndef LIMIT_MEM_GIB
+#define LIMIT_MEM_GIB 4.0
+#endif
+#ifndef LIMIT_TIME_S
+#define LIMIT_TIME_S 120.0
+#endif
+
 enum { EXIT_OK = 0, EXIT_DATA = 1, EXIT_USAGE = 2, EXIT_INFEASIBLE = 3 };
 
 /* Prints "balplan: error: ..." to stderr; returns EXIT_DATA. */

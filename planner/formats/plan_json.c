@@ -1348,29 +1348,25 @@ int bp_plan_lines_open(struct bp_plan_lines *r, FILE *f, struct bp_plan *header,
 	return 0;
 }
 
-/* Reads step lines into steps until at least min have been read and no document drawn so far
- * is delayed past the last one read (or the summary line comes): the window a reader checks
- * as a plan of its own. */
+/* Reads min step lines (or up to the summary line) into a window plan of their own: the
+ * run's step numbers, the documents earlier lines delayed into it carried, open when a delay
+ * crosses its end (plan.h bp_plan_lines). */
 int bp_plan_lines_window(struct bp_plan_lines *r, size_t min, const struct bp_plan *header,
 			 struct bp_plan *w, int64_t *first, struct bp_error *err)
 {
 	json_t *steps = json_array();
-	int64_t reach = -1, drawn = 0;
+	int64_t drawn = 0;
 	int rc = -1;
 	*first = r->next_index;
 	bp_plan_init(w);
 	if (!steps)
 		return bp_errorf(err, "out of memory");
-	if (*first == header->first_step) /* the first window trains what the file carries in */
-		for (size_t i = 0; i < header->ncarried; i++)
-			if (header->carried[i].to_step > reach)
-				reach = header->carried[i].to_step;
-	(void)reach;
-	if (!r->pending && !(r->pending = json_array()))
-		return bp_errorf(err, "out of memory");
 	json_t *later = json_array(); /* this window's delays past its end, so far */
-	if (!later)
+	if (!later || (!r->pending && !(r->pending = json_array()))) {
+		json_decref(steps);
+		json_decref(later);
 		return bp_errorf(err, "out of memory");
+	}
 	while (!r->done && json_array_size(steps) < min) {
 		int got = next_plan_line(r, err);
 		if (got < 0)

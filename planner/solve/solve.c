@@ -1036,11 +1036,6 @@ static int method_carries(const struct bp_method *m, const struct bp_solve_opts 
 	return 0;
 }
 
-int bp_method_steps_independent(const struct bp_method *m, const struct bp_solve_opts *o)
-{
-	return !method_carries(m, o);
-}
-
 /* The documents delayed past the steps handed on so far, by id: the carried documents of
  * the windows that train them. */
 struct carry_map {

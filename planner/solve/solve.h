@@ -75,11 +75,6 @@ int bp_solve_progress(const struct bp_dataset *ds, const struct bp_profile *prof
 		      void (*progress)(void *arg, int64_t steps), void *arg, struct bp_plan *out,
 		      struct bp_error *err);
 
-/* A step's plan depends on its global batch alone: the methods that carry no state
- * (method.h `carries`), fixed and fixed-ilp with their packing window 1. */
-struct bp_method;
-int bp_method_steps_independent(const struct bp_method *m, const struct bp_solve_opts *o);
-
 /* Checks a plan against its profile: the method and its parameters are known, the
  * invariants (validate.h), and that re-predicting its decisions gives every number the plan
  * carries (micro-batch tokens and times, pipeline times, busy time and memory, every step
