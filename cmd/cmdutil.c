@@ -438,19 +438,7 @@ int cmd_analytic_profile_model(const char *gpu, const struct bp_model *m,
 	struct bp_gpu g = *pre;
 	if (analytic_gpn > 0)
 		g.gpus_per_node = analytic_gpn;
-	int64_t top = 4096;
-	while (top < max_tokens && top < ((int64_t)1 << 40))
-		top *= 2;
-	if (bp_profile_analytic(p, &g, m, sc, nsc, top, err) < 0)
-		return bp_error_prefix(err, "cannot make the analytic profile");
-	json_t *j = bp_profile_to_json(p);
-	char *text = j ? bp_json_dump_canonical(j) : NULL;
-	json_decref(j);
-	if (!text)
-		return bp_errorf(err, "cannot encode the analytic profile");
-	bp_sha256_hex(text, strlen(text), sha);
-	free(text);
-	return 0;
+	return bp_profile_analytic_digest(p, &g, m, sc, nsc, max_tokens, sha, err);
 }
 
 int cmd_plan_profile(const struct bp_plan *plan, const char *path, int strict,

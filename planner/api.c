@@ -238,19 +238,7 @@ static int analytic_profile(const struct bp_gpu *gpu, const struct bp_model *mod
 			    const struct bp_scheme *sc, size_t nsc, int64_t max_tokens,
 			    struct bp_profile *p, char sha[65], struct bp_error *err)
 {
-	int64_t top = 4096;
-	while (top < max_tokens && top < ((int64_t)1 << 40))
-		top *= 2;
-	if (bp_profile_analytic(p, gpu, model, sc, nsc, top, err) < 0)
-		return bp_error_prefix(err, "cannot make the analytic profile");
-	json_t *j = bp_profile_to_json(p);
-	char *text = j ? bp_json_dump_canonical(j) : NULL;
-	json_decref(j);
-	if (!text)
-		return bp_errorf(err, "cannot encode the analytic profile");
-	bp_sha256_hex(text, strlen(text), sha);
-	free(text);
-	return 0;
+	return bp_profile_analytic_digest(p, gpu, model, sc, nsc, max_tokens, sha, err);
 }
 
 /* The request's layout and recomputation from c, defaults filled in. */

@@ -21,6 +21,7 @@
 
 #include "costkinds.h"
 #include "costmodel.h"
+#include "jsonutil.h"
 
 /* Attention kernels (FlashAttention-3 / cuDNN class), calibrated on causal head-dim-128
  * measurements (profiler/README.md "Calibration"; tools/bench/calib-analytic prints the
@@ -480,5 +481,25 @@ int bp_profile_analytic(struct bp_profile *p, const struct bp_gpu *gpu,
 	}
 	bp_profile_release(p);
 	*p = tmp;
+	return 0;
+}
+
+int bp_profile_analytic_digest(struct bp_profile *p, const struct bp_gpu *gpu,
+			       const struct bp_model *m, const struct bp_scheme *schemes,
+			       size_t nschemes, int64_t max_tokens, char sha[65],
+			       struct bp_error *err)
+{
+	int64_t top = 4096;
+	while (top < max_tokens && top < ((int64_t)1 << 40))
+		top *= 2;
+	if (bp_profile_analytic(p, gpu, m, schemes, nschemes, top, err) < 0)
+		return bp_error_prefix(err, "cannot make the analytic profile");
+	json_t *j = bp_profile_to_json(p);
+	char *text = j ? bp_json_dump_canonical(j) : NULL;
+	json_decref(j);
+	if (!text)
+		return bp_errorf(err, "cannot encode the analytic profile");
+	bp_sha256_hex(text, strlen(text), sha);
+	free(text);
 	return 0;
 }

@@ -25,6 +25,14 @@ int bp_profile_analytic(struct bp_profile *p, const struct bp_gpu *gpu,
 			const struct bp_model *m, const struct bp_scheme *schemes,
 			size_t nschemes, int64_t max_len, struct bp_error *err);
 
+/* The analytic profile as the front ends make it (cmd/cmdutil.c, planner/api.c): tables up
+ * to the power of two from 4096 at or above max_tokens, and into sha the sha256 of its
+ * canonical text, which a plan records and `balplan check` compares. 0 or -1 with err. */
+int bp_profile_analytic_digest(struct bp_profile *p, const struct bp_gpu *gpu,
+			       const struct bp_model *m, const struct bp_scheme *schemes,
+			       size_t nschemes, int64_t max_tokens, char sha[65],
+			       struct bp_error *err);
+
 /* The analytic selection overhead of MoBA sparse attention that fill_sparse adds to every
  * cell of the sparse table: us per layer for one causal document of x tokens with the given
  * block, forward (block means, fp32 gate over all chunks, top-k, index build, LSE merge, the
