@@ -1,4 +1,4 @@
-/* balexec.c: the executor's front end (DESIGN.md "Executor", executor/README.md; issue 4).
+/* balexec.c: the executor's front end (executor/README.md; issue 4).
  *
  * One process per GPU (or, with the host backend, per emulated GPU) under srun or mpirun:
  * parse options, start the backend, check the world against the launcher and the plan on

@@ -1,6 +1,6 @@
 /* cmd_report.c: `balplan report PLAN TRACE`: how a replay's measured times (balexec's
  * balplan.trace/v1) compare with what the plan predicted, at the trace's time scale; the
- * profile-correction loop of DESIGN.md's data flow (--refit, fitting in planner/solve/refit.c); and
+ * profile-correction loop (--refit, fitting in planner/solve/refit.c); and
  * the trace in the Chrome trace event format (--chrome) so Perfetto shows it.
  *
  * The trace must be of this plan: its plan_sha256 is the sha256 of the plan file's bytes, its

@@ -44,6 +44,39 @@ static void simulate_usage(FILE *f)
 		   "exit status: 0 ok, 1 data or runtime error, 2 usage error\n");
 }
 
+/* One pipeline's predicted ops in time (bp_pipe_schedule): per op, [(j v + c) pp + s], its
+ * forward and backward start and duration; the arrays are reused from pipeline to
+ * pipeline. */
+struct timeline {
+	double *fs, *bs, *fd, *bd;
+	size_t nops;
+};
+
+static void timeline_free(struct timeline *t)
+{
+	free(t->fs);
+	free(t->bs);
+	free(t->fd);
+	free(t->bd);
+	memset(t, 0, sizeof(*t));
+}
+
+static int timeline_run(struct timeline *t, const struct bp_plan *p, const struct bp_step *st,
+			size_t k, struct bp_costs *cm, struct bp_error *err)
+{
+	const struct bp_layout *l = bp_plan_layout(p, st);
+	size_t v = l->vstages > 1 ? (size_t)l->vstages : 1;
+	timeline_free(t);
+	t->nops = st->pipes[k].nmbs * (size_t)l->pipes[k].sc.pp * v;
+	t->fs = calloc(t->nops + 1, sizeof(double));
+	t->bs = calloc(t->nops + 1, sizeof(double));
+	t->fd = calloc(t->nops + 1, sizeof(double));
+	t->bd = calloc(t->nops + 1, sizeof(double));
+	if (!t->fs || !t->bs || !t->fd || !t->bd)
+		return bp_errorf(err, "out of memory");
+	return bp_pipe_schedule(p, st, k, cm, t->fs, t->bs, t->fd, t->bd, err);
+}
+
 /* Writes one step's 1F1B timeline as SVG: a row per (pipeline, stage), forward (blue) and
  * backward (green) boxes labelled with the micro-batch index, the gradient synchronisation
  * at the end, a time axis in ms. */
@@ -70,7 +103,7 @@ static int write_svg(const struct bp_plan *p, const struct bp_step *st, struct b
 	char *t_method = cmd_xml_escape(p->method), *t_lay = cmd_xml_escape(lay);
 	char *t_model = cmd_xml_escape(p->model.name);
 	char *buf = t_method && t_lay && t_model ? malloc(cap) : NULL;
-	double *fs = NULL, *bs = NULL;
+	struct timeline tl = {0};
 	const double W = 1000.0, left = 90.0, top = 50.0, rowh = 22.0;
 	double total = st->m.step_us > 0 ? st->m.step_us : 1.0, sx = W / total;
 	if (!buf)
@@ -97,35 +130,27 @@ static int write_svg(const struct bp_plan *p, const struct bp_step *st, struct b
 	    "sync grey; bubble %.1f%%, imbalance (WLB-LLM) %.3f</text>\n", left,
 	    100.0 * st->m.bubble, st->m.imb_wlb);
 	for (size_t k = 0; k < st->npipes; k++) {
-		const struct bp_pipe *pi = &st->pipes[k];
-		size_t m = pi->nmbs;
-		int pp = l->pipes[k].sc.pp;
-		free(fs);
-		free(bs);
-		fs = calloc(m * pp + 1, sizeof(double));
-		bs = calloc(m * pp + 1, sizeof(double));
-		if (!fs || !bs)
-			goto oom;
-		if (bp_pipe_schedule(p, st, k, cm, fs, bs, &err) < 0) {
+		int pp = l->pipes[k].sc.pp, v = l->vstages > 1 ? l->vstages : 1;
+		if (timeline_run(&tl, p, st, k, cm, &err) < 0) {
 			cmd_error("cannot draw '%s': %s", path, err.text);
 			goto out;
 		}
 		for (int s = 0; s < pp; s++) {
 			double y = top + (row0 + (size_t)s) * rowh;
 			OUT("<text x=\"4\" y=\"%.1f\">pipe %zu st %d</text>\n", y + 15, k, s);
-			for (size_t j = 0; j < m; j++) {
-				const struct bp_mb *mb = &pi->mbs[j];
-				double f0 = fs[j * pp + s], b0 = bs[j * pp + s];
+			for (size_t x = (size_t)s; x < tl.nops; x += (size_t)pp) {
+				size_t j = x / ((size_t)pp * (size_t)v);
+				double f0 = tl.fs[x], b0 = tl.bs[x];
 				OUT("<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
 				    "fill=\"#6b9bd1\" stroke=\"white\"/>\n", left + f0 * sx, y + 2,
-				    mb->fwd[s] * sx, rowh - 4);
+				    tl.fd[x] * sx, rowh - 4);
 				OUT("<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
 				    "fill=\"#74b96f\" stroke=\"white\"/>\n", left + b0 * sx, y + 2,
-				    mb->bwd[s] * sx, rowh - 4);
-				if (mb->fwd[s] * sx > 14)
+				    tl.bd[x] * sx, rowh - 4);
+				if (tl.fd[x] * sx > 14)
 					OUT("<text x=\"%.2f\" y=\"%.1f\" fill=\"white\">%zu</text>\n",
 					    left + f0 * sx + 3, y + 15, j);
-				if (mb->bwd[s] * sx > 14)
+				if (tl.bd[x] * sx > 14)
 					OUT("<text x=\"%.2f\" y=\"%.1f\" fill=\"white\">%zu</text>\n",
 					    left + b0 * sx + 3, y + 15, j);
 			}
@@ -158,8 +183,7 @@ oom:
 	rc = cmd_error("cannot draw '%s': out of memory", path);
 out:
 	free(buf);
-	free(fs);
-	free(bs);
+	timeline_free(&tl);
 	free(t_method);
 	free(t_lay);
 	free(t_model);
@@ -167,24 +191,31 @@ out:
 }
 
 /* The forward (b 0) or backward (b 1) of micro-batch j of pipeline k on stage s, from ts. */
-static void chrome_op(json_t *ev, const struct bp_step *st, size_t k, size_t j, int s, int b,
-		      double ts, int *ok)
+/* One op: micro-batch jc / v's forward or backward on stage s; with v model chunks per rank
+ * its chunk jc % v, named "F mbJ.C" and with a "chunk" argument. */
+static void chrome_op(json_t *ev, const struct bp_step *st, size_t k, size_t jc, int s, int v,
+		      int b, double ts, double dur, int *ok)
 {
+	size_t j = jc / (size_t)v;
 	const struct bp_mb *mb = &st->pipes[k].mbs[j];
-	char name[48];
+	char name[64];
 	json_t *a = json_object();
-	snprintf(name, sizeof(name), "%c mb%zu", b ? 'B' : 'F', j);
+	if (v > 1)
+		snprintf(name, sizeof(name), "%c mb%zu.%zu", b ? 'B' : 'F', j, jc % (size_t)v);
+	else
+		snprintf(name, sizeof(name), "%c mb%zu", b ? 'B' : 'F', j);
 	bp_json_set(a, "step", json_integer(st->index), ok);
 	bp_json_set(a, "mb", json_integer((json_int_t)j), ok);
+	if (v > 1)
+		bp_json_set(a, "chunk", json_integer((json_int_t)(jc % (size_t)v)), ok);
 	bp_json_set(a, "stage", json_integer(s), ok);
 	bp_json_set(a, "tokens", json_integer(mb->tokens), ok);
 	bp_json_set(a, "layout", json_integer(st->layout), ok);
-	cmd_chrome_complete(ev, name, b ? "bwd" : "fwd", ts, (b ? mb->bwd : mb->fwd)[s], (int)k,
-			    s, a, ok);
+	cmd_chrome_complete(ev, name, b ? "bwd" : "fwd", ts, dur, (int)k, s, a, ok);
 }
 
 /* --chrome: the predicted timeline in the Chrome trace event format, from the same schedule
- * the SVG draws (bp_pipe_schedule: 1F1B, or DistCA's ticks), made with cmdutil.h's
+ * the SVG draws (bp_pipe_schedule: the layout's schedule row, or DistCA's ticks), made with cmdutil.h's
  * cmd_chrome_* in the shape of the events cmd/cmd_report.c's chrome_json writes for a
  * measured trace (names "F mbJ" / "B mbJ", cats fwd, bwd, grad_sync; a process per
  * pipeline), here a thread per stage: per step and micro-batch a complete event for the
@@ -196,7 +227,7 @@ static int write_chrome(const struct bp_plan *p, int64_t step, struct bp_costs *
 	struct bp_error err;
 	int ok = 1, rc = EXIT_DATA;
 	json_t *root = json_object(), *ev = json_array(), *other = json_object();
-	double *fs = NULL, *bs = NULL;
+	struct timeline tl = {0};
 	int *maxpp = NULL;
 	size_t npipes = 0;
 	char *text = NULL;
@@ -227,23 +258,17 @@ static int write_chrome(const struct bp_plan *p, int64_t step, struct bp_costs *
 		const struct bp_step *st = &p->steps[i];
 		const struct bp_layout *l = bp_plan_layout(p, st);
 		for (size_t k = 0; ok && k < st->npipes; k++) {
-			const struct bp_pipe *pi = &st->pipes[k];
-			int pp = l->pipes[k].sc.pp;
-			free(fs);
-			free(bs);
-			fs = calloc(pi->nmbs * (size_t)pp + 1, sizeof(double));
-			bs = calloc(pi->nmbs * (size_t)pp + 1, sizeof(double));
-			if (!fs || !bs)
-				goto oom;
-			if (bp_pipe_schedule(p, st, k, cm, fs, bs, &err) < 0) {
+			int pp = l->pipes[k].sc.pp, v = l->vstages > 1 ? l->vstages : 1;
+			if (timeline_run(&tl, p, st, k, cm, &err) < 0) {
 				rc = cmd_error("cannot write Chrome trace '%s': %s", path, err.text);
 				goto out;
 			}
 			for (int s = 0; s < pp; s++) {
-				for (size_t j = 0; j < pi->nmbs; j++)
+				for (size_t x = (size_t)s; x < tl.nops; x += (size_t)pp)
 					for (int b = 0; b < 2; b++)
-						chrome_op(ev, st, k, j, s, b,
-							  offset + (b ? bs : fs)[j * pp + s], &ok);
+						chrome_op(ev, st, k, x / pp, s, v, b,
+							  offset + (b ? tl.bs : tl.fs)[x],
+							  (b ? tl.bd : tl.fd)[x], &ok);
 				json_t *a = json_object();
 				bp_json_set(a, "step", json_integer(st->index), &ok);
 				bp_json_set(a, "sync", json_string(st->sync), &ok);
@@ -274,8 +299,7 @@ oom:
 	rc = cmd_error("cannot write Chrome trace '%s': out of memory", path);
 out:
 	free(text);
-	free(fs);
-	free(bs);
+	timeline_free(&tl);
 	free(maxpp);
 	json_decref(root);
 	json_decref(ev);
@@ -391,9 +415,10 @@ static int write_repredicted(struct bp_plan *plan, const struct bp_profile *prof
 	return EXIT_OK;
 }
 
-/* DistCA's ticks (distca.md sec. 9, 11; planner/sim/ticks.h): the step's mode, the bytes
- * its all-to-alls move per layer (every rank's sends over the step's ticks, in and out, and
- * the busiest rank's send + receive in one tick) and the most a server keeps (non-resend). */
+/* DistCA's ticks (planner/sim/ticks.h: its byte model and the non-resend servers' memory):
+ * the step's mode, the bytes its all-to-alls move per layer (every rank's sends over the
+ * step's ticks, in and out, and the busiest rank's send + receive in one tick) and the most a
+ * server keeps (non-resend). */
 static int print_ticks_detail(const struct bp_plan *p, const struct bp_step *st,
 			      struct bp_costs *cm, struct bp_error *err)
 {
@@ -594,7 +619,7 @@ int cmd_simulate(int argc, char **argv)
 	}
 	if (step >= 0) {
 		print_step_detail(&plan, &plan.steps[step]);
-		if (!strcmp(bp_plan_layout(&plan, &plan.steps[step])->schedule, BP_SCHEDULE_TICKS) &&
+		if (bp_layout_schedule(bp_plan_layout(&plan, &plan.steps[step]))->world_ticks &&
 		    print_ticks_detail(&plan, &plan.steps[step], &cm, &err) < 0) {
 			rc = cmd_error("cannot simulate plan '%s': %s", path, err.text);
 			goto out;

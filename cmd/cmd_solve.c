@@ -17,6 +17,7 @@
 #include "jsonutil.h"
 #include "method.h"
 #include "solve.h"
+#include "solve_limits.h"
 #include "sparse_dst.h"
 
 static void solve_usage(FILE *f)
@@ -110,6 +111,15 @@ static void solve_usage(FILE *f)
 		"                           --chunk-steps global batches at a time [64], so\n"
 		"                           memory holds a window of steps, not the run\n"
 		"      --timing             add planning time per step to the table\n"
+		"      --schedule NAME      the pipeline schedule of the packing methods: 1f1b\n"
+		"                           or interleaved (Megatron-LM's interleaved 1F1B,\n"
+		"                           --virtual-stages model chunks per rank; a\n"
+		"                           pipeline's micro-batches are made a multiple of pp\n"
+		"                           by splitting the costliest at a document boundary)\n"
+		"                           [1f1b]\n"
+		"      --virtual-stages V   interleaved: model chunks per rank (Megatron-LM's\n"
+		"                           layers per stage / --num-layers-per-virtual-\n"
+		"                           pipeline-stage) [2]\n"
 		"      --recompute MODE     activation recomputation: none, selective or full\n"
 		"                           (Megatron-LM's granularity; full keeps each layer's\n"
 		"                           input and runs its forward again before the\n"
@@ -197,96 +207,30 @@ static int write_plan(const struct bp_plan *plan, const char *path)
 	return EXIT_OK;
 }
 
-/* Planning limits, checked from the inputs alone once the dataset is read and before anything
- * is drawn, planned or allocated for the plan (issue 11): an estimated memory and planning
- * time over the limit is a usage error naming the flag that asked for it. The costs are
- * per step and rounded up from measurements of `solve -o` on the development machine
- * (RelWithDebInfo): a drawn document about 1.5 KiB (plan, JSON tree and text), a
- * micro-batch about 0.7 KiB per pipeline stage, a pipeline about 1.4 KiB even when empty;
- * time about 5 us per document and per micro-batch stage, 7 us per pipeline, plus the
- * greedy packers' documents x micro-batches scan (`fixed`: 2.3 s for 10,000 documents into
- * 5,000 micro-batches, about 46 ns each). The ILP methods are bounded by their own budget
- * (ilp_max_vars, ilp_time_limit_s) on top. Documented in --help and the README. */
-#define MEM_PER_DOC 2048.0
-#define MEM_PER_MB_STAGE 1024.0
-#define MEM_PER_PIPE 2048.0
-#define S_PER_DOC_MB 50e-9
-#define S_PER_ITEM 5e-6
-#define S_PER_PIPE 7e-6
-/* Hydraulis: each of `trials` dispatch trials per step (Sec. 6.1) scans the step's documents:
- * 0.62 us per trial and document at 64 GPUs, 0.28 at 256 (synthetic-longtail, 512K and 2M
- * tokens per step, trials 10,000, `solve -m hydraulis`, the development machine); the
- * larger is the estimate. */
-#define S_PER_HYD_TRIAL_DOC 0.65e-6
-/* SparseBalance's batching and tuning grow with the square of the documents per step:
- * 1.81 s for 32,768 one-token documents, 5.87 s for 65,536 (qwen2.5-0.5b, 8 GPUs, pp 2), fit
- * as a n + b n^2 and given a 20% margin. */
-#define S_SB_DOC 2.5e-5
-#define S_SB_DOC2 1.3e-9
-/* DistCA's scheduler and placement grow with the documents per step and a little with the
- * GPUs (servers placed by index since issue 24): 12.6 ms a step at 256 GPUs (985 documents),
- * 52.3 ms at 1,024 (3,781), 260 ms at 4,096 (14,942; tp 8 pp 4, the default tokens per
- * step, 2026-11-27; 2.84 s for one step at 16,384): 1.3e-5 s per document times
- * (GPUs / 256)^0.25, 2e-5 with a margin.
- * FlexSP's per-step MILP is bounded by its own limits, its setup is not: 0.74 s a step at
- * 256 GPUs, 2.97 at 1,024, 17.7 at 4,096 (tp 8): 0.8 s x (GPUs / 256)^1.3, at least 1 s. */
-#define S_DISTCA_DOC 2e-5
-#define S_FLEXSP_STEP 0.8
-
-struct estimate {
-	double docs, mbs;        /* per step */
-	double mem_step, s_step; /* bytes and seconds per step, one method */
-	int pipes_dominate;      /* the empty-pipeline terms are the largest */
-};
-
-/* Mean drawn length with documents cut at max_tokens (truncation; what a draw spends). */
-static double mean_drawn(const struct bp_dataset *ds, int64_t max_tokens)
-{
-	double n = 0, t = 0;
-	if (ds->bins)
-		for (size_t i = 0; i < ds->nbins; i++) {
-			const struct bp_bin *b = &ds->bins[i];
-			if (b->count <= 0)
-				continue;
-			n += (double)b->count;
-			t += (double)b->count * fmin((double)b->tokens / (double)b->count,
-						      (double)max_tokens);
-		}
-	else
-		for (size_t i = 0; i < ds->nlengths; i++) {
-			n += 1;
-			t += (double)(ds->lengths[i] < max_tokens ? ds->lengths[i] : max_tokens);
-		}
-	return n > 0 && t > 0 ? t / n : 1.0;
-}
-
-static struct estimate estimate_step(const struct bp_dataset *ds, int64_t max_tokens,
-				     int64_t tps, int64_t dps, int64_t pp, int64_t dp)
-{
-	struct estimate e;
-	double mean = mean_drawn(ds, max_tokens);
-	double tokens = dps ? (double)dps * mean : (double)tps;
-	e.docs = dps ? (double)dps : ceil((double)tps / mean) + 1;
-	e.mbs = ceil(tokens / (double)max_tokens) + (double)(pp * dp);
-	double md = MEM_PER_DOC * e.docs, mm = MEM_PER_MB_STAGE * e.mbs * (double)pp;
-	double mp = MEM_PER_PIPE * (double)dp;
-	double sd = S_PER_DOC_MB * e.docs * e.mbs + S_PER_ITEM * e.docs;
-	double sm = S_PER_ITEM * e.mbs * (double)pp, sp = S_PER_PIPE * (double)dp;
-	e.mem_step = md + mm + mp;
-	e.s_step = sd + sm + sp;
-	e.pipes_dominate = mp > md && mp > mm && sp > sd && sp > sm;
-	return e;
-}
-
 /* Asks every method named whether the request's layout suits it (bp_method_check_request),
  * before any of them runs: a usage error naming the method and what it needs. */
 static int preflight(const struct bp_method *const *list, size_t nm, struct bp_scheme sc,
-		     const struct bp_model *m, enum bp_shard shard)
+		     const struct bp_model *m, enum bp_shard shard,
+		     const struct bp_schedule *sched, int64_t v)
 {
 	for (size_t i = 0; i < nm; i++) {
 		struct bp_error err = {""};
 		if (bp_method_check_request(list[i], sc, m, shard, &err) < 0)
 			return cmd_usage("solve", "method '%s': %s", list[i]->name, err.text);
+		if (sched && sched != bp_schedule_default() && !list[i]->schedules)
+			return cmd_usage("solve", "method '%s' brings its own layouts, schedule or "
+					 "attention; --schedule %s is for the packing methods "
+					 "(those -m all runs)", list[i]->name, sched->name);
+	}
+	/* interleaving splits each stage's layers into v equal chunks (Megatron-LM's rule) */
+	if (sched && sched->chunked) {
+		if (sc.pp < 2)
+			return cmd_usage("solve", "--schedule %s needs --pp 2 or more", sched->name);
+		if (m->layers % sc.pp || (m->layers / sc.pp) % v)
+			return cmd_usage("solve", "--virtual-stages %lld: model '%s' has %d layers; "
+					 "interleaving needs them split evenly over pp %d stages "
+					 "and each stage's into %lld chunks", (long long)v,
+					 m->name, m->layers, sc.pp, (long long)v);
 	}
 	return EXIT_OK;
 }
@@ -661,6 +605,8 @@ int cmd_solve(int argc, char **argv)
 		{"baseline", required_argument, NULL, 1003},
 		{"recompute", required_argument, NULL, 'r'},
 		{"optimizer", required_argument, NULL, 1004},
+		{"schedule", required_argument, NULL, 1005},
+		{"virtual-stages", required_argument, NULL, 1006},
 		{"gpus-per-node", required_argument, NULL, 'N'},
 		{"param", required_argument, NULL, 'Q'},
 		{"strategies", required_argument, NULL, 'Y'},
@@ -678,6 +624,8 @@ int cmd_solve(int argc, char **argv)
 	int64_t gpus = 64, tp = 8, cp = 2, pp = 4, max_tokens = 131072, tps = -1, dps = 0;
 	int64_t steps = 20, seed = 1, epochs = 0, chunk_steps = 64, first_step = 0;
 	int flush_data = -1, first_set = 0; /* --flush: -1 not given */
+	const struct bp_schedule *sched = NULL; /* --schedule; NULL: 1f1b */
+	int64_t vstages = 0;                   /* --virtual-stages; 0: not given */
 	enum bp_order order = BP_ORDER_DRAW;
 	enum bp_last_batch last = BP_LAST_KEEP;
 	int order_set = 0, steps_set = 0, last_set = 0;
@@ -803,6 +751,19 @@ int cmd_solve(int argc, char **argv)
 			if (strcmp(optarg, "end") && strcmp(optarg, "data"))
 				return cmd_usage("solve", "--flush '%s' is not end or data", optarg);
 			flush_data = !strcmp(optarg, "data");
+			break;
+		case 1005:
+			sched = bp_schedule_find(optarg);
+			if (!sched || sched->world_ticks) {
+				char names[128];
+				bp_schedule_names(names, sizeof(names));
+				return cmd_usage("solve", "--schedule '%s' is not 1f1b or interleaved "
+						 "(the table: %s; distca-ticks comes with -m "
+						 "distca)", cmd_cut(optarg), names);
+			}
+			break;
+		case 1006:
+			bad = cmd_opt_int("solve", "--virtual-stages", optarg, 1, 64, &vstages);
 			break;
 		case 'q': quiet = 1; break;
 		case 'N':
@@ -936,6 +897,13 @@ int cmd_solve(int argc, char **argv)
 			return cmd_usage("solve", "--baseline '%s' is not among the methods run "
 					 "(-m %s)", cmd_cut(baseline), cmd_cut(methods));
 	}
+	if (vstages && (!sched || !sched->chunked))
+		return cmd_usage("solve", "--virtual-stages is for --schedule interleaved");
+	if (sched && sched->chunked && !vstages)
+		vstages = 2;
+	if (sched && sched->chunked && vstages < 2)
+		return cmd_usage("solve", "--virtual-stages %lld: interleaving needs 2 or more "
+				 "(1 is --schedule 1f1b)", (long long)vstages);
 	/* Every method's layout constraints before any work (with --profile, once it is read:
 	 * its model decides). */
 	if (!profile) {
@@ -944,7 +912,7 @@ int cmd_solve(int argc, char **argv)
 		int pr = EXIT_OK;
 		if (cmd_resolve_model(model, &rm, &merr) == 0 &&
 		    (pr = preflight(list, nm, (struct bp_scheme){(int)tp, (int)cp, (int)pp}, &rm,
-				    shard)) != EXIT_OK)
+				    shard, sched, vstages)) != EXIT_OK)
 			return pr;
 	}
 	int hyd = 0; /* hydraulis among the methods: its candidates and profile */
@@ -1055,52 +1023,54 @@ int cmd_solve(int argc, char **argv)
 			est_steps = cap > 1e12 ? (int64_t)1e12 : (int64_t)cap;
 	}
 	{
-		struct estimate e = estimate_step(&ds, max_tokens, tps, dps, pp, dp);
+		/* Every method's price (solve_limits.h), checked before anything is drawn: a
+		 * method whose own work is the larger part of its price is named, else the option
+		 * that asked for the work. A run written a window at a time (a plan of lines to a
+		 * file) holds --chunk-steps steps and reports its progress: only a window's memory
+		 * is limited, and its time to the first step (a method's setup and one step). */
+		struct bp_model lm;
+		struct bp_error lerr = {""};
+		int layers = !profile && cmd_resolve_model(model, &lm, &lerr) == 0 ? lm.layers : 0;
+		struct solve_request rq = {&ds, max_tokens, tps, dps, gpus, tp, cp, pp, dp, layers,
+					   params, nparams,
+					   hyd ? solve_count_strategies(strategies) : 0};
+		struct solve_price pr[64];
 		const double gib = 1073741824.0;
-		int sb = 0;
+		int stream_run = plan_lines && (out || out_dir);
+		double nsteps = (double)est_steps, mem_steps = nsteps;
+		if (stream_run && mem_steps > (double)chunk_steps)
+			mem_steps = (double)chunk_steps;
+		double run_steps = stream_run ? 1.0 : nsteps; /* the steps a run's time counts */
+		double run_max = 0.0, run_sum = 0.0, s_step_max = 0.0, mem_once_max = 0.0;
 		for (size_t i = 0; i < nm; i++) {
-			sb |= list[i]->solve == bp_method_sparsebalance ||
-			      list[i]->solve == bp_method_sb_lbb;
-			double g = (double)gpus / 256.0, s_m = 0.0;
-			if (list[i]->solve == bp_method_distca)
-				s_m = S_DISTCA_DOC * e.docs * pow(g, 0.25);
-			else if (list[i]->solve == bp_method_flexsp)
-				s_m = fmax(1.0, S_FLEXSP_STEP * pow(g, 1.3));
-			if (s_m * (double)est_steps > LIMIT_TIME_S) {
-				rc = cmd_usage("solve", "%s at --gpus %lld is beyond the planning "
-					       "limits: an estimated %.0f s for %lld steps (limit %.0f s)",
-					       list[i]->name, (long long)gpus,
-					       s_m * (double)est_steps, (long long)est_steps,
-					       LIMIT_TIME_S);
-				goto out;
-			}
+			solve_price(list[i], &rq, &pr[i]);
+			const struct solve_price *p = &pr[i];
+			double own = p->s_once + run_steps * p->s_own;
+			double run = own + run_steps * p->s_common;
+			run_max = fmax(run_max, run);
+			run_sum += run;
+			s_step_max = fmax(s_step_max, p->s_step);
+			mem_once_max = fmax(mem_once_max, p->mem_once);
 		}
-		double s_sb = sb ? (double)est_steps * (S_SB_DOC * e.docs +
-							S_SB_DOC2 * e.docs * e.docs) : 0.0;
-		if (s_sb > LIMIT_TIME_S) {
-			rc = cmd_usage("solve", "sparsebalance is beyond the planning limits: an "
-				       "estimated %.0f s for about %.0f documents per step over %lld "
-				       "steps (limit %.0f s; its cost grows with the square of the "
-				       "documents per step)", s_sb, e.docs, (long long)est_steps,
-				       LIMIT_TIME_S);
+		if (getenv("BALPLAN_ESTIMATE")) { /* the price alone, for tests/scripts */
+			for (size_t i = 0; i < nm; i++) {
+				const struct solve_price *p = &pr[i];
+				printf("estimate method=%s steps=%lld docs=%.0f mbs=%.0f trials=%lld "
+				       "candidates=%lld s_once=%.6g s_step=%.6g s_own=%.6g s_total=%.6g "
+				       "mem_step=%.6g mem_total=%.6g instr_per_s=%.6g\n", list[i]->name,
+				       (long long)est_steps, p->docs, p->mbs, (long long)p->trials,
+				       (long long)p->candidates, p->s_once, p->s_step, p->s_own,
+				       p->s_once + nsteps * p->s_step,
+				       p->mem_step, p->mem_once + mem_steps * p->mem_step,
+				       SOLVE_INSTR_PER_S);
+			}
+			rc = EXIT_OK;
 			goto out;
 		}
-		if (hyd) { /* its trials, priced before any of them runs */
-			int64_t trials = 100; /* the method's default (hydraulis.c) */
-			for (size_t i = 0; i < nparams; i++)
-				if (!strcmp(params[i].key, "trials"))
-					(void)bp_parse_int64(params[i].value, &trials, "trials", NULL);
-			double s_hyd = (double)est_steps * (double)trials * e.docs *
-				       S_PER_HYD_TRIAL_DOC;
-			if (s_hyd > LIMIT_TIME_S) {
-				rc = cmd_usage("solve", "--param trials=%lld is beyond the planning "
-					       "limits: an estimated %.0f s of hydraulis dispatch trials "
-					       "(limit %.0f s) for about %.0f documents per step over "
-					       "%lld steps", (long long)trials, s_hyd, LIMIT_TIME_S,
-					       e.docs, (long long)est_steps);
-				goto out;
-			}
-		}
+		const struct solve_price e = pr[0]; /* documents, micro-batches: every method's */
+		char per[160];
+		snprintf(per, sizeof(per), "about %.0f documents, %.0f micro-batches and %lld "
+			 "pipeline%s per step", e.docs, e.mbs, (long long)dp, dp == 1 ? "" : "s");
 		char subject[160];
 		if (e.pipes_dominate)
 			snprintf(subject, sizeof(subject), "--gpus %lld", (long long)gpus);
@@ -1114,50 +1084,79 @@ int cmd_solve(int argc, char **argv)
 		else
 			snprintf(subject, sizeof(subject), "--gpus %lld (tokens per step "
 				 "pp*dp*max-tokens = %lld)", (long long)gpus, (long long)tps);
-		char per[160];
-		snprintf(per, sizeof(per), "about %.0f documents, %.0f micro-batches and %lld "
-			 "pipeline%s per step", e.docs, e.mbs, (long long)dp, dp == 1 ? "" : "s");
 		if (e.mem_step > LIMIT_MEM_GIB * gib) {
 			rc = cmd_usage("solve", "%s is beyond the planning limits: an estimated "
 				       "%.1f GiB of memory per step (limit %.0f GiB) for %s", subject,
 				       e.mem_step / gib, LIMIT_MEM_GIB, per);
 			goto out;
 		}
-		if (e.s_step > LIMIT_TIME_S) {
+		for (size_t i = 0; i < nm; i++) {
+			const struct solve_price *p = &pr[i];
+			const char *name = list[i]->name;
+			double own = p->s_once + run_steps * p->s_own;
+			double run = own + run_steps * p->s_common;
+			if (run > LIMIT_TIME_S && 2.0 * own >= run) {
+				if (list[i]->solve == bp_method_distca ||
+				    list[i]->solve == bp_method_flexsp)
+					rc = cmd_usage("solve", "%s at --gpus %lld is beyond the planning "
+						       "limits: an estimated %.0f s for %lld steps (limit "
+						       "%.0f s)", name, (long long)gpus, run,
+						       (long long)run_steps, LIMIT_TIME_S);
+				else if (list[i]->solve == bp_method_sparsebalance ||
+					 list[i]->solve == bp_method_sb_lbb)
+					rc = cmd_usage("solve", "%s is beyond the planning limits: an "
+						       "estimated %.0f s for about %.0f documents per step "
+						       "over %lld steps (limit %.0f s; its cost grows with "
+						       "the square of the documents per step)", name, run,
+						       p->docs, (long long)run_steps, LIMIT_TIME_S);
+				else if (list[i]->solve == bp_method_hydraulis)
+					rc = cmd_usage("solve", "--param trials=%lld is beyond the planning "
+						       "limits: an estimated %.0f s of hydraulis dispatch "
+						       "trials (limit %.0f s) for about %.0f documents per "
+						       "step over %lld steps", (long long)p->trials, run,
+						       LIMIT_TIME_S, p->docs, (long long)run_steps);
+				else
+					rc = cmd_usage("solve", "method '%s' is beyond the planning limits: "
+						       "an estimated %.0f s of planning (limit %.0f s) for "
+						       "%s over %lld steps", name, run, LIMIT_TIME_S, per,
+						       (long long)run_steps);
+				goto out;
+			}
+			double mem = p->mem_once + mem_steps * p->mem_step;
+			if (mem > LIMIT_MEM_GIB * gib && 2.0 * p->mem_once >= mem) {
+				rc = cmd_usage("solve", "method '%s' is beyond the planning limits: an "
+					       "estimated %.1f GiB of memory (limit %.0f GiB) for %s",
+					       name, mem / gib, LIMIT_MEM_GIB, per);
+				goto out;
+			}
+		}
+		if (s_step_max > LIMIT_TIME_S) {
 			rc = cmd_usage("solve", "%s is beyond the planning limits: an estimated "
 				       "%.0f s of planning per step (limit %.0f s) for %s", subject,
-				       e.s_step, LIMIT_TIME_S, per);
+				       s_step_max, LIMIT_TIME_S, per);
 			goto out;
 		}
-		/* A run written a window at a time (a plan of lines to a file) holds
-		 * --chunk-steps steps, and reports its progress: only a window's memory is
-		 * limited, and not the run's time. */
-		int stream_run = plan_lines && (out || out_dir);
-		double mem_steps = (double)est_steps;
-		if (stream_run && mem_steps > (double)chunk_steps)
-			mem_steps = (double)chunk_steps;
-		if (e.mem_step * mem_steps > LIMIT_MEM_GIB * gib) {
+		if (mem_once_max + e.mem_step * mem_steps > LIMIT_MEM_GIB * gib) {
 			rc = cmd_usage("solve", "%s %lld is beyond the planning limits: an "
 				       "estimated %.1f GiB of memory (limit %.0f GiB) for %s",
 				       steps ? "--steps" : "--epochs",
 				       (long long)(steps ? steps : epochs),
-				       e.mem_step * mem_steps / gib, LIMIT_MEM_GIB, per);
+				       (mem_once_max + e.mem_step * mem_steps) / gib, LIMIT_MEM_GIB,
+				       per);
 			goto out;
 		}
-		if (!stream_run && e.s_step * (double)est_steps > LIMIT_TIME_S) {
+		if (!stream_run && run_max > LIMIT_TIME_S) {
 			rc = cmd_usage("solve", "%s %lld is beyond the planning limits: an "
 				       "estimated %.0f s of planning per method (limit %.0f s) for %s",
 				       steps ? "--steps" : "--epochs",
-				       (long long)(steps ? steps : epochs),
-				       e.s_step * (double)est_steps, LIMIT_TIME_S, per);
+				       (long long)(steps ? steps : epochs), run_max, LIMIT_TIME_S, per);
 			goto out;
 		}
-		if (!stream_run && e.s_step * (double)est_steps * (double)nm > LIMIT_TIME_S) {
+		if (!stream_run && run_sum > LIMIT_TIME_S) {
 			rc = cmd_usage("solve", "--method '%s' (%zu methods) is beyond the planning "
 				       "limits: an estimated %.0f s of planning (limit %.0f s) for %s "
-				       "over %lld steps", cmd_cut(methods), nm,
-				       e.s_step * (double)est_steps * (double)nm, LIMIT_TIME_S, per,
-				       (long long)est_steps);
+				       "over %lld steps", cmd_cut(methods), nm, run_sum, LIMIT_TIME_S,
+				       per, (long long)est_steps);
 			goto out;
 		}
 	}
@@ -1168,7 +1167,8 @@ int cmd_solve(int argc, char **argv)
 	}
 	prof.recompute = recompute;
 	prof.optimizer_replicated = opt_replicated;
-	if (profile && (rc = preflight(list, nm, sc, &prof.model, shard)) != EXIT_OK)
+	if (profile && (rc = preflight(list, nm, sc, &prof.model, shard, sched, vstages)) !=
+			       EXIT_OK)
 		goto out;
 	if ((rc = preflight_params(list, nm, params, nparams, batching, sc, dp, gpus,
 				   prof.hw.gpus_per_node, max_tokens, &prof.model, shard)) != EXIT_OK)
@@ -1253,6 +1253,7 @@ int cmd_solve(int argc, char **argv)
 			.shard = shard, .dataset_name = ds.name, .dataset_sha = ds_sha,
 			.profile_sha = prof_sha, .first_step = first_step,
 			.flush_data = flush_data < 0 ? first_set : flush_data,
+			.schedule = sched ? sched->name : NULL, .vstages = (int)vstages,
 		};
 		/* the run's recomputation, applied by every cost model of the plan */
 		prof.recompute = hprof.recompute = fprof.recompute = recompute;

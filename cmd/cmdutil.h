@@ -15,8 +15,9 @@
 #include "plan.h"
 #include "profile.h"
 
-/* The planning limits solve and propose refuse requests over (their estimates: cmd_solve.c,
- * cmd_propose.c); the CLI fuzz target (tests/fuzz) builds with smaller ones. */
+/* The planning limits solve and propose refuse requests over (their estimates:
+ * cmd_solve_limits.c, cmd_propose.c); the CLI fuzz target (tests/fuzz) builds with smaller
+ * ones. */
 #ifndef LIMIT_MEM_GIB
 #define LIMIT_MEM_GIB 4.0
 #endif

@@ -1,7 +1,8 @@
-/* attn.cu: balexec's own varlen causal attention kernels (attn.h; executor/ATTN.md). Called
- * by the CUDA backend for the attention of every synthetic layer, and by tests/gpu and
- * tools/bench directly. FlashAttention-2 (Dao 2023), Algorithm 1 (forward) and Algorithm 2
- * (backward), written here for WMMA bf16 tensor cores; no code is taken from FlashAttention.
+/* attn.cu: balexec's own varlen causal attention kernels (attn.h; executor/README.md
+ * "Attention kernels"). Called by the CUDA backend for the attention of every synthetic
+ * layer, and by tests/gpu and tools/bench directly. FlashAttention-2 (Dao 2023), Algorithm 1
+ * (forward) and Algorithm 2 (backward), written here for WMMA bf16 tensor cores; no code is
+ * taken from FlashAttention.
  *
  * Invariants: a query row r of a segment sees keys 0..r + (kv_len - q_len) (bottom-right
  * causal mask); rows and keys past a segment's end are never read (tiles are zero-filled) and

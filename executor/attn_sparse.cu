@@ -1,11 +1,12 @@
 /* attn_sparse.cu: balexec's block-sparse (MoBA top-k) attention kernels (attn_sparse.h),
  * called by the CUDA backend for sparse micro-batches (backend_cuda.c), by
- * tests/gpu/test_sparse_attention.cu and by its timing table. specs/sparsebalance.md
- * sec. 11.3: SparseBalance Sec. II-B Eq. 2 over MoBA's gate (Sec. V-A), at the granularity of
- * a 64-row query tile (a labelled deviation from MoBA's per-token selection), on the tiles
+ * tests/gpu/test_sparse_attention.cu and by its timing table (executor/README.md
+ * "Block-sparse attention kernels"): SparseBalance Sec. II-B Eq. 2 over MoBA's gate (Sec.
+ * V-A), at the granularity of a 64-row query tile (a deliberate deviation from MoBA's
+ * per-token selection), on the tiles
  * and the online softmax of attn.cu (FlashAttention-2, Dao 2023, Alg. 1 forward and Alg. 2
  * backward, WMMA bf16); written here, no code taken from MoBA, FlashAttention or the
- * block-sparse kernels the spec names.
+ * public block-sparse kernels.
  *
  * Three steps per forward:
  *  1. block means: Kbar[block][kv head][d] = mean of K over the block (fp32);
@@ -19,7 +20,8 @@
  * Backward: Alg. 2, one block per (64-key tile, kv head); the query tiles that selected the
  * tile's block are found by a binary search in their (sorted) lists, chunk by chunk in
  * ascending (head, tile) order, so dK and dV add up in a fixed order (deterministic) without
- * the transposed lists of the spec's sketch; dQ by fp32 atomics as in attn.cu.
+ * per-block lists of the selecting tiles built with atomics; dQ by fp32 atomics as in
+ * attn.cu.
  *
  * Invariants: rows and keys past a document's end are never read (zero-filled) nor written;
  * a query row r sees key c iff c <= r and c's block is in its tile's list; fp32 accumulation

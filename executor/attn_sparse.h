@@ -1,13 +1,14 @@
 /* attn_sparse.h: balexec's block-sparse (MoBA top-k) attention for the CUDA backend
- * (executor/attn_sparse.cu; specs/sparsebalance.md sec. 11.3; SparseBalance Sec. II-B Eq. 2
- * over MoBA's gate, Sec. V-A). bf16 in and out, fp32 accumulation, the tiles and the online
- * softmax of attn.h's dense kernels (FlashAttention-2 Alg. 1 and 2) over a list of key
- * blocks per (64-row query tile, query head).
+ * (executor/attn_sparse.cu; executor/README.md "Block-sparse attention kernels"; SparseBalance
+ * Sec. II-B Eq. 2 over MoBA's gate, Sec. V-A). bf16 in and out, fp32 accumulation, the tiles
+ * and the online softmax of attn.h's dense kernels (FlashAttention-2 Alg. 1 and 2) over a list
+ * of key blocks per (64-row query tile, query head).
  *
  * Layout as attn.h: Q, O, dO, dQ [total][heads][head_dim], K, V, dK, dV
  * [total][kv_heads][head_dim], bf16 viewed as uint16_t; GQA: query head h reads kv head
  * h / (heads / kv_heads). Segments are causal documents (q_len == kv_len: sparse attention
- * runs with cp = 1, sparsebalance.md sec. 12 item 9): segment i owns rows cu[i]..cu[i+1].
+ * runs with cp = 1: the paper's sequence parallelism lives inside the TP group): segment i
+ * owns rows cu[i]..cu[i+1].
  * lse is [heads][total] (natural log), kept by the forward for the backward.
  *
  * Selection (executor/attn_sparse_ref.h has the same definition in float64): keys are cut

@@ -1,9 +1,10 @@
 /* attn_sparse_ref.c: the float64 CPU reference of the block-sparse (MoBA top-k) attention
  * (attn_sparse_ref.h has the semantics). Called by the unit test and the GPU test only;
  * straight from the formulas, no tiling of the softmax, so that it checks the kernel rather
- * than repeats it. Implements specs/sparsebalance.md sec. 1 (MoBA's gate: mean-pooled keys,
- * top k - 1 earlier blocks plus the own block, causal inside it) at the tile granularity of
- * sec. 11.3, and SparseBalance Sec. II-B Eq. 2 (softmax over the selected keys only). */
+ * than repeats it. Implements MoBA's selection (its gate: mean-pooled keys, top k - 1
+ * earlier blocks plus the own block, causal inside it) at the CUDA kernel's tile granularity
+ * (attn_sparse.cu), and SparseBalance Sec. II-B Eq. 2 (softmax over the selected keys
+ * only). */
 #include "attn_sparse_ref.h"
 
 #include <math.h>
@@ -121,7 +122,7 @@ static int find_tile(const struct bp_sparse_ref_shape *s, int64_t t, int *seg, i
 }
 
 /* Gate scores of tile (seg, row0), head h: s(b) = qbar . kbar_b for the earlier blocks
- * b < own (MoBA's gate, spec sec. 1; qbar the mean of the tile's rows, sec. 11.3). */
+ * b < own (MoBA's gate; qbar the mean of the tile's rows, the kernel's tile-level gate). */
 static void tile_scores(const struct bp_sparse_ref_shape *s, const double *q, const double *k,
 			int seg, int row0, int h, double *qbar, double *kbar, double *scores)
 {

@@ -2,24 +2,25 @@
  * attention (executor/attn_sparse.cu), plain C. Used by tests/unit/test_sparse_attn_ref.c
  * (the sparse path against dense attention under the same explicit block mask, and against
  * finite differences) and by tests/gpu/test_sparse_attention.cu (the oracle of the CUDA
- * kernel). specs/sparsebalance.md sec. 1 (MoBA semantics) and sec. 11.3 (the kernel's
- * tile-level selection); SparseBalance Sec. II-B, Eq. 2; MoBA's gate (Lu et al. 2025).
+ * kernel). MoBA's semantics with the kernel's tile-level selection (executor/README.md
+ * "Block-sparse attention kernels"); SparseBalance Sec. II-B, Eq. 2; MoBA's gate (Lu et al.
+ * 2025).
  *
- * Shape: nseg causal documents (q_len == kv_len: sparse attention runs with cp = 1, spec
- * sec. 12 item 9), document i owning rows cu[i]..cu[i+1] of Q [total][heads][head_dim] and
- * of K, V [total][kv_heads][head_dim] (row-major; GQA: query head h reads kv head
- * h / (heads / kv_heads)). Keys are cut into blocks of `block` tokens from each document's
- * start (the last one may be shorter). Queries are grouped into tiles of `qtile` rows from
- * the document's start; block must be a multiple of qtile, so a tile lies in one block, its
- * own. qtile 64 is the CUDA kernel's granularity (spec sec. 11.3, a labelled deviation from
- * MoBA); qtile 1 is MoBA's per-token selection.
+ * Shape: nseg causal documents (q_len == kv_len: sparse attention runs with cp = 1, the paper's
+ * sequence parallelism being inside the TP group), document i owning rows cu[i]..cu[i+1] of Q
+ * [total][heads][head_dim] and of K, V [total][kv_heads][head_dim] (row-major; GQA: query head
+ * h reads kv head h / (heads / kv_heads)). Keys are cut into blocks of `block` tokens from each
+ * document's start (the last one may be shorter). Queries are grouped into tiles of `qtile`
+ * rows from the document's start; block must be a multiple of qtile, so a tile lies in one
+ * block, its own. qtile 64 is the CUDA kernel's granularity (a deliberate deviation from MoBA);
+ * qtile 1 is MoBA's per-token selection.
  *
  * Selection (bp_sparse_ref_select), per (tile, query head): the gate score of each earlier
  * block b of the same document is s(b) = mean over the tile's rows of q . mean over b's keys
  * of k (MoBA's parameter-free gate, no scale, no softmax; with qtile 1 exactly MoBA's
  * q_t . mean(K_b)). The top k_seg - 1 earlier blocks by score (ties: the lower block index
  * first) are kept, plus the own block, which is attended causally; k counts the own block
- * (spec sec. 12 item 1), so a document of at most k_seg blocks is dense. Each (tile, head)
+ * (MoBA always selects it), so a document of at most k_seg blocks is dense. Each (tile, head)
  * gets a sorted list of min(k_seg, own + 1) blocks (CSR).
  *
  * Attention under a selection: query row r of a document attends key c iff c <= r and

@@ -1,5 +1,5 @@
 /* backend_cuda.c: balexec's CUDA backend (engine.h struct bp_backend; executor/README.md
- * "CUDA backend"; DESIGN.md "Executor"; core-v2 Sec. 6; issues 4 and 9). Registered in
+ * "CUDA backend"; issues 4 and 9). Registered in
  * engine.c's table as "cuda".
  *
  * Compute is real: the engine's layer loop calls the primitives per layer on this rank's
@@ -1189,18 +1189,17 @@ static int cuda_attn_dense(void *stp, const struct bp_attn *a, struct bp_error *
 	return queued(st, err);
 }
 
-/* Block-sparse (MoBA top-k) attention (attn_sparse.h; SparseBalance Sec. II-B Eq. 2,
- * specs/sparsebalance.md sec. 11.2-11.3): every document of the micro-batch with the layer's
- * budget k (the plan's sparse_k[layer]; one k per (micro-batch, layer), so every segment
- * gets it), block B = the plan's sparse_block. Forward: selection, then Alg. 1 over the
+/* Block-sparse (MoBA top-k) attention (attn_sparse.h; SparseBalance Sec. II-B Eq. 2;
+ * executor/README.md "Block-sparse attention kernels"): every document of the micro-batch with
+ * the layer's budget k (the plan's sparse_k[layer]; one k per (micro-batch, layer), so every
+ * segment gets it), block B = the plan's sparse_block. Forward: selection, then Alg. 1 over the
  * selected blocks. Backward: the selection again, then Alg. 2 over them: the lists of this
- * layer's forward were overwritten by the forwards of the micro-batches in between (a
- * training framework keeps them per layer, nt x heads x k int32), so the measured backward
- * carries one more selection (its cost is the gate, about 2 / B of the dense Q K^T, plus a
- * sort per tile). Selection runs on the synthetic activations: only the number of selected
- * blocks matters for the time (sec. 11.2). Segments must be whole documents (q == kv: sparse
- * plans have cp 1) and B a multiple of 64 (the kernel's key tile): anything else is refused
- * with the reason. */
+ * layer's forward were overwritten by the forwards of the micro-batches in between (a training
+ * framework keeps them per layer, nt x heads x k int32), so the measured backward carries one
+ * more selection (its cost is the gate, about 2 / B of the dense Q K^T, plus a sort per tile).
+ * Selection runs on the synthetic activations: only the number of selected blocks matters for
+ * the time. Segments must be whole documents (q == kv: sparse plans have cp 1) and B a multiple
+ * of 64 (the kernel's key tile): anything else is refused with the reason. */
 static int cuda_attn_sparse(void *stp, const struct bp_attn *a, struct bp_error *err)
 {
 	struct cuda *st = stp;

@@ -1,4 +1,4 @@
-/* engine.c: the replay engine (engine.h; DESIGN.md "Executor"; core-v2 Sec. 6; issues 4, 9).
+/* engine.c: the replay engine (engine.h; executor/README.md "What a rank does"; issues 4, 9).
  *
  * Per step: a world barrier (so every rank's clock starts together), then this rank's part of
  * the step's schedule, then the gradient synchronisation of its stage. On a "1f1b" layout the
@@ -200,7 +200,8 @@ int bp_engine_check(const struct bp_plan *plan, const struct bp_backend *be, siz
 	for (size_t i = lo; i < hi && i < plan->nsteps; i++) {
 		const struct bp_step *s = &plan->steps[i];
 		const struct bp_layout *l = bp_plan_layout(plan, s);
-		if (strcmp(l->schedule, BP_SCHEDULE_1F1B) && strcmp(l->schedule, BP_SCHEDULE_TICKS))
+		const struct bp_schedule *sch = bp_layout_schedule(l);
+		if (!sch || (!sch->op && !sch->world_ticks))
 			return bp_errorf(err, "step %lld runs layout %d's \"%s\" schedule, which "
 					 "the engine cannot replay", (long long)s->index,
 					 s->layout, l->schedule);
@@ -255,8 +256,12 @@ struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *cos
 		const struct bp_layout *l = &plan->layouts[i];
 		struct lrole *r = &e->lr[i];
 		r->pl = bp_layout_place(l, rank);
-		r->prev = r->next = -1;
-		r->ticks = !strcmp(l->schedule, BP_SCHEDULE_TICKS);
+		r->prev = r->next = r->wrap_prev = r->wrap_next = -1;
+		r->sched = bp_layout_schedule(l);
+		r->v = l->vstages > 1 ? l->vstages : 1;
+		if (r->v > e->vmax)
+			e->vmax = r->v;
+		r->ticks = r->sched->world_ticks;
 		r->active = r->pl.pipe >= 0 || (r->ticks && r->pl.server >= 0);
 		for (size_t k = 0; k < l->npipes; k++)
 			for (int s = 0; s < l->pipes[k].sc.pp; s++)
@@ -272,6 +277,10 @@ struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *cos
 			r->prev = bp_lpipe_rank(lp, r->pl.stage - 1, r->pl.cp_i, r->pl.tp_i);
 		if (r->pl.stage + 1 < lp->sc.pp)
 			r->next = bp_lpipe_rank(lp, r->pl.stage + 1, r->pl.cp_i, r->pl.tp_i);
+		if (r->v > 1 && r->pl.stage == 0)
+			r->wrap_prev = bp_lpipe_rank(lp, lp->sc.pp - 1, r->pl.cp_i, r->pl.tp_i);
+		if (r->v > 1 && r->pl.stage == lp->sc.pp - 1)
+			r->wrap_next = bp_lpipe_rank(lp, 0, r->pl.cp_i, r->pl.tp_i);
 	}
 	for (size_t i = o->step_lo; i < o->step_hi; i++) {
 		const struct bp_step *s = &plan->steps[i];
@@ -279,10 +288,11 @@ struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *cos
 			if (s->pipes[k].nmbs > e->mmax)
 				e->mmax = s->pipes[k].nmbs;
 	}
-	/* Tags are (micro-batch, direction, header/payload): MPI guarantees tags up to 32767. */
-	if (e->mmax * 4 > 32767) {
-		bp_errorf(err, "a pipeline has %zu micro-batches, more than the 8191 the tags allow",
-			  e->mmax);
+	/* Tags are (micro-batch, chunk, direction, header/payload): MPI guarantees tags up to
+	 * 32767. */
+	if (e->mmax * (size_t)e->vmax * 4 > 32767) {
+		bp_errorf(err, "a pipeline has %zu micro-batches of %d model chunks, more than the "
+			  "8191 the tags allow", e->mmax, e->vmax);
 		goto fail;
 	}
 	e->nsteps = o->step_hi - o->step_lo;
@@ -291,7 +301,7 @@ struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *cos
 	e->cin = bp_calloc((size_t)o->max_bytes, 1, err);
 	e->cout = bp_calloc((size_t)o->max_bytes, 1, err);
 	e->tp_buf = bp_calloc((size_t)o->max_bytes / 2, 1, err);
-	e->hdr = bp_calloc(2 * e->mmax + 1, sizeof(double), err);
+	e->hdr = bp_calloc(2 * e->mmax * (size_t)e->vmax + 1, sizeof(double), err);
 	e->rec = bp_calloc(e->nsteps * e->rec_len, sizeof(double), err);
 	e->arrive = bp_calloc((size_t)world + 1, sizeof(double), err);
 	if (!e->payload || !e->cin || !e->cout || !e->tp_buf || !e->hdr || !e->rec || !e->arrive)
@@ -771,51 +781,78 @@ int bp_eng_finish_step(struct bp_engine *e, const struct bp_step *st, const stru
 	return 0;
 }
 
-/* The rank's pipeline of a 1f1b step, from the step start t0. */
-static int run_1f1b(struct bp_engine *e, const struct bp_step *st, const struct lrole *r,
+/* The rank's pipeline of a step whose schedule runs per-pipeline ops (schedule.h: 1F1B,
+ * interleaved 1F1B), from the step start t0, in the op order of the schedule's row, the
+ * order the simulator (planner/sim/sim.c) predicts. With v model chunks per rank an op is
+ * one chunk: the v-th of the stage's layers starting at chunk c's (the LM head on the last
+ * virtual stage only), taking its share of the plan's op time; its input comes from the
+ * previous virtual stage (stage s - 1, or for stage 0 the last stage's chunk c - 1) and its
+ * output goes to the next. A micro-batch's record holds its first chunk's start and the
+ * chunks' summed durations, comparable with the plan's per-stage time. */
+static int run_pipe(struct bp_engine *e, const struct bp_step *st, const struct lrole *r,
 		    const struct step_ops *so, double t0, double *rec, struct bp_error *err)
 {
 	const struct bp_backend *be = e->be;
 	const struct bp_costmodel *cm = r->cm;
 	const struct bp_pipe *pi = &st->pipes[r->pl.pipe];
-	int pp = cm->sc.pp, s = r->pl.stage, tp = cm->sc.tp, cp = cm->sc.cp, rc;
+	int pp = cm->sc.pp, s = r->pl.stage, tp = cm->sc.tp, cp = cm->sc.cp, v = r->v, rc;
 	double scale = e->o.time_scale;
 	struct bp_wait w = {"", -1, st->index, -1};
 	size_t m = pi->nmbs;
-	for (size_t k = 0; k < 2 * m; k++) {
-		size_t j;
-		int bwd = bp_sim_1f1b_op(pp, m, s, k, &j);
+	for (size_t k = 0; k < 2 * m * (size_t)v; k++) {
+		struct bp_sched_op op;
+		r->sched->op(pp, v, m, s, k, &op);
+		size_t j = op.mb;
+		int bwd = op.bwd, c = op.chunk;
 		const struct bp_mb *mb = &pi->mbs[j];
 		double tokens = (double)mb->tokens;
 		/* Bytes as bp_cost_p2p counts them: the micro-batch's hidden states per TP/CP
 		 * shard; a CP rank's K and V; a TP shard's partial sums of its CP share. */
 		double p2p_bytes = tokens * cm->token_bytes / (tp * cp);
 		double p2p_us = bp_cost_p2p(cm, mb->tokens);
+		/* the neighbours of virtual stage c pp + s, and the chunk each message is for */
+		int from = bwd ? (s + 1 < pp ? r->next : c + 1 < v ? r->wrap_next : -1)
+			       : (s > 0 ? r->prev : c > 0 ? r->wrap_prev : -1);
+		int to = bwd ? (s > 0 ? r->prev : c > 0 ? r->wrap_prev : -1)
+			     : (s + 1 < pp ? r->next : c + 1 < v ? r->wrap_next : -1);
+		size_t to_id = j * (size_t)v + (size_t)(bwd ? (s > 0 ? c : c - 1)
+							  : (s + 1 < pp ? c : c + 1));
 		w.mb = (int64_t)j;
-		if (!bwd && r->prev >= 0) {
-			w.what = "pp recv of an activation";
-			w.peer = r->prev;
-			rc = bp_eng_recv_p2p(e, r->prev, j, 0, p2p_bytes, p2p_us, &w, err);
-		} else if (bwd && r->next >= 0) {
-			w.what = "pp recv of a gradient";
-			w.peer = r->next;
-			rc = bp_eng_recv_p2p(e, r->next, j, 1, p2p_bytes, p2p_us, &w, err);
-		} else {
-			rc = 0;
+		if (from >= 0) {
+			w.what = bwd ? "pp recv of a gradient" : "pp recv of an activation";
+			w.peer = from;
+			rc = bp_eng_recv_p2p(e, from, j * (size_t)v + (size_t)c, bwd, p2p_bytes,
+					     p2p_us, &w, err);
+			if (rc != 0)
+				return rc;
 		}
-		if (rc != 0)
-			return rc;
-		double plan_us = bwd ? mb->bwd[s] : mb->fwd[s];
 		struct op_run o;
 		memset(&o, 0, sizeof(o));
 		o.r = r;
 		o.bwd = bwd;
 		o.stage = s;
 		o.tp = tp;
-		o.last = s == pp - 1;
+		o.last = s == pp - 1 && c == v - 1;
 		o.mb = mb;
 		o.w = (struct bp_wait){bwd ? "backward" : "forward", -1, st->index, (int64_t)j};
 		bp_eng_op_from(&o, so, (int64_t)j, bwd);
+		double plan_us = bwd ? mb->bwd[s] : mb->fwd[s];
+		if (v > 1) { /* chunk c: its layers' shares, the head on the last chunk */
+			int lc = o.sh.layers / v;
+			plan_us = 0.0;
+			for (int i = c * lc; i < (c + 1) * lc; i++) {
+				const struct bp_layer_share *ls = &o.sh.l[i];
+				plan_us += ls->qkv + ls->cp + ls->attn + ls->o + ls->tp_a + ls->ffn +
+					   ls->tp_b;
+			}
+			o.sh.l += c * lc;
+			o.sh.first_layer += c * lc;
+			o.sh.layers = lc;
+			if (!o.last)
+				o.sh.lm = 0.0;
+			plan_us += o.sh.lm;
+			o.sh.total = plan_us;
+		}
 		o.kv_bytes = (double)o.tokens * cm->kv_token_bytes / tp;
 		o.tp_bytes = (double)o.tokens * cm->token_bytes;
 		/* An emulated op ends at its deadline; what its last layers' collectives still
@@ -834,13 +871,10 @@ static int run_1f1b(struct bp_engine *e, const struct bp_step *st, const struct 
 			return -1;
 		double t_end = be->now_us(e->st);
 		double *slot = rec + REC_HEAD + REC_MB * j;
-		slot[bwd * 2] = t_op - t0;
-		slot[bwd * 2 + 1] = t_end - t_op;
-		if (!bwd && r->next >= 0)
-			rc = bp_eng_send_p2p(e, r->next, j, 0, p2p_bytes, err);
-		else if (bwd && r->prev >= 0)
-			rc = bp_eng_send_p2p(e, r->prev, j, 1, p2p_bytes, err);
-		if (rc != 0)
+		if (c == (bwd ? v - 1 : 0)) /* a micro-batch's first chunk in this direction */
+			slot[bwd * 2] = t_op - t0;
+		slot[bwd * 2 + 1] += t_end - t_op;
+		if (to >= 0 && (rc = bp_eng_send_p2p(e, to, to_id, bwd, p2p_bytes, err)) != 0)
 			return rc;
 	}
 	return bp_eng_finish_step(e, st, r, t0, be->now_us(e->st), rec, err);
@@ -886,7 +920,7 @@ static int run_step(struct bp_engine *e, size_t si, double *rec, struct bp_error
 	else if (r->ticks)
 		rc = bp_eng_ticks_run(e, si, tr, r->pl.pipe >= 0 ? &so : NULL, t0, rec, err);
 	else
-		rc = run_1f1b(e, st, r, &so, t0, rec, err);
+		rc = run_pipe(e, st, r, &so, t0, rec, err);
 out:
 	bp_eng_ticks_free(tr);
 	bp_eng_step_ops_release(&so);

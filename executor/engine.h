@@ -1,4 +1,4 @@
-/* engine.h: balexec's backend-agnostic replay engine (DESIGN.md "Executor"; core-v2 Sec. 6;
+/* engine.h: balexec's backend-agnostic replay engine (executor/README.md "What a rank does";
  * issues 4 and 9).
  *
  * The engine reads a plan (through the planner's codec), finds its rank's role in each of

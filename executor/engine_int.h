@@ -21,7 +21,13 @@ struct lrole {
 	int n_tp, n_cp, n_sync, n_a2a;
 	int *a2a_ranks;                 /* [n_a2a]: the all-to-all group's world ranks */
 	int prev, next;                 /* neighbour stages' world ranks, -1 at the ends */
-	int ticks;                      /* the layout runs "distca-ticks" */
+	/* With model chunks (v > 1): the last stage's rank for stage 0 (where chunk c - 1's
+	 * forward comes from) and stage 0's for the last stage (where chunk c + 1 starts);
+	 * -1 otherwise */
+	int wrap_prev, wrap_next;
+	const struct bp_schedule *sched; /* the layout's row (schedule.h) */
+	int v;                          /* the layout's model chunks per rank */
+	int ticks;                      /* the schedule is world-synchronous ticks */
 	int active;                     /* in a pipeline, or an attention server (ticks) */
 };
 
@@ -35,6 +41,7 @@ struct bp_engine {
 	struct lrole *lr;           /* [plan->nlayouts] */
 	size_t nl;
 	size_t mmax;                /* most micro-batches of a pipeline in the timed steps */
+	int vmax;                   /* most model chunks per rank over the layouts */
 	int lmax;                   /* most layers of a stage, over every layout */
 	char *payload;              /* what sends carry; never written after setup */
 	char *cin, *cout;           /* collective buffers, max_bytes each */

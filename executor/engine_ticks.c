@@ -1,5 +1,5 @@
 /* engine_ticks.c: a "distca-ticks" step replayed (engine_int.h; planner/sim/ticks.h; DistCA
- * Sec. 4.1 and Fig. 8; specs/distca.md sec. 9, 10 and 16 "What balexec must do"). Called by
+ * Sec. 4.1, Fig. 7 and 8; executor/README.md "What a rank does", `distca-ticks`). Called by
  * engine.c's run_step for a step whose layout runs that schedule.
  *
  * Every rank of the layout (its pipelines' ranks and its attention servers) walks the same

@@ -1,5 +1,4 @@
-/* rendezvous.h: balexec's TCP rendezvous (executor/README.md "Rendezvous"; DESIGN.md
- * "Executor"; issue 4).
+/* rendezvous.h: balexec's TCP rendezvous (executor/README.md "Start-up, in order"; issue 4).
  *
  * Before any backend starts, every rank connects to rank 0 over TCP, says who it is and what
  * it runs (a check string: the plan's sha256 and step range), and gets back a small blob

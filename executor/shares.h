@@ -1,5 +1,5 @@
 /* shares.h: how the engine spreads an operation's predicted time over the primitives of its
- * layer loop (core-v2 Sec. 4 and 6). Called by engine.c per op (1F1B and ticks) and by
+ * layer loop (executor/README.md "Primitives"). Called by engine.c per op (1F1B and ticks) and by
  * tests/unit/test_exec_shares.c.
  *
  * bp_cost_mb (planner/model/costmodel.h) prices a micro-batch on a stage in parts: attention,

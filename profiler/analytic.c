@@ -1,8 +1,9 @@
 /* analytic.c: the analytic profile (analytic.h), the tables a measured profile would hold,
  * computed from a GPU's datasheet numbers and a model's shape.
  *
- * Called by `balplan profile --analytic` and by the tests, so everything downstream runs
- * without a GPU. Invariant: the tables pass bp_profile_from_json's validation (strictly
+ * Called by `balplan profile --analytic`, by the front ends that fall back to or regenerate an
+ * analytic profile (cmd/cmdutil.c), by balprof (the grid it measures), the public facade
+ * (api.c) and the tests, so everything downstream runs without a GPU. Invariant: the tables pass bp_profile_from_json's validation (strictly
  * increasing axes, finite non-negative values, non-decreasing along every axis), which each
  * formula below keeps by construction; no randomness, so the output is bit-for-bit
  * reproducible. Implements: the (q_len, kv_len) attention grid of DistCA Sec. 4.2
@@ -10,7 +11,7 @@
  * activation memory of Korthikanti et al. 2022 (Sec. 4) that Hydraulis App. B.1's constant A
  * stands for, the T(l,P) = a l^2 + b l + c fit of Hydraulis App. B.2 (bp_fit_scheme), and
  * the block-sparse M[x,k] table of SparseBalance Sec. IV-B (Eq. 10) for MoBA top-k attention
- * (sparsebalance.md sec. 1 and 11.1): dense time scaled by MoBA's pair count plus the
+ * (profiler/README.md "Sparse attention"): dense time scaled by MoBA's pair count plus the
  * selection kernels. profiler/README.md explains every constant. */
 #include "analytic.h"
 
@@ -84,7 +85,7 @@
 #define MAX_LEN_LIMIT ((int64_t)1 << 24)
 
 /* Sparse attention (MoBA, SparseBalance Sec. V-C1: block 256, top-k 32 in the paper). The grid
- * is sparsebalance.md sec. 11.1: x in SPARSE_X within [B, max_len] plus max_len, k in
+ * (ours, the paper gives none): x in SPARSE_X within [B, max_len] plus max_len, k in
  * SPARSE_K (includes k_base = 32 and reaches 64; Fig. 4 needs k near 50 for 90% recovery).
  * The selection kernels (block means of K, the fp32 gate Q . mean(K) over every chunk, top-k,
  * index build, and the LSE merge of the two attention calls) cost SPARSE_GATE_LAUNCHES kernel
@@ -264,11 +265,11 @@ double bp_analytic_sparse_gate_us(const struct bp_gpu *g, const struct bp_model 
 	       flops / (g->bf16_tflops * 1e6 * GEMM_EFF) + bytes / hbm;
 }
 
-/* M[x,k] per SparseBalance Eq. 10, analytic (sparsebalance.md sec. 11.1): the dense kernel's
- * time at (x, x) times the share of (query, key) pairs MoBA computes, P(x,k)/P(x,inf), plus the
- * selection term. Monotone in k because P is; in x because the dense time, P and the gate grow
- * with x, except that the dense time per pair falls with x (tile padding, efficiency ramp):
- * a running maximum down each column guards that, and leaves the k >= ceil(x/B) cells at
+/* M[x,k] per SparseBalance Eq. 10, analytic (profiler/README.md "Sparse attention"): the dense
+ * kernel's time at (x, x) times the share of (query, key) pairs MoBA computes, P(x,k)/P(x,inf),
+ * plus the selection term. Monotone in k because P is; in x because the dense time, P and the
+ * gate grow with x, except that the dense time per pair falls with x (tile padding, efficiency
+ * ramp): a running maximum down each column guards that, and leaves the k >= ceil(x/B) cells at
  * exactly dense + gate (the row above is at most its own dense + gate, smaller). */
 static int fill_sparse(struct bp_sparse_table *t, const struct bp_gpu *g,
 		       const struct bp_model *m, int tp, int64_t max_len, struct bp_error *err)

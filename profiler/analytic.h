@@ -14,7 +14,7 @@
 /* Fills p with the analytic profile of model m on gpu: attention fwd/bwd over a (q, kv) grid
  * up to max_len tokens and linear-layer times over token counts, one table per distinct TP
  * degree of the nschemes schemes; block-sparse (MoBA, block 256) attention over document
- * lengths and top-k budgets per TP degree (sparsebalance.md sec. 11.1); collectives for
+ * lengths and top-k budgets per TP degree (SparseBalance Eq. 10's M[x,k]); collectives for
  * every op within a node (2..gpus_per_node ranks) and across nodes (2..1024 ranks) over
  * 1 KiB..4 GiB; memory constants; and a T(l) = a l^2 + b l + c fit per scheme
  * (bp_fit_scheme). max_len in [256, 2^24]. p must be

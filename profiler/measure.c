@@ -2,10 +2,10 @@
  * to measure, the resumable state file and the merge of measured medians into the analytic
  * skeleton. Called by `balplan profile` (options only) and balprof (all of it).
  *
- * Implements the measured side of DistCA Sec. 4.2 "Profiler" (attention over a (q_len,
- * kv_len) grid per TP head count, read with bilinear interpolation) and the profiled tables
- * Hydraulis App. B.2 fits T(l,P) = a l^2 + b l + c to, and SparseBalance Sec. IV-B Eq. 10's
- * profiled M[x,k] of block-sparse attention (specs/sparsebalance.md sec. 11.1: one causal
+ * Implements the measured side of DistCA Sec. 4.2 "Profiler" (attention over a (q_len, kv_len)
+ * grid per TP head count, read with bilinear interpolation) and the profiled tables Hydraulis
+ * App. B.2 fits T(l,P) = a l^2 + b l + c to, and SparseBalance Sec. IV-B Eq. 10's profiled
+ * M[x,k] of block-sparse attention (profiler/README.md "sparse_attention[]": one causal
  * document of x tokens at budget k, selection included). Invariant: what bp_prof_merge returns
  * passes bp_profile_from_json (every replaced cell > 0, tables non-decreasing along every
  * axis). */
@@ -298,8 +298,8 @@ int bp_prof_tasks(const struct bp_profile *p, const struct bp_prof_world *w,
 				}
 			}
 	}
-	/* M[x,k] (specs/sparsebalance.md sec. 11.1): every cell is measured, those with
-	 * k >= ceil(x/B) too (dense plus selection: the consistency check of sec. 11.1). */
+	/* M[x,k]: every cell is measured, those with k >= ceil(x/B) too (dense plus selection:
+	 * what a consistency check compares with the dense table). */
 	for (size_t a = 0; a < p->nsparse; a++) {
 		const struct bp_sparse_table *st = &p->sparse[a];
 		for (size_t i = 0; i < st->nx; i++)

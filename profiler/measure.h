@@ -79,7 +79,7 @@ struct bp_task {
  * rows by q ascending, then the same cells alone in a launch (fwd_alone, bwd_alone); then
  * every sparse
  * table in p->sparse order (by tp, block), every (x, k) cell, forward then backward, x
- * ascending, then k ascending (M[x,k], specs/sparsebalance.md sec. 11.1). *out is the
+ * ascending, then k ascending (M[x,k], SparseBalance Eq. 10). *out is the
  * caller's to free(). Returns 0 or -1 with err. */
 int bp_prof_tasks(const struct bp_profile *p, const struct bp_prof_world *w,
 		  struct bp_task **out, size_t *n, struct bp_error *err);

@@ -1,5 +1,5 @@
 /* ca_sched.c: DistCA's placement, Items, greedy scheduler and communication costs
- * (ca_sched.h; DistCA Sec. 3, 4.1, 4.2, 6.1, App. A, B, E; specs/distca.md sec. 2-6). */
+ * (ca_sched.h; DistCA Sec. 3, 4.1, 4.2, 6.1, App. A, B, E, read against the public code). */
 #include "ca_sched.h"
 
 #include <math.h>
@@ -48,7 +48,7 @@ static int push_item(struct bp_ca_placement *pl, const struct bp_ca_item *it,
 	return 0;
 }
 
-/* Sec. 6.1 as the code does it (batch_to_items_general, distca.md sec. 3): a unit crossing
+/* Sec. 6.1 as the public code does it (batch_to_items_general): a unit crossing
  * ranks takes a front and a mirrored back piece on each, like per-document CP, so each
  * rank's share keeps the head-tail shape whose work App. B's FLOPs model predicts. */
 int bp_ca_place(const int64_t *doc, const int64_t *base, const int64_t *len, size_t n,
@@ -116,7 +116,7 @@ static int64_t item_kv_end(const struct bp_ca_item *it)
 
 /* Pairs a split of `want` units would move: the whole Item when want covers it, else the
  * innermost m pairs, m = floor(want / (h1 + t0 + 1)) rounded down to the granularity g
- * (distca.md sec. 4 "Split"). */
+ * (the public code's split: the pairs next to the head-tail gap move). */
 static int64_t split_pairs(const struct bp_ca_item *it, double want, int64_t g, int *whole)
 {
 	int64_t units = bp_ca_item_units(it);
@@ -160,7 +160,7 @@ static int split_fits(const struct bp_ca_item *it, double want, int64_t g, const
 }
 
 /* V of moving `want` units of an Item to a server already holding the unit's prefix
- * [0, have) (distca.md sec. 5). */
+ * [0, have) (V_comm of Sec. 4.2 in the mode o->comm: App. B, the code's, or exact). */
 static double move_cost(const struct bp_ca_item *it, double want, int64_t g, int64_t have,
 			const struct bp_ca_opts *o)
 {
@@ -240,7 +240,7 @@ struct cand {
 	double prio;
 };
 
-/* Sec. 4.2 / App. E, restated from the code (distca.md sec. 4). */
+/* Sec. 4.2 / App. E, restated from the public code's Planner.plan_items. */
 int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_opts *o,
 		   struct bp_ca_result *res, double *load_out, struct bp_error *err)
 {
@@ -557,7 +557,7 @@ static int cmp_need(const void *a, const void *b)
 	return (x->server > y->server) - (x->server < y->server);
 }
 
-/* distca.md sec. 9 and sec. 15 invariant 7: Q once per chunk, KV once per (piece, server)
+/* The bytes as the public code moves them: Q once per chunk, KV once per (piece, server)
  * for the part of the piece inside the longest prefix the server needs. */
 double bp_ca_bytes(const struct bp_ca_placement *pl, const struct bp_ca_chunk *ch, size_t n,
 		   int nranks, double q_bytes, double kv_bytes, double *send, double *recv,
@@ -791,7 +791,7 @@ fail:
 	return -1;
 }
 
-/* App. B (distca.md sec. 5): Comm(n_q) = size_q (n_q (1 + beta/2) + alpha beta X / (2 n_q))
+/* App. B: Comm(n_q) = size_q (n_q (1 + beta/2) + alpha beta X / (2 n_q))
  * is convex; the constraints n_kv >= n_q + L_kv - L_q and n_kv <= L_kv bound n_q to
  * [L_kv - sqrt(L_kv^2 - alpha X), (L_q - L_kv) + sqrt((L_q - L_kv)^2 + alpha X)] (the
  * paper prints the upper root without L_q - L_kv in front, a typo), so the optimum is the
@@ -883,7 +883,7 @@ size_t bp_ticks_count(int pp, size_t m)
 	return m ? 2 * (m + (size_t)pp - 1) : 0;
 }
 
-/* distca.md sec. 10: F_0 .. F_{pp-2}, then (F_{pp-1+i}, B_i) for i < m, then B_m ..
+/* Fig. 8's order: F_0 .. F_{pp-2}, then (F_{pp-1+i}, B_i) for i < m, then B_m ..
  * B_{m+pp-2}. */
 void bp_tick_phase(int pp, size_t m, size_t tick, int *bwd, size_t *phase_tick)
 {

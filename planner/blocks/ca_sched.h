@@ -1,9 +1,10 @@
-/* ca_sched.h: DistCA's building blocks (specs/distca.md sec. 2-6, 15): the linear-layer
+/* ca_sched.h: DistCA's building blocks: the linear-layer
  * placement with head-tail splits (Sec. 3, Sec. 6.1), CA-task Items (Sec. 4.1), the
  * communication-aware greedy scheduler (Sec. 4.2, App. E), its communication costs (App. B,
  * with the corrected boundary root) and the shard bound of App. A. Called by the distca
  * method (methods/distca.c) once per tick, phase and nano-batch, and by the unit tests
- * (tests/unit/test_distca.c: the spec's K1-K6 and invariants).
+ * (tests/unit/test_distca.c: known answers K1-K6, what DistCA's public planner gives on small
+ * inputs, and the invariants).
  *
  * Units are attended (query, key) pairs, diagonal included (the public code's FLOPs): a
  * query at position p of a causal unit attends p + 1 keys, so tokens [a, b) cost
@@ -23,7 +24,8 @@
 #include "bp.h"
 #include "presets.h"
 
-/* One Item = one CA-task group (distca.md sec. 2): queries [h0, h1) and [t0, t1) of a causal
+/* One Item = one CA-task group (Sec. 4.2 "Scheduling units"; head and tail as in the public
+ * code): queries [h0, h1) and [t0, t1) of a causal
  * unit of len tokens (document doc from token base on: base 0 for a whole document), with
  * their whole prefix [0, t1) (or [0, h1) without a tail) as context. A complete Item (the
  * whole unit, never split) is kept as head [0, L/2) and tail [L/2, L) and emits one chunk. */
@@ -53,7 +55,7 @@ struct bp_ca_piece {
 };
 
 /* The placement of one batch of causal units over nranks linear ranks (Sec. 6.1; the
- * code's batch_to_items_general, distca.md sec. 3): units in order fill rank 0's budget,
+ * public code's batch_to_items_general): units in order fill rank 0's budget,
  * then rank 1's, ...; a unit that fits what is left of the current rank is one complete
  * Item, otherwise the rank takes chunk = min(left of the unit, rank budget) tokens as a
  * head-tail Item, floor(chunk / 2) from the front and the rest from the back, and the unit
@@ -71,7 +73,8 @@ void bp_ca_placement_release(struct bp_ca_placement *pl);
 int bp_ca_place(const int64_t *doc, const int64_t *base, const int64_t *len, size_t n,
 		int nranks, int64_t budget, struct bp_ca_placement *pl, struct bp_error *err);
 
-/* How the scheduler prices a candidate move (distca.md sec. 5, sec. 17 #3). */
+/* How the scheduler prices a candidate move (V_comm of Sec. 4.2: the public code's formula,
+ * App. B's, or the exact bytes, our default). */
 enum bp_ca_comm {
 	BP_CA_COMM_CODE,  /* the public code: dF/(L+1) Q tokens + (L+1) KV tokens */
 	BP_CA_COMM_APPB,  /* App. B's head-tail closed form */
@@ -104,11 +107,12 @@ struct bp_ca_result {
 	size_t moves;
 };
 
-/* The greedy scheduler (Sec. 4.2, App. E; the code's Planner.plan_items, distca.md sec. 4)
+/* The greedy scheduler (Sec. 4.2, App. E; as the public code's Planner.plan_items runs it)
  * over pl->items on nservers servers (each Item's server must be in range): deficit servers
  * in order of their deficit take from surplus servers, each move the candidate with the
  * lowest V/dF (the paper's highest E = dF/V), split at the innermost pairs when only part
- * is wanted; split-off Items are appended. Tolerance is one-sided (distca.md sec. 14 #4)
+ * is wanted; split-off Items are appended. Tolerance is one-sided, as in the public code (a
+ * donor may stay above (1 + eps) mean, so no two-sided bound holds)
  * unless o->two_sided, which then moves from the most to the least loaded server while the
  * most loaded is above (1 + eps) mean (the paper's stop rule).
  * load (nservers entries, may be NULL) gets the loads after. Returns 0 or -1. */
@@ -126,12 +130,12 @@ struct bp_ca_chunk {
 int bp_ca_chunks(const struct bp_ca_placement *pl, struct bp_ca_chunk **out, size_t *n,
 		 struct bp_error *err);
 
-/* Bytes one call moves, per TP slice and layer, forward in: linear rank i -> server j gets
- * the chunk's queries (q_bytes each) and, once per (document, piece's rank, server), the
- * KV tokens of that rank's pieces inside the longest prefix the server needs (distca.md
- * sec. 15 invariant 7; self traffic excluded). send/recv (nranks entries each) are filled;
- * returns the largest send + recv of any rank (the buffer a call needs), or -1. This and
- * bp_ca_chunks state the model directly, over chunks and pieces, for hand-made cases; the
+/* Bytes one call moves, per TP slice and layer, forward in: linear rank i -> server j gets the
+ * chunk's queries (q_bytes each) and, once per (document, piece's rank, server), the KV tokens
+ * of that rank's pieces inside the longest prefix the server needs (KV deduplicated per server,
+ * as the public code sends it; self traffic excluded). send/recv (nranks entries each) are
+ * filled; returns the largest send + recv of any rank (the buffer a call needs), or -1. This
+ * and bp_ca_chunks state the model directly, over chunks and pieces, for hand-made cases; the
  * method runs bp_ca_emit, which the unit tests hold to them. */
 double bp_ca_bytes(const struct bp_ca_placement *pl, const struct bp_ca_chunk *ch, size_t n,
 		   int nranks, double q_bytes, double kv_bytes, double *send, double *recv,
@@ -149,7 +153,8 @@ double bp_ca_emit(const struct bp_ca_placement *pl, int nservers, double q_bytes
 /* App. B, one shard: the fewest bytes a sub-shard of alpha of an Item's work (L_q queries
  * ending at L_kv) can move, min n_q size_q + n_kv size_kv over real n_q; the boundary
  * case with the corrected root n_q = (L_q - L_kv) + sqrt((L_q - L_kv)^2 + alpha X)
- * (distca.md sec. 5, sec. 17 #4). */
+ * (App. B prints sqrt((L_q - L_kv)^2 + alpha X) alone, which only holds at L_q = L_kv; the
+ * root above solves n_q (n_q + 2 (L_kv - L_q)) = alpha X). */
 double bp_ca_appb_shard(double alpha, double lq, double lkv, double size_q, double size_kv);
 /* App. B, head-tail: the smallest feasible n_q, v = L_doc size_kv + size_q (n_q (2 + beta)
  * - alpha beta X / n_q) / 2. */
@@ -162,10 +167,10 @@ double bp_ca_appb_headtail(double alpha, double lq, double lkv, double ldoc, dou
 double bp_ca_max_shards(double t_per_token, double bw, double h_q, double h_kv);
 
 /* Bytes one TP slice moves per query token (Q, padded to 16 bytes) and per KV token (K and
- * V) into a server, bf16 (distca.md sec. 9; sim/ticks.c's forward-in rule). */
+ * V) into a server, bf16 (the public code's forward-in rule, sim/ticks.h). */
 void bp_ca_token_bytes(const struct bp_model *md, int tp, double *q_bytes, double *kv_bytes);
 
-/* Non-resend mode (distca.md sec. 9, 11; the public code's 3D default): what a server keeps
+/* Non-resend mode (the public code's default without PP): what a server keeps
  * per layer and TP slice from a CA-task's forward until its backward, bf16 with an fp32
  * log-sum-exp: per query token the received Q (padded as received, 16 bytes), its output O
  * and the log-sum-exp (Llama-3-8B at tp 8: 1024 + 1024 + 16 = 2064); per KV token K and V
@@ -177,8 +182,8 @@ struct bp_ca_task; /* plan/plan.h */
 /* The bytes the server of each of the n CA-tasks ca (plan order: by tick, server, document,
  * q0) keeps per layer and TP slice for it in non-resend mode: its queries at q_bytes, and
  * the KV prefix [kv0, longest kv1) of each run of consecutive tasks with the same tick,
- * server, document and kv0 once at kv_bytes (deduplicated as the all-to-all sends it,
- * distca.md sec. 9), charged to the run's first task. Self traffic counts: the local copy
+ * server, document and kv0 once at kv_bytes (deduplicated as the all-to-all sends it),
+ * charged to the run's first task. Self traffic counts: the local copy
  * lands in the same buffer. kept[n] is filled. */
 void bp_ca_kept_bytes(const struct bp_ca_task *ca, size_t n, double q_bytes, double kv_bytes,
 		      double *kept);
@@ -187,11 +192,11 @@ void bp_ca_kept_bytes(const struct bp_ca_task *ca, size_t n, double q_bytes, dou
  * methods/distca.c), read by the tick simulator for the nano-batches and the mode:
  *   resend      1: the backward sends Q, O, dO, LSE, K and V to the servers again, which
  *               keep nothing (mandatory with pp > 1); 0: non-resend, the servers keep the
- *               received Q, KV, O and LSE until the backward (distca.md sec. 9, 11); plans
+ *               received Q, KV, O and LSE until the backward (the public code at pp 1); plans
  *               without it read as resend;
  *   ping_spans  per micro-batch (pipeline-major, in execution order) how many of its first
  *               spans form the ping nano-batch (the rest are pong), NULL without ping-pong
- *               (distca.md sec. 8);
+ *               (Sec. 4.1 "Ping-Pong execution", Fig. 7);
  *   max_shards  App. A's bound on chunks per document and tick the calls kept (a document the
  *               placement cut into more pieces keeps their count);
  *   calls       one entry per scheduler call (forward tick, nano-batch): the tolerance used
@@ -207,7 +212,7 @@ struct bp_ca_record {
 };
 void bp_ca_record_release(struct bp_ca_record *r);
 
-/* DistCA Fig. 8's tick order in closed form (distca.md sec. 10; the tick simulator,
+/* DistCA Fig. 8's tick order in closed form (Sec. 4.1; the tick simulator,
  * sim/ticks.h, and the distca method's memory check use it). */
 /* Ticks in a step of m micro-batches per pipeline on pp stages: 2 (m + pp - 1), 0 for m 0. */
 size_t bp_ticks_count(int pp, size_t m);

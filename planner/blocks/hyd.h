@@ -1,7 +1,7 @@
 /* hyd.h: the building blocks of Hydraulis (Li et al., "Demystifying Workload Imbalances in
- * Large Transformer Model Training over Variable-length Sequences"; spec
- * /work/shared/specs/hydraulis.md), used by methods/hydraulis.c, formats/hyd_json.c and
- * `balplan propose`:
+ * Large Transformer Model Training over Variable-length Sequences"; section, equation and
+ * appendix numbers below are the paper's), used by methods/hydraulis.c, formats/hyd_json.c
+ * and `balplan propose`:
  *   hyd_model.c    schemes <TP, PP> and heterogeneous strategies (Sec. 5.1), their placement
  *                  onto ranks, the memory model MaxLen(P) (App. B.1), the latency model
  *                  T(l, P) = a l^2 + b l + c fitted by least squares (App. B.2) and UtilLen
@@ -44,7 +44,8 @@ static inline double bp_hyd_T(const struct bp_hyd_fit *f, double l)
 	return t > 0.0 ? t : 0.0;
 }
 
-/* T without c (the repository's dispatch and packing cost, spec Sec. 4 "c accounting"). */
+/* T without c: the public code's per-sequence cost in dispatch and packing, where it charges
+ * App. B.2's c once per micro-batch instead (hyd_c=code). */
 static inline double bp_hyd_T_noc(const struct bp_hyd_fit *f, double l)
 {
 	double t = (f->a * l + f->b) * l;
@@ -85,7 +86,7 @@ int64_t bp_hyd_maxlen(const struct bp_costmodel *cm, int replicas, int64_t align
  * For display (`balplan propose`): the simulator does not model it yet (issue 12 item 7). */
 int64_t bp_hyd_maxlen_full(const struct bp_costmodel *cm, int gpus, int64_t align);
 
-/* App. B.1 in the closed form of the public code (spec Sec. 3, `get_strategy_max_seqlen`),
+/* App. B.1 in the closed form of the public code (its `get_strategy_max_seqlen`),
  * with its profiled constants: static = (L/os_pp)(H^2/os_tp) B alpha / os_dp + (L/pp)(H^2/tp)
  * B (1 - alpha) + (H V / os_tp) e_os alpha / os_dp + (H V / tp) e (1 - alpha), e = 32 when
  * pp = 1 else 16 (e_os likewise with os_pp), and MaxLen = (bound - safe - static - gap) /
@@ -171,13 +172,13 @@ int bp_hyd_strategy_parse(const char *s, struct bp_hyd_strategy *st, struct bp_e
 int bp_hyd_strategy_check(const struct bp_hyd_strategy *st, int gpus, int gpus_per_node,
 			  const struct bp_model *m, struct bp_error *err);
 
-/* Places a strategy on ranks (spec Sec. 1, the code's convert_strategy): pipelines in order
- * of tp descending (pp descending, then group order), each stage's TP group onto the node
- * with the most GPUs already used that still has room for it (ties: the lowest node), on
- * its lowest free GPUs; layers split evenly (pp divides layers). The layout lists the groups'
- * pipelines in the order group_order gives (ng group indices; NULL: group order), group i's
- * capped at cap[i] tokens. Fills an initialised layout; -1 when a TP group finds no node
- * with room. */
+/* Places a strategy's pipelines (Sec. 5.1) on ranks as the public code's convert_strategy
+ * does: pipelines in order of tp descending (pp descending, then group order), each stage's
+ * TP group onto the node with the most GPUs already used that still has room for it (ties:
+ * the lowest node), on its lowest free GPUs; layers split evenly (pp divides layers). The
+ * layout lists the groups' pipelines in the order group_order gives (ng group indices; NULL:
+ * group order), group i's capped at cap[i] tokens. Fills an initialised layout; -1 when a
+ * TP group finds no node with room. */
 int bp_hyd_place(const struct bp_hyd_strategy *st, int gpus, int gpus_per_node, int layers,
 		 const size_t *group_order, const int64_t *cap, struct bp_layout *out,
 		 struct bp_error *err);
@@ -199,15 +200,29 @@ struct bp_hyd_dispatch {
 	const struct bp_hyd_dpipe *pipes; /* borrowed */
 	size_t npipes;
 	int no_c;          /* 1: per-sequence cost without c (the code's dispatch), else T */
-	int code;          /* the code's variant of Alg. 1 (spec Sec. 7): its pre-pass (with one
-			    * longest pipeline, the sequences only it holds go first) and ties to
-			    * an empty pipeline */
+	int code;          /* the public code's variant of Alg. 1 (App. D.2): its pre-pass (with
+			    * one longest pipeline, the sequences only it holds go first) and ties
+			    * to an empty pipeline */
 	int trials;        /* Alg. 1's T */
 	uint64_t seed;     /* trial t shuffles with a generator seeded seed + t */
 	const uint32_t *orders; /* NULL, or trials x n: trial t's shuffle (bp_hyd_orders of the
 				 * same n, trials and seed), shared by the candidates of a step;
 				 * borrowed */
 };
+
+/* A step's shuffles made on demand (bp_hyd_dispatch_greedy_shared): trial t's row is drawn
+ * the first time a candidate's greedy reaches trial t (trials stop early once no later one
+ * can win), then shared by the step's other candidates. Rows [0, made) of o are filled. */
+struct bp_hyd_shuffles {
+	uint32_t *o; /* trials x n; owned */
+	size_t n;
+	int trials, made;
+	uint64_t seed;
+};
+/* Returns 0, or -1 with err filled when out of memory or n >= 2^32. */
+int bp_hyd_shuffles_init(struct bp_hyd_shuffles *s, size_t n, int trials, uint64_t seed,
+			 struct bp_error *err);
+void bp_hyd_shuffles_release(struct bp_hyd_shuffles *s);
 
 /* Alg. 1's shuffles for `trials` trials of n sequences, trial t's at [t n, (t + 1) n): the
  * permutation bp_hyd_dispatch_greedy draws from a generator seeded seed + t. A step's
@@ -228,11 +243,19 @@ double bp_hyd_eq2(const struct bp_hyd_dispatch *d, const int *pipe_of, double *p
  * cost (C_j + E_j), the first such pipeline on ties (with d->code, the first empty one among
  * them, after the code's pre-pass); the best trial (the first on ties) wins.
  * Per-group segment trees give each placement in O(groups x log pipelines) instead of
- * O(pipelines); a trial stops as soon as it cannot beat the best. pipe_of gets the best
+ * O(pipelines) (groups of up to 64 pipelines are scanned instead, four at a time); a trial
+ * stops as soon as it cannot beat the best, and the trials stop once the best reaches a
+ * floor no trial can go below (the largest over sequences of PP T(l) on their best group).
+ * The result is the literal Alg. 1's, bit for bit. pipe_of gets the best
  * assignment, *objective its Eq. 3 value, *trial its index (from 0). Returns 0, or
  * BP_INFEASIBLE naming the first sequence longer than every cap. */
 int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double *objective,
 			   int *trial, struct bp_error *err);
+/* The same with trial t's shuffle from sh (when d->orders is NULL; sh made for d's n,
+ * trials and seed), drawn there if no earlier call reached trial t. */
+int bp_hyd_dispatch_greedy_shared(const struct bp_hyd_dispatch *d, struct bp_hyd_shuffles *sh,
+				  int *pipe_of, double *objective, int *trial,
+				  struct bp_error *err);
 
 /* A certified lower bound on Eq. 3's optimum: the largest of (a) each sequence alone on the
  * best pipeline it may use, PP T(l) (its C plus warm-up), and (b) for every prefix of
@@ -377,7 +400,7 @@ struct bp_hyd_propose_opts {
 	int gpu_step;    /* the DP's GPU unit (the code's N_STEP) */
 	int relaxed;     /* also run the relaxation and add its rounded strategies */
 	int warmup;      /* the code's warm-up term: + T(longest in the interval)(PP - 1), the
-			  * whole cost over d (spec Sec. 8; K3's variant) */
+			  * whole cost over d (the public code's variant of Eq. 4, Sec. 7) */
 	int keep_dominated; /* 0: drop a candidate that is a sub-multiset of another */
 	/* Lengths L whose bucket no step is likely to end at or below are skipped: those with
 	 * P(a step's longest <= L) = F(L)^(sequences per step) < min_prob (0: every L with
@@ -410,7 +433,8 @@ void bp_hyd_dp_release(struct bp_hyd_dp *dp);
 
 /* Runs Eq. 4 over units of o->gpu_step GPUs (integer d: a scheme takes whole pipelines whose
  * GPUs fill whole units; relaxed: any number of units, so d = units x gpu_step / N(P) may be a
- * fraction) with 0 < l' <= l (spec Sec. 12.2) and MaxLen(P_k, d) >= the interval's top. For
+ * fraction) with 0 < l' <= l (Eq. 4, Sec. 7: with l' < l no homogeneous strategy is
+ * reachable) and MaxLen(P_k, d) >= the interval's top. For
  * fixed (n, l, k) the best (d, l') is found by a two-pointer walk (the remaining latency
  * t[n - dN][l - l'] grows with d and falls with l', the interval's W/d the reverse), so the
  * table costs O(K N_u L_b (N_u + L_b)). Equal t are broken by the smaller sum of interval

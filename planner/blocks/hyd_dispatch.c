@@ -8,7 +8,10 @@
  * sequence may use are a prefix (J_i of Sec. 6.2); costs are non-decreasing in length, so
  * Eq. 2's T(max_i m_ij l_i)(PP - 1) is max_i T(l_i)(PP - 1) and the greedy's warm-up E_j only
  * grows; every trial reseeds its own generator (seed + trial), so the result does not depend
- * on how trials would be spread over threads. */
+ * on how trials would be spread over threads. Every shortcut of the greedy (the trees and
+ * their pruning, the scans, the trials' early stops) is exact in rounded arithmetic: the
+ * placements, the winning trial and its objective are Alg. 1's as printed, bit for bit
+ * (tests/unit/test_hydraulis.c holds it to a literal implementation). */
 #include "hyd.h"
 
 #include <math.h>
@@ -16,6 +19,10 @@
 #include <string.h>
 
 #include "rng.h"
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* min and max without libm calls (no NaN here: costs are finite). */
 static inline double dmin(double a, double b)
@@ -66,7 +73,8 @@ double bp_hyd_eq2(const struct bp_hyd_dispatch *d, const int *pipe_of, double *p
 /* Runs of consecutive pipelines with the same model, PP and cap: within a run pipelines
  * are interchangeable, so one segment tree serves it. A node keeps the least C + E and the
  * least C of its pipelines side by side (one cache line serves a probe); the sequence
- * counts, which only the code's tie-break reads, sit in a tree of their own. */
+ * counts, which only the code's tie-break reads, sit in a tree of their own. In a run of
+ * PP 1, E stays 0 and C + E is C: only the c half of its nodes is kept (see find_le1). */
 struct tnode {
 	double cost, c; /* min of C + E and of C over a node */
 };
@@ -74,10 +82,17 @@ struct tnode {
 struct group {
 	size_t start, size, tsize; /* pipelines [start, start + size); tree leaves tsize */
 	int pp;
+	int flat;                  /* no tree: at most FLAT_MAX pipelines, scanned in turn */
 	int64_t cap;
 	struct tnode *t;           /* [2 tsize] */
 	double *mn;                /* [2 tsize]: min sequence count (0: an empty pipeline) */
 };
+
+/* A run of up to FLAT_MAX pipelines is scanned, not searched: its pipelines' tests are
+ * independent of one another (no chain of loads down a tree) and the placement updates no
+ * tree. The greedy spends most placements on its first run (the longest MaxLen), often a
+ * few dozen pipelines. */
+#define FLAT_MAX 64
 
 struct groups {
 	struct group *g;
@@ -110,9 +125,10 @@ static int groups_make(const struct bp_hyd_dispatch *d, struct groups *gs, struc
 			last->size++;
 			continue;
 		}
-		gs->g[gs->n++] = (struct group){j, 1, 0, p->pp, p->cap, NULL, NULL};
+		gs->g[gs->n++] = (struct group){j, 1, 0, p->pp, 0, p->cap, NULL, NULL};
 	}
 	for (size_t k = 0; k < gs->n; k++) {
+		gs->g[k].flat = gs->g[k].size <= FLAT_MAX;
 		size_t t = 1;
 		while (t < gs->g[k].size)
 			t *= 2;
@@ -132,18 +148,24 @@ static int groups_make(const struct bp_hyd_dispatch *d, struct groups *gs, struc
 	return 0;
 }
 
-static void group_reset(struct group *g)
+static void group_reset(struct group *g, int counts)
 {
+	if (g->flat)
+		return;
 	for (size_t x = 0; x < g->tsize; x++) {
 		double v = x < g->size ? 0.0 : INFINITY;
 		g->t[g->tsize + x] = (struct tnode){v, v};
-		g->mn[g->tsize + x] = v;
 	}
 	for (size_t x = g->tsize - 1; x >= 1; x--) {
 		g->t[x].cost = dmin(g->t[2 * x].cost, g->t[2 * x + 1].cost);
 		g->t[x].c = dmin(g->t[2 * x].c, g->t[2 * x + 1].c);
-		g->mn[x] = dmin(g->mn[2 * x], g->mn[2 * x + 1]);
 	}
+	if (!counts)
+		return;
+	for (size_t x = 0; x < g->tsize; x++)
+		g->mn[g->tsize + x] = x < g->size ? 0.0 : INFINITY;
+	for (size_t x = g->tsize - 1; x >= 1; x--)
+		g->mn[x] = dmin(g->mn[2 * x], g->mn[2 * x + 1]);
 }
 
 /* A pipeline's C + E and C only grow, so a node whose minima did not change leaves every
@@ -152,13 +174,25 @@ static void group_set(struct group *g, size_t local, double cost, double c, doub
 		      int counts)
 {
 	size_t x = g->tsize + local;
-	g->t[x] = (struct tnode){cost, c};
-	for (x /= 2; x >= 1; x /= 2) {
-		struct tnode nv = {dmin(g->t[2 * x].cost, g->t[2 * x + 1].cost),
-				   dmin(g->t[2 * x].c, g->t[2 * x + 1].c)};
-		if (nv.cost == g->t[x].cost && nv.c == g->t[x].c)
-			break;
-		g->t[x] = nv;
+	if (g->flat)
+		return;
+	if (g->pp == 1) { /* C + E is C: the c half alone */
+		g->t[x].c = c;
+		for (x /= 2; x >= 1; x /= 2) {
+			double nv = dmin(g->t[2 * x].c, g->t[2 * x + 1].c);
+			if (nv == g->t[x].c)
+				break;
+			g->t[x].c = nv;
+		}
+	} else {
+		g->t[x] = (struct tnode){cost, c};
+		for (x /= 2; x >= 1; x /= 2) {
+			struct tnode nv = {dmin(g->t[2 * x].cost, g->t[2 * x + 1].cost),
+					   dmin(g->t[2 * x].c, g->t[2 * x + 1].c)};
+			if (nv.cost == g->t[x].cost && nv.c == g->t[x].c)
+				break;
+			g->t[x] = nv;
+		}
 	}
 	if (!counts)
 		return;
@@ -172,9 +206,15 @@ static void group_set(struct group *g, size_t local, double cost, double c, doub
 	}
 }
 
-/* The group's leftmost pipeline without sequences, or -1. */
-static long first_empty(const struct group *g)
+/* The group's leftmost pipeline without sequences (N: every pipeline's count), or -1. */
+static long first_empty(const struct group *g, const double *N)
 {
+	if (g->flat) {
+		for (size_t x = 0; x < g->size; x++)
+			if (N[g->start + x] == 0)
+				return (long)x;
+		return -1;
+	}
 	if (g->mn[1] > 0)
 		return -1;
 	size_t x = 1;
@@ -191,13 +231,16 @@ struct probe {
 };
 
 /* Alg. 1 lines 8-10: the pipeline's C' + E' if the sequence joins it. */
-static double newcost(const struct probe *pr, size_t local)
+static inline double newcost(const struct probe *pr, size_t local)
 {
 	size_t j = pr->g->start + local;
 	return (pr->C[j] + pr->t) + dmax(pr->E[j], pr->pm1t);
 }
 
-/* A lower bound on newcost over a node's pipelines (infinite for padding). */
+/* A lower bound on newcost over a node's pipelines (infinite for padding). Its second term,
+ * (min C + t) + (PP - 1) t, is exact in floating point: newcost is rounded additions of
+ * C + t and of max(E, (PP - 1) t), both monotone, so no pipeline of the node is below it. The
+ * first, min (C + E) + t, adds in another order than newcost and may exceed it by an ulp. */
 static inline double node_lb_raw(const struct probe *pr, size_t x)
 {
 	const struct tnode *n = &pr->g->t[x];
@@ -206,14 +249,13 @@ static inline double node_lb_raw(const struct probe *pr, size_t x)
 
 /* The same loosened by a relative 1e-12 so float rounding never prunes a pipeline that
  * meets the exact test at its leaf. */
-static double node_lb(const struct probe *pr, size_t x)
+static inline double loosen(double lb)
 {
-	double lb = node_lb_raw(pr, x);
 	return lb - 1e-12 * fabs(lb) - 1e-12;
 }
 
 /* Leftmost pipeline of the group with newcost <= thr, or -1: a left-first walk of the tree
- * without recursion, skipping every node whose bound exceeds thr (loosened as node_lb's:
+ * without recursion, skipping every node whose bound exceeds thr (loosened as loosen's:
  * the walk prunes only nodes without a pipeline that passes the exact test at its leaf, so
  * it finds the leftmost one). Padding leaves have infinite bounds and are never entered. */
 static long find_le(const struct probe *pr, double thr)
@@ -243,40 +285,145 @@ static long find_le(const struct probe *pr, double thr)
 	}
 }
 
-/* The least newcost of the group (leftmost on ties) below *best, by a left-first search
- * with pruning; *best and *arg updated. */
-static void find_min(const struct probe *pr, size_t x, size_t lo, size_t width, double *best,
-		     long *arg)
+/* find_le for a group of PP 1, where newcost is C + t (E and (PP - 1) t are 0): C + t <= thr
+ * holds for every C up to some value and for none above it (rounded addition is monotone),
+ * so a node passes exactly when its least C does, and the pipeline it stands for passes. A
+ * node that passes has a child that passes, the left one or else the right: one walk down,
+ * no backtracking, no loosening. */
+static inline long find_le1(const struct group *g, double t, double thr)
 {
-	if (lo >= pr->g->size || node_lb(pr, x) > *best)
-		return;
-	if (width == 1) {
-		double v = newcost(pr, lo);
-		if (v < *best || (v == *best && (*arg < 0 || (long)lo < *arg))) {
-			*best = v;
-			*arg = (long)lo;
-		}
-		return;
+	const struct tnode *n = g->t;
+	if (!(n[1].c + t <= thr))
+		return -1;
+	size_t x = 1, T = g->tsize;
+	while (x < T) {
+		x *= 2;
+		x += !(n[x].c + t <= thr);
 	}
-	find_min(pr, 2 * x, lo, width / 2, best, arg);
-	find_min(pr, 2 * x + 1, lo + width / 2, width / 2, best, arg);
+	return (long)(x - T);
 }
 
-/* A first candidate for find_min: follow the child with the smaller bound to a leaf, so the
- * pruning starts from a good value. */
-static void descend(const struct probe *pr, double *best, long *arg)
+/* The least newcost over the group, by a depth-first search that skips every node whose
+ * exact bound already reaches the best found (it cannot improve on it) or whose loosened
+ * bound exceeds it; the child with the smaller exact bound first. Pipelines whose newcost
+ * ties (empty ones, all alike) are seen once: the others' exact bound equals the best. */
+static double min_value(const struct probe *pr)
 {
-	size_t x = 1, lo = 0, width = pr->g->tsize;
-	while (width > 1) {
-		size_t half = width / 2;
-		int right = lo + half < pr->g->size && node_lb(pr, 2 * x + 1) < node_lb(pr, 2 * x);
-		x = 2 * x + (size_t)right;
-		lo += right ? half : 0;
-		width = half;
+	const size_t T = pr->g->tsize;
+	const struct tnode *tr = pr->g->t;
+	size_t stack[2 * 64 + 2];
+	size_t sp = 0;
+	double best = INFINITY;
+	stack[sp++] = 1;
+	while (sp) {
+		size_t x = stack[--sp];
+		double ex = tr[x].c + pr->t + pr->pm1t;
+		if (ex >= best || loosen(dmax(tr[x].cost + pr->t, ex)) > best)
+			continue;
+		if (x >= T) {
+			double v = newcost(pr, x - T);
+			if (v < best)
+				best = v;
+			continue;
+		}
+		double el = tr[2 * x].c + pr->t + pr->pm1t, er = tr[2 * x + 1].c + pr->t + pr->pm1t;
+		if (er < el) { /* the right child first */
+			stack[sp++] = 2 * x;
+			stack[sp++] = 2 * x + 1;
+		} else {
+			stack[sp++] = 2 * x + 1;
+			stack[sp++] = 2 * x;
+		}
 	}
-	double v = newcost(pr, lo);
-	*best = v;
-	*arg = (long)lo;
+	return best;
+}
+
+/* The first of a flat group's pipelines with newcost <= thr, or -1: four tests at a time,
+ * without a branch among them. scan_le1 for PP 1, where newcost is C + t (E and (PP - 1) t
+ * are 0), over the group's m values of C. */
+static inline unsigned first_bit(unsigned k)
+{
+	return k & 1 ? 0 : k & 2 ? 1 : k & 4 ? 2 : 3;
+}
+
+static inline long scan_le1(const double *C, size_t m, double t, double thr)
+{
+	size_t j = 0;
+#ifdef __SSE2__
+	/* the same tests two at a time: C + t <= thr per lane, rounded as the scalar */
+	const __m128d tv = _mm_set1_pd(t), hv = _mm_set1_pd(thr);
+	for (; j + 4 <= m; j += 4) {
+		__m128d a = _mm_cmple_pd(_mm_add_pd(_mm_loadu_pd(C + j), tv), hv);
+		__m128d b = _mm_cmple_pd(_mm_add_pd(_mm_loadu_pd(C + j + 2), tv), hv);
+		unsigned k = (unsigned)_mm_movemask_pd(a) | (unsigned)_mm_movemask_pd(b) << 2;
+		if (k)
+			return (long)(j + first_bit(k));
+	}
+#endif
+	for (; j + 4 <= m; j += 4) {
+		unsigned k = (unsigned)(C[j] + t <= thr) | (unsigned)(C[j + 1] + t <= thr) << 1 |
+			     (unsigned)(C[j + 2] + t <= thr) << 2 | (unsigned)(C[j + 3] + t <= thr) << 3;
+		if (k)
+			return (long)(j + first_bit(k));
+	}
+	for (; j < m; j++)
+		if (C[j] + t <= thr)
+			return (long)j;
+	return -1;
+}
+
+static long scan_le(const struct probe *pr, double thr)
+{
+	const size_t m = pr->g->size;
+	const double *C = pr->C + pr->g->start, *E = pr->E + pr->g->start;
+	const double t = pr->t, pm1t = pr->pm1t;
+	size_t j = 0;
+	if (pr->g->pp == 1)
+		return scan_le1(C, m, t, thr);
+	for (; j + 4 <= m; j += 4) {
+		unsigned k = (unsigned)((C[j] + t) + dmax(E[j], pm1t) <= thr) |
+			     (unsigned)((C[j + 1] + t) + dmax(E[j + 1], pm1t) <= thr) << 1 |
+			     (unsigned)((C[j + 2] + t) + dmax(E[j + 2], pm1t) <= thr) << 2 |
+			     (unsigned)((C[j + 3] + t) + dmax(E[j + 3], pm1t) <= thr) << 3;
+		if (k)
+			return (long)(j + first_bit(k));
+	}
+	for (; j < m; j++)
+		if ((C[j] + t) + dmax(E[j], pm1t) <= thr)
+			return (long)j;
+	return -1;
+}
+
+/* The least newcost of a flat group and its first pipeline (strict <: the leftmost). */
+static long scan_min(const struct probe *pr, double *v)
+{
+	double best = INFINITY;
+	long arg = -1;
+	for (size_t j = 0; j < pr->g->size; j++) {
+		double x = newcost(pr, j);
+		if (x < best) {
+			best = x;
+			arg = (long)j;
+		}
+	}
+	*v = best;
+	return arg;
+}
+
+/* Alg. 1 lines 8-13 over one group when no pipeline stays within the current maximum: the
+ * least newcost *v and the leftmost pipeline that has it. With PP 1 the least is the root's
+ * least C + t (monotone, as find_le1); otherwise min_value. Either way the leftmost pipeline
+ * at most that value is the leftmost of least newcost. */
+static long group_min(const struct probe *pr, double *v)
+{
+	if (pr->g->flat)
+		return scan_min(pr, v);
+	if (pr->g->pp == 1) {
+		*v = pr->g->t[1].c + pr->t;
+		return find_le1(pr->g, pr->t, *v);
+	}
+	*v = min_value(pr);
+	return find_le(pr, *v);
 }
 
 /* Alg. 1 line 3: a Fisher-Yates shuffle of 0..n-1 from trial t's own generator. */
@@ -294,32 +441,86 @@ static void trial_order(size_t n, uint64_t seed, int t, size_t *order)
 	}
 }
 
-uint32_t *bp_hyd_orders(size_t n, int trials, uint64_t seed, struct bp_error *err)
+/* trial_order's shuffle of trial t, written into a table row of 32-bit entries. */
+static void table_row(uint32_t *ord, size_t n, uint64_t seed, int t)
 {
-	if (trials < 1)
-		trials = 1;
+	struct bp_rng rng;
+	bp_rng_seed(&rng, seed + (uint64_t)t);
+	for (size_t i = 0; i < n; i++)
+		ord[i] = (uint32_t)i;
+	for (size_t i = n; i > 1; i--) {
+		size_t r = (size_t)bp_rng_below(&rng, i);
+		uint32_t tmp = ord[i - 1];
+		ord[i - 1] = ord[r];
+		ord[r] = tmp;
+	}
+}
+
+static uint32_t *table_alloc(size_t n, int trials, struct bp_error *err)
+{
 	if (n >= UINT32_MAX) {
 		bp_errorf(err, "internal: %zu sequences are too many for a shuffle table", n);
 		return NULL;
 	}
-	uint32_t *o = bp_calloc((n ? n : 1) * (size_t)trials, sizeof(uint32_t), err);
-	size_t *tmp = bp_calloc(n ? n : 1, sizeof(size_t), err);
-	if (!o || !tmp) {
-		free(o);
-		free(tmp);
-		return NULL;
-	}
-	for (int t = 0; t < trials; t++) {
-		trial_order(n, seed, t, tmp);
-		for (size_t i = 0; i < n; i++)
-			o[(size_t)t * n + i] = (uint32_t)tmp[i];
-	}
-	free(tmp);
+	return bp_calloc((n ? n : 1) * (size_t)trials, sizeof(uint32_t), err);
+}
+
+uint32_t *bp_hyd_orders(size_t n, int trials, uint64_t seed, struct bp_error *err)
+{
+	if (trials < 1)
+		trials = 1;
+	uint32_t *o = table_alloc(n, trials, err);
+	for (int t = 0; o && t < trials; t++)
+		table_row(o + (size_t)t * n, n, seed, t);
 	return o;
 }
 
+int bp_hyd_shuffles_init(struct bp_hyd_shuffles *s, size_t n, int trials, uint64_t seed,
+			 struct bp_error *err)
+{
+	if (trials < 1)
+		trials = 1;
+	/* not zeroed: rows are written before they are read, and the pages of rows no trial
+	 * reaches are never touched */
+	if (n >= UINT32_MAX) {
+		bp_errorf(err, "internal: %zu sequences are too many for a shuffle table", n);
+		return -1;
+	}
+	*s = (struct bp_hyd_shuffles){bp_realloc_array(NULL, (n ? n : 1) * (size_t)trials,
+						      sizeof(uint32_t), err), n, trials, 0, seed};
+	return s->o ? 0 : -1;
+}
+
+void bp_hyd_shuffles_release(struct bp_hyd_shuffles *s)
+{
+	free(s->o);
+	s->o = NULL;
+	s->made = 0;
+}
+
+/* Trial t's row of a shared table, drawn now if no candidate reached trial t before. */
+static const uint32_t *shuffle_row(struct bp_hyd_shuffles *s, int t)
+{
+	for (; s->made <= t; s->made++)
+		table_row(s->o + (size_t)s->made * s->n, s->n, s->seed, s->made);
+	return s->o + (size_t)t * s->n;
+}
+
+/* A sequence's cost on a group and (PP - 1) times it, side by side for the placement. */
+struct scost {
+	double t, pm1t;
+};
+
+
 int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double *objective,
 			   int *trial, struct bp_error *err)
+{
+	return bp_hyd_dispatch_greedy_shared(d, NULL, pipe_of, objective, trial, err);
+}
+
+int bp_hyd_dispatch_greedy_shared(const struct bp_hyd_dispatch *d, struct bp_hyd_shuffles *sh,
+				  int *pipe_of, double *objective, int *trial,
+				  struct bp_error *err)
 {
 	struct groups gs;
 	int rc = -1;
@@ -330,7 +531,7 @@ int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double
 	double *C = bp_calloc(d->npipes ? d->npipes : 1, sizeof(double), err);
 	double *E = bp_calloc(d->npipes ? d->npipes : 1, sizeof(double), err);
 	double *N = bp_calloc(d->npipes ? d->npipes : 1, sizeof(double), err); /* sequences */
-	double *cost = NULL; /* [group][sequence] */
+	struct scost *cost = NULL; /* [sequence][group] */
 	memset(&gs, 0, sizeof(gs));
 	*objective = INFINITY;
 	*trial = -1;
@@ -340,12 +541,19 @@ int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double
 		bp_errorf(err, "internal: dispatch to no pipelines");
 		goto out;
 	}
-	cost = bp_calloc(gs.n * (n ? n : 1), sizeof(double), err);
+	const size_t G = gs.n;
+	cost = bp_calloc(G * (n ? n : 1), sizeof(*cost), err);
 	if (!cost)
 		goto out;
+	/* floor_obj: no trial ends below it. Sequence i's pipeline j ends at least at its C' + E'
+	 * when i joins, (C + t) + max(E, (PP - 1) t) >= t + (PP - 1) t in rounded arithmetic
+	 * too (C, E >= 0, additions monotone), and C + E never falls after. So once the best
+	 * trial is at or below the largest over sequences of the least t + (PP - 1) t over their
+	 * groups, no later trial can beat it strictly: the trials stop there. */
+	double floor_obj = 0.0;
 	for (size_t i = 0; i < n; i++) {
 		size_t k = 0;
-		while (k < gs.n && gs.g[k].cap >= d->len[i])
+		while (k < G && gs.g[k].cap >= d->len[i])
 			k++;
 		if (!k) {
 			rc = bp_infeasiblef(err, "a sequence of %lld tokens is longer than every "
@@ -354,18 +562,32 @@ int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double
 			goto out;
 		}
 		allowed[i] = k;
-		for (size_t g = 0; g < k; g++)
-			cost[g * n + i] = bp_hyd_seq_cost(d, gs.g[g].start, d->len[i]);
+		double alone = INFINITY;
+		for (size_t g = 0; g < k; g++) {
+			double c = bp_hyd_seq_cost(d, gs.g[g].start, d->len[i]);
+			cost[i * G + g] = (struct scost){c, (gs.g[g].pp - 1) * c};
+			alone = dmin(alone, c + cost[i * G + g].pm1t);
+		}
+		floor_obj = dmax(floor_obj, alone);
 	}
 	double best = INFINITY;
 	int trials = d->trials < 1 ? 1 : d->trials;
-	for (int t = 0; t < trials; t++) {
-		if (d->orders) /* Alg. 1 line 3: a random permutation */
+	const int code = d->code, prepass = code && gs.g[0].size == 1;
+	for (int t = 0; t < trials && !(best <= floor_obj); t++) {
+		/* Alg. 1 line 3: a random permutation, the shared table's or drawn here */
+		const uint32_t *shared = NULL;
+		if (d->orders)
+			shared = d->orders + (size_t)t * n;
+		else if (sh && t < sh->trials)
+			shared = shuffle_row(sh, t);
+		if (shared && prepass)
 			for (size_t i = 0; i < n; i++)
-				order[i] = d->orders[(size_t)t * n + i];
-		else
+				order[i] = shared[i];
+		else if (!shared)
 			trial_order(n, d->seed, t, order);
-		if (d->code && gs.g[0].size == 1) {
+		if (prepass)
+			shared = NULL;
+		if (prepass) {
 			/* The code's pre-pass: sequences only pipeline 0 can hold go there first
 			 * (when it alone has the largest MaxLen), in shuffled order. */
 			size_t k = 0;
@@ -380,13 +602,16 @@ int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double
 		}
 		memset(C, 0, d->npipes * sizeof(double));
 		memset(E, 0, d->npipes * sizeof(double));
-		memset(N, 0, d->npipes * sizeof(double));
-		for (size_t g = 0; g < gs.n; g++)
-			group_reset(&gs.g[g]);
+		if (d->code)
+			memset(N, 0, d->npipes * sizeof(double));
+		for (size_t g = 0; g < G; g++)
+			group_reset(&gs.g[g], d->code);
 		double m1 = 0.0; /* the largest C_j + E_j so far */
 		int aborted = 0;
 		for (size_t q = 0; q < n; q++) {
-			size_t i = order[q];
+			size_t i = shared ? (size_t)shared[q] : order[q];
+			const struct scost *ci = &cost[i * G];
+			const size_t k = allowed[i];
 			struct probe pr;
 			long hit = -1;
 			size_t hg = 0;
@@ -397,32 +622,38 @@ int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double
 			 * there is none, every score is C'_j + E'_j and the least wins. */
 			/* The code's tie-break: among the pipelines of least score, the first
 			 * empty one if there is one. */
-			for (size_t g = 0; d->code && g < allowed[i] && hit < 0; g++) {
-				long e = first_empty(&gs.g[g]);
-				pr = (struct probe){&gs.g[g], C, E, cost[g * n + i],
-						    (gs.g[g].pp - 1) * cost[g * n + i]};
-				if (e >= 0 && newcost(&pr, (size_t)e) <= m1) {
-					hit = e;
-					hg = g;
+			if (code)
+				for (size_t g = 0; g < k && hit < 0; g++) {
+					long e = first_empty(&gs.g[g], N);
+					pr = (struct probe){&gs.g[g], C, E, ci[g].t, ci[g].pm1t};
+					if (e >= 0 && newcost(&pr, (size_t)e) <= m1) {
+						hit = e;
+						hg = g;
+					}
 				}
-			}
-			for (size_t g = 0; g < allowed[i] && hit < 0; g++) {
-				pr = (struct probe){&gs.g[g], C, E, cost[g * n + i],
-						    (gs.g[g].pp - 1) * cost[g * n + i]};
-				hit = find_le(&pr, m1);
+			for (size_t g = 0; g < k && hit < 0; g++) {
+				const struct group *gg = &gs.g[g];
 				hg = g;
+				if (gg->flat && gg->pp == 1) {
+					hit = scan_le1(C + gg->start, gg->size, ci[g].t, m1);
+					continue;
+				}
+				pr = (struct probe){gg, C, E, ci[g].t, ci[g].pm1t};
+				if (gg->flat)
+					hit = scan_le(&pr, m1);
+				else if (gg->pp == 1)
+					hit = find_le1(gg, ci[g].t, m1);
+				else
+					hit = find_le(&pr, m1);
 			}
 			if (hit < 0) {
 				double bv = INFINITY;
 				int bempty = 0;
-				for (size_t g = 0; g < allowed[i]; g++) {
+				for (size_t g = 0; g < k; g++) {
 					double v;
-					long a;
-					pr = (struct probe){&gs.g[g], C, E, cost[g * n + i],
-							    (gs.g[g].pp - 1) * cost[g * n + i]};
-					descend(&pr, &v, &a);
-					find_min(&pr, 1, 0, gs.g[g].tsize, &v, &a);
-					long e = d->code ? first_empty(&gs.g[g]) : -1;
+					pr = (struct probe){&gs.g[g], C, E, ci[g].t, ci[g].pm1t};
+					long a = group_min(&pr, &v);
+					long e = code ? first_empty(&gs.g[g], N) : -1;
 					int is_empty = e >= 0 && newcost(&pr, (size_t)e) == v;
 					if (is_empty)
 						a = e;
@@ -436,14 +667,16 @@ int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double
 					}
 				}
 			}
-			struct group *G = &gs.g[hg];
-			size_t j = G->start + (size_t)hit;
-			double t1 = cost[hg * n + i];
+			struct group *Gp = &gs.g[hg];
+			size_t j = Gp->start + (size_t)hit;
+			double t1 = ci[hg].t;
 			C[j] += t1;
-			E[j] = dmax(E[j], (G->pp - 1) * t1);
-			N[j] += 1;
+			E[j] = dmax(E[j], ci[hg].pm1t);
 			double cj = C[j] + E[j];
-			group_set(G, (size_t)hit, cj, C[j], N[j], d->code);
+			if (code)
+				N[j] += 1;
+			if (!Gp->flat || code)
+				group_set(Gp, (size_t)hit, cj, C[j], N[j], code);
 			cur[i] = (int)j;
 			if (cj > m1)
 				m1 = cj;
@@ -482,20 +715,30 @@ double bp_hyd_dispatch_bound(const struct bp_hyd_dispatch *d)
 	size_t np = d->npipes;
 	if (!np)
 		return 0.0;
-	/* Group ends: the pipelines' prefixes at which the cap drops. */
+	/* Runs of pipelines alike (model, PP, cap) cost a sequence the same: one cost per run,
+	 * so a sequence takes O(runs), not O(pipelines). run_end[r]: one past run r. */
 	double *conf = calloc(np, sizeof(double)); /* cost confined to pipelines [0, j] */
-	if (!conf)
+	size_t *run_end = calloc(np, sizeof(size_t));
+	if (!conf || !run_end) {
+		free(conf);
+		free(run_end);
 		return 0.0;
+	}
+	size_t nr = 0;
+	for (size_t j = 1; j <= np; j++)
+		if (j == np || d->pipes[j].T != d->pipes[j - 1].T ||
+		    d->pipes[j].pp != d->pipes[j - 1].pp || d->pipes[j].cap != d->pipes[j - 1].cap)
+			run_end[nr++] = j;
 	for (size_t i = 0; i < d->n; i++) {
 		size_t J = 0;
 		double cheapest = INFINITY, alone = INFINITY;
-		while (J < np && d->pipes[J].cap >= d->len[i]) {
+		for (size_t r = 0; r < nr && d->pipes[J].cap >= d->len[i]; r++) {
 			double c = bp_hyd_seq_cost(d, J, d->len[i]);
 			if (c < cheapest)
 				cheapest = c;
 			if (d->pipes[J].pp * c < alone)
 				alone = d->pipes[J].pp * c;
-			J++;
+			J = run_end[r];
 		}
 		if (!J)
 			continue; /* infeasible: the greedy says so */
@@ -511,6 +754,7 @@ double bp_hyd_dispatch_bound(const struct bp_hyd_dispatch *d)
 			lb = acc / (double)(j + 1);
 	}
 	free(conf);
+	free(run_end);
 	return lb;
 }
 

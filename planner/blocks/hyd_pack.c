@@ -17,6 +17,31 @@
 #include "ilp_pack.h"
 #include "pack.h"
 
+/* LPT with a cap for v micro-batches, as bp_pack_lpt (the costliest sequence first into the
+ * least-loaded micro-batch with room, the first on ties) but with the order by cost given:
+ * it is the same for every V, so it is sorted once (bp_order_by_cost). Returns 0, or 1 when
+ * a sequence finds no micro-batch with room (bin_of, load and fill then partial). */
+static int lpt_ordered(const double *w, const int64_t *len, const size_t *order, size_t n,
+		       size_t v, int64_t cap, int *bin_of, double *load, int64_t *fill)
+{
+	for (size_t b = 0; b < v; b++) {
+		load[b] = 0.0;
+		fill[b] = 0;
+	}
+	for (size_t k = 0; k < n; k++) {
+		size_t i = order[k], best = v;
+		for (size_t b = 0; b < v; b++)
+			if (fill[b] + len[i] <= cap && (best == v || load[b] < load[best]))
+				best = b;
+		if (best == v)
+			return 1;
+		bin_of[i] = (int)best;
+		load[best] += w[i];
+		fill[best] += len[i];
+	}
+	return 0;
+}
+
 int bp_hyd_pack(const struct bp_hyd_pack_in *in, int *bin_of, struct bp_hyd_pack_out *out,
 		struct bp_error *err)
 {
@@ -49,8 +74,10 @@ int bp_hyd_pack(const struct bp_hyd_pack_in *in, int *bin_of, struct bp_hyd_pack
 	int *bins = bp_calloc(n, sizeof(int), err), *ib = bp_calloc(n, sizeof(int), err);
 	double *load = bp_calloc(n, sizeof(double), err);
 	int64_t *fill = bp_calloc(n, sizeof(int64_t), err);
-	if (!bins || !ib || !load || !fill)
+	size_t *order = bp_calloc(n, sizeof(size_t), err);
+	if (!bins || !ib || !load || !fill || !order)
 		goto out;
+	bp_order_by_cost(in->w, in->len, n, order);
 	double best = INFINITY, wmax = 0.0, wsum = 0.0;
 	for (size_t i = 0; i < n; i++) {
 		wsum += in->w[i];
@@ -70,10 +97,7 @@ int bp_hyd_pack(const struct bp_hyd_pack_in *in, int *bin_of, struct bp_hyd_pack
 				break;
 			continue;
 		}
-		int r = bp_pack_lpt(in->w, in->len, n, (size_t)v, in->cap, bins, load, fill, err);
-		if (r < 0)
-			goto out;
-		if (r > 0)
+		if (lpt_ordered(in->w, in->len, order, n, (size_t)v, in->cap, bins, load, fill))
 			continue; /* the greedy left a sequence out at this V */
 		double z = 0.0;
 		for (int64_t k = 0; k < v; k++)
@@ -93,7 +117,9 @@ int bp_hyd_pack(const struct bp_hyd_pack_in *in, int *bin_of, struct bp_hyd_pack
 			}
 		}
 		double obj = (z + in->c_mb) * (double)(in->pp - 1 + v);
-		if (obj < best) { /* strict: the smaller V on ties (spec Sec. 5, the code) */
+		/* strict: the smaller V on ties (App. C's range scanned upward, as the public
+		 * code does) */
+		if (obj < best) {
 			best = obj;
 			out->v = (int)v;
 			out->z = z;
@@ -125,5 +151,6 @@ out:
 	free(ib);
 	free(load);
 	free(fill);
+	free(order);
 	return rc;
 }

@@ -19,7 +19,9 @@ struct scratch {
 	int64_t *l;
 	size_t *idx;
 	int *bins;
-	uint32_t *orders; /* the trials' shuffles, made when a first candidate dispatches */
+	size_t *first;    /* [npipes + 1]: pipeline j's sequences are by_pipe[first[j] ..] */
+	size_t *by_pipe;  /* [n]: the sequences grouped by pipeline, each group ascending */
+	struct bp_hyd_shuffles sh; /* the trials' shuffles, as the candidates' trials need them */
 };
 
 static void scratch_free(struct scratch *s)
@@ -32,7 +34,9 @@ static void scratch_free(struct scratch *s)
 	free(s->l);
 	free(s->idx);
 	free(s->bins);
-	free(s->orders);
+	free(s->first);
+	free(s->by_pipe);
+	bp_hyd_shuffles_release(&s->sh);
 }
 
 static int scratch_alloc(struct scratch *s, size_t n, size_t np, struct bp_error *err)
@@ -48,8 +52,31 @@ static int scratch_alloc(struct scratch *s, size_t n, size_t np, struct bp_error
 	s->l = bp_calloc(n, sizeof(int64_t), err);
 	s->idx = bp_calloc(n, sizeof(size_t), err);
 	s->bins = bp_calloc(n, sizeof(int), err);
-	return s->pipe_of && s->bin_of && s->pr && s->eq2 && s->w && s->l && s->idx && s->bins
-		       ? 0 : -1;
+	s->first = bp_calloc(np + 1, sizeof(size_t), err);
+	s->by_pipe = bp_calloc(n, sizeof(size_t), err);
+	return s->pipe_of && s->bin_of && s->pr && s->eq2 && s->w && s->l && s->idx && s->bins &&
+		       s->first && s->by_pipe ? 0 : -1;
+}
+
+/* The m_ij columns of Eq. 3 (every sequence's allowed pipelines: a prefix of the pipelines,
+ * ordered by MaxLen longest first), counted only up to limit + 1: whether they exceed limit
+ * is all the caller asks. A binary search per sequence. */
+static int64_t count_cols(const struct bp_hyd_cand *c, const int64_t *len, size_t n,
+			  int64_t limit)
+{
+	int64_t cols = 0;
+	for (size_t i = 0; i < n && cols <= limit; i++) {
+		size_t lo = 0, hi = c->npipes; /* pipelines [0, lo) hold len[i], [hi, np) do not */
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (c->dp[mid].cap >= len[i])
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		cols += (int64_t)lo;
+	}
+	return cols;
 }
 
 /* Dispatch, pack and estimate one candidate (Sec. 6). Returns 0 (selectable), 1 (not:
@@ -82,12 +109,13 @@ static int run_candidate(const struct bp_hyd_cand *c, const int64_t *len, size_t
 		return 1;
 	}
 	/* One shuffle table per step: every candidate draws the same permutations (seed + t),
-	 * so they are made once (when small enough: trials x n <= 2^24 entries). */
-	if (!t->orders && (double)n * (o->trials < 1 ? 1 : o->trials) <= 16777216.0 &&
-	    !(t->orders = bp_hyd_orders(n, o->trials, seed, err)))
+	 * so each is made once, when a first candidate's greedy reaches its trial (when the
+	 * table is small enough: trials x n <= 2^24 entries). */
+	if (!t->sh.o && (double)n * (o->trials < 1 ? 1 : o->trials) <= 16777216.0 &&
+	    bp_hyd_shuffles_init(&t->sh, n, o->trials, seed, err) < 0)
 		return -1;
-	d.orders = t->orders;
-	int r = bp_hyd_dispatch_greedy(&d, t->pipe_of, &obj, &res->trial, err);
+	int r = bp_hyd_dispatch_greedy_shared(&d, t->sh.o ? &t->sh : NULL, t->pipe_of, &obj,
+					      &res->trial, err);
 	if (r < 0)
 		return r;
 	res->dispatch_us = obj;
@@ -100,12 +128,8 @@ static int run_candidate(const struct bp_hyd_cand *c, const int64_t *len, size_t
 		return 1;
 	}
 	/* Eq. 3 exactly where the instance is small enough (its m_ij columns). */
-	size_t cols = 0;
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j < c->npipes && c->dp[j].cap >= len[i]; j++)
-			cols++;
-	if (o->ilp && o->ilp->max_vars > 0 && (int64_t)cols <= o->ilp->max_vars && n &&
-	    c->npipes > 1 && res->bound_us < obj) {
+	if (o->ilp && o->ilp->max_vars > 0 && n && c->npipes > 1 && res->bound_us < obj &&
+	    count_cols(c, len, n, o->ilp->max_vars) <= o->ilp->max_vars) {
 		struct bp_hyd_ilp_res ir;
 		int *alt = bp_calloc(n, sizeof(int), err);
 		if (!alt || bp_hyd_dispatch_ilp(&d, o->ilp, t->pipe_of, alt, &ir, err) < 0) {
@@ -122,14 +146,25 @@ static int run_candidate(const struct bp_hyd_cand *c, const int64_t *len, size_t
 	bp_hyd_eq2(&d, t->pipe_of, t->eq2);
 	snprintf(res->status, sizeof(res->status), "ok");
 	double est = 0.0;
+	/* the sequences by pipeline (a counting sort, each pipeline's in ascending order) */
+	memset(t->first, 0, (c->npipes + 1) * sizeof(size_t));
+	for (size_t i = 0; i < n; i++)
+		t->first[t->pipe_of[i] + 1]++;
+	for (size_t j = 0; j < c->npipes; j++)
+		t->first[j + 1] += t->first[j];
+	for (size_t i = 0; i < n; i++)
+		t->by_pipe[t->first[t->pipe_of[i]]++] = i;
+	for (size_t j = c->npipes; j > 0; j--)
+		t->first[j] = t->first[j - 1];
+	t->first[0] = 0;
 	for (size_t j = 0; j < c->npipes; j++) {
 		size_t m = 0;
-		for (size_t i = 0; i < n; i++)
-			if (t->pipe_of[i] == (int)j) {
-				t->idx[m] = i;
-				t->l[m] = len[i];
-				t->w[m++] = bp_hyd_seq_cost(&d, j, len[i]);
-			}
+		for (size_t q = t->first[j]; q < t->first[j + 1]; q++) {
+			size_t i = t->by_pipe[q];
+			t->idx[m] = i;
+			t->l[m] = len[i];
+			t->w[m++] = bp_hyd_seq_cost(&d, j, len[i]);
+		}
 		struct bp_hyd_pipe_res *p = &t->pr[j];
 		memset(p, 0, sizeof(*p));
 		p->eq2_us = t->eq2[j];

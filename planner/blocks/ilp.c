@@ -1,5 +1,6 @@
 /* ilp.c: the GLPK wrapper (ilp.h), the one file that includes glpk.h. Called by the packing
- * formulations in ilp_pack.c (fixed-ilp, wlb-ilp).
+ * formulations in ilp_pack.c (fixed-ilp, wlb-ilp), Hydraulis's dispatch ILP (hyd_dispatch.c,
+ * Eq. 3) and FlexSP's group MILP (sp_ilp.c).
  *
  * Invariants kept here:
  *   - GLPK never aborts the process: glp_error_hook longjmps back to bp_ilp_solve, which frees

@@ -1,12 +1,12 @@
 /* ilp.h: a small mixed-integer programming interface over GLPK. planner/blocks/ilp.c is the only
- * file that includes glpk.h (DESIGN.md "Module boundaries"); the packing formulations of
+ * file that includes glpk.h (planner/README.md "Files"); the packing formulations of
  * WLB-LLM Eq. 1 and Eq. 2 (ilp_pack.c) are built on it.
  *
  * A problem is a list of columns (kind, bounds, objective coefficient) and sparse rows
  * (lo <= sum a_j x_j <= hi), always minimised. Solving never aborts the process and never
  * writes to stdout: GLPK's error hook longjmps back and its terminal output is captured.
- * The budget is deterministic (DESIGN.md "Conventions": the content of a plan never depends
- * on how busy the machine was): a node limit, and a work limit that scales with the problem,
+ * The budget is deterministic (the content of a plan never depends on how busy the machine
+ * was): a node limit, and a work limit that scales with the problem,
  * work = (simplex iterations + BP_ILP_NODE_WORK x branch-and-bound nodes) x constraint
  * nonzeros, both counted in the branch-and-bound callback; the root relaxation gets the
  * simplex iteration limit work_limit / nonzeros. The wall-clock time limit is a safety net: a solve it ends may

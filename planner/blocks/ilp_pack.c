@@ -165,7 +165,7 @@ int bp_ilp_pack_solve(const struct bp_ilp_pack *in, const struct bp_ilp_opts *o,
 		goto out;
 	if (r.limit == BP_ILP_LIMIT_TIME) {
 		/* The clock, not the budget, ended the search: what it found depends on how fast
-		 * and how busy the machine was, and plans must not (DESIGN.md). An error, so no
+		 * and how busy the machine was, and plans must not. An error, so no
 		 * plan ever holds such a step. */
 		bp_errorf(err, "the ilp search of %zu documents into %zu micro-batches reached "
 			  "ilp_time_limit_s %g before its deterministic budget (ilp_node_limit "

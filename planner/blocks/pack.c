@@ -1,6 +1,8 @@
 /* pack.c: LPT packing with a token cap and balanced dealing of bins to pipelines (pack.h).
- * Called by the fixed method now and by later packing methods. Invariant: results depend
- * only on the inputs (ties broken by index), never on memory addresses. */
+ * Called by the packing methods (methods/), ilp_pack.c's warm starts, Hydraulis's packing
+ * (hyd_pack.c), FlexSP's groups (sp_ilp.c) and the simulator's bound (sim/predict.c).
+ * Invariant: results depend only on the inputs (ties broken by index), never on memory
+ * addresses. */
 #include "pack.h"
 
 #include <stdlib.h>

@@ -2,8 +2,8 @@
  * 2412.01523): the step's sequences are assigned to sequence-parallel groups of
  * heterogeneous power-of-two sizes, chosen per step, so that the slowest group finishes
  * first; a mixed-integer program over length buckets keeps the solve small. Here a unit is
- * one TP group of the request (DistCA's "FlexSP+" re-implementation with TP 8, DistCA Sec. 6
- * and specs/distca.md sec. 12), a group is an aligned run of units (sizes 1, 2, 4, ...,
+ * one TP group of the request (DistCA's "FlexSP+" re-implementation with TP 8, DistCA
+ * Sec. 6.1 "Baselines"), a group is an aligned run of units (sizes 1, 2, 4, ...,
  * starting at a multiple of its size), and the program goes to GLPK through ilp.h with its
  * deterministic budget. Called by methods/flexsp.c; tests/unit/test_flexsp.c.
  *

@@ -1,8 +1,8 @@
 /* sparse_dst.c: SparseBalance's DST and Spar building blocks (sparse_dst.h).
  *
- * Paper 001 (SparseBalance): Sec. IV-A (Eq. 3-7, Alg. 1, Dynamic Sparsity Tuning), Sec. IV-B
+ * The SparseBalance paper: Sec. IV-A (Eq. 3-7, Alg. 1, Dynamic Sparsity Tuning), Sec. IV-B
  * (Eq. 8-9, Perf.predict / Perf.align), Sec. IV-C (Alg. 2's Spar bins), Sec. V-B3 (Eq. 11).
- * The readings the paper leaves open are the spec's (specs/sparsebalance.md sec. 4, 5, 7, 10):
+ * Where the paper leaves a point open, the reading is ours (sparse_dst.h gives the reasons):
  * align returns min K when nothing fits and the largest tying k on flat rows; Eq. 6-7 are read
  * as k_final = max(k_anchor, k_cov); the synthetic coverage is a seeded power law.
  * Invariants: align's result is in K; k_cov in K and non-increasing in p; nothing here keeps

@@ -1,8 +1,9 @@
-/* sparse_dst.h: SparseBalance's building blocks (specs/sparsebalance.md, paper 001): Perf.align
+/* sparse_dst.h: SparseBalance's building blocks (the SparseBalance paper, Sec. IV): Perf.align
  * over a micro-batch (Eq. 9), the anchor of Eq. 3, Dynamic Sparsity Tuning's per-layer budget
- * (Alg. 1, Eq. 5-7 in the spec's `mincov` reading), the planner's coverage models (spec sec.
- * 10: none-upper, none-lower, synthetic, measured), the Spar moving average of Sec. IV-C and
- * the Eq. 11 imbalance in both readings. Called by methods/sparsebalance.c and the unit tests.
+ * (Alg. 1, Eq. 5-7 in our `mincov` reading, bp_sb_kfinal), the planner's coverage models
+ * (ours, since a planner has no routing logits: none-upper, none-lower, synthetic, measured),
+ * the Spar moving average of Sec. IV-C and the Eq. 11 imbalance in both readings. Called by
+ * methods/sparsebalance.c and the unit tests.
  * Pure functions of their arguments (the synthetic draws are seeded by (seed, doc, layer)), so
  * a plan depends only on its inputs and seed, never on the order steps are visited. */
 #ifndef BP_SPARSE_DST_H
@@ -18,10 +19,11 @@
 
 enum bp_sb_anchor { BP_SB_MIN, BP_SB_MEAN, BP_SB_MAX };
 
-/* Coverage models (sparsebalance.md sec. 10): NONE_UPPER k_cov = min K (p = infinity, the
- * most optimistic bound), NONE_LOWER k_cov = k_base (p = 0, expansion only), SYNTHETIC the
- * seeded power-law model (labelled "synthetic coverage" wherever it shows), MEASURED k_cov
- * drawn from a balplan.coverage/v1 file (formats/coverage_json.c). */
+/* Coverage models (ours: Eq. 4's C needs the routing logits, which a planner lacks, so only
+ * k_cov is modelled): NONE_UPPER k_cov = min K (p = infinity, the most optimistic bound),
+ * NONE_LOWER k_cov = k_base (p = 0, expansion only), SYNTHETIC the seeded power-law model
+ * (labelled "synthetic coverage" wherever it shows), MEASURED k_cov drawn from a
+ * balplan.coverage/v1 file (formats/coverage_json.c). */
 enum bp_sb_cov { BP_SB_COV_NONE_UPPER, BP_SB_COV_NONE_LOWER, BP_SB_COV_SYNTHETIC,
 		 BP_SB_COV_MEASURED };
 
@@ -36,39 +38,43 @@ int bp_sb_kset_parse(const char *s, int **out, size_t *n, struct bp_error *err);
 /* Perf.predict (Eq. 8) of a micro-batch of n documents of lens tokens at budget k, per layer:
  * the sum of the documents' M[len, k] (costkinds.h bp_cost_sparse_attn; forward, plus
  * backward unless fwd_only) plus other, the micro-batch's per-layer time that does not depend
- * on k (GEMMs and TP collectives; sparsebalance.md sec. 4 "multi-document micro-batch"). */
+ * on k (GEMMs and TP collectives). Our reading for a micro-batch of several documents: the
+ * paper's M is per length bin x and never says what x is for more than one sequence. */
 double bp_sb_predict(const struct bp_sparse_table *t, const int64_t *lens, size_t n,
 		     double other, double k, int fwd_only);
 
-/* Perf.align (Eq. 9; sparsebalance.md sec. 4): the largest k of kset (nk entries, increasing)
- * whose bp_sb_predict is at most target; min K when none is. Predict is non-decreasing in k,
- * so on a flat row (every document at most k blocks) the largest tying k wins. */
+/* Perf.align (Eq. 9, Sec. IV-B): the largest k of kset (nk entries, increasing) whose
+ * bp_sb_predict is at most target; min K when none is (our choice: the paper leaves it open).
+ * Predict is non-decreasing in k, so on a flat row (every document at most k blocks) the
+ * largest tying k wins. */
 int bp_sb_align(const struct bp_sparse_table *t, const int64_t *lens, size_t n, double other,
 		const int *kset, size_t nk, double target, int fwd_only);
 
 /* Eq. 3: T_anchor = phi(T_1..T_n), phi = min, mean or max over the global batch (n >= 1). */
 double bp_sb_anchor_time(const double *T, size_t n, enum bp_sb_anchor a);
 
-/* Eq. 5 bound as the spec's k_cov (sec. 5 `mincov`): the smallest k of kset with
- * c_base - c[i] <= p, where c[i] = C(kset[i]) and c_base = C(k_base) (Eq. 4's cumulative
+/* Eq. 5's bound as our k_cov (the `mincov` reading, bp_sb_kfinal): the smallest k of kset
+ * with c_base - c[i] <= p, where c[i] = C(kset[i]) and c_base = C(k_base) (Eq. 4's cumulative
  * normalised score). k_base when none qualifies (cannot happen when k_base is in kset). */
 int bp_sb_kcov(const int *kset, size_t nk, const double *c, double c_base, int k_base,
 	       double p);
 
-/* Alg. 1 with Eq. 6-7 read as the spec's `mincov`: k_final = max(k_anchor, k_cov). Eq. 6's
- * feasible set is empty exactly when Alg. 1's line 9 fires (sparsebalance.md sec. 5), so the
- * literal "max F" cannot be taken; this reading compresses a bottleneck no further than the
- * coverage bound allows and expands a non-bottleneck to its anchor. */
+/* Alg. 1 with Eq. 6-7 in our `mincov` reading: k_final = max(k_anchor, k_cov). Eq. 6's
+ * feasible set is empty exactly when Alg. 1's line 9 fires (our derivation: T^ and C are
+ * non-decreasing in k, so every k meeting T^ <= T_anchor is at most k_anchor and breaks the
+ * bound whenever k_anchor does), so the literal "max F" cannot be taken; this reading
+ * compresses a bottleneck no further than the coverage bound allows and expands a
+ * non-bottleneck to its anchor. */
 static inline int bp_sb_kfinal(int k_anchor, int k_cov)
 {
 	return k_anchor > k_cov ? k_anchor : k_cov;
 }
 
-/* Synthetic coverage (sparsebalance.md sec. 10, mode 3), a modelling assumption, not a
- * measurement: a document of nblocks MoBA blocks has m = nblocks - 1 past chunks whose sorted
- * normalised scores are r_j ~ j^-alpha; C(k) = sum_{j <= k-1} r_j (1 when k - 1 >= m).
- * bp_sb_syn_alpha solves alpha >= 0 so that C(k90) = 0.9 (bisection; 0 when the uniform
- * scores already reach 0.9 at k90, or m <= k90 - 1). */
+/* Synthetic coverage (our third coverage model; its spread follows Fig. 4), a modelling
+ * assumption, not a measurement: a document of nblocks MoBA blocks has m = nblocks - 1 past
+ * chunks whose sorted normalised scores are r_j ~ j^-alpha; C(k) = sum_{j <= k-1} r_j (1 when
+ * k - 1 >= m). bp_sb_syn_alpha solves alpha >= 0 so that C(k90) = 0.9 (bisection; 0 when the
+ * uniform scores already reach 0.9 at k90, or m <= k90 - 1). */
 double bp_sb_syn_alpha(int64_t m, int k90);
 /* C(k) of the model above for each of the nk budgets in kset, and for k_base into *c_base. */
 void bp_sb_syn_cov(int64_t m, double alpha, const int *kset, size_t nk, int k_base, double *c,
@@ -85,8 +91,8 @@ int bp_sb_syn_k90(uint64_t seed, int64_t doc, int layer, int layers, double lo, 
  * from x_last on). */
 size_t bp_sb_bin(const struct bp_sparse_table *t, int64_t len);
 
-/* Eq. 11 (Sec. V-B3), both readings (sparsebalance.md sec. 7): pooled, max T / mean T over
- * all n micro-batches of the step; per-slot, micro-batch slot i averaged over the npipes
+/* Eq. 11 (Sec. V-B3), both readings of its "average ... across ranks": pooled, max T / mean T
+ * over all n micro-batches of the step; per-slot, micro-batch slot i averaged over the npipes
  * pipelines first (T[p * per + i], per = n / npipes slots), then max / mean over the slots.
  * 1 when every T is 0 or n = 0. */
 double bp_sb_imbalance(const double *T, size_t n);

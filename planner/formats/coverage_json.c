@@ -1,6 +1,7 @@
 /* coverage_json.c: the reader of balplan.coverage/v1 (plans/README.md "Coverage files"), the
- * measured k_cov samples SparseBalance's DST uses in mode `measured:FILE` (specs/
- * sparsebalance.md sec. 10, mode 4). Called by cmd/cmd_solve.c; the data lives in
+ * measured k_cov samples SparseBalance's DST (Sec. IV-A, Eq. 5) uses in mode `measured:FILE`
+ * (a planner cannot see the routing scores, so it reads them measured). Called by
+ * cmd/cmdutil.c (cmd_load_coverage, for solve) and the fuzzer; the data lives in
  * blocks/sparse_dst.h. Strict: unknown keys, wrong shapes, a bin or a layer missing, a sample
  * outside [1, k_base] or one that grows with p (k_cov is non-increasing in p) are errors naming
  * where. There is no writer: files come from running the model's gate (GPU and weights). */

@@ -281,6 +281,8 @@ static json_t *layout_to_json(const struct bp_layout *l)
 		bp_json_append(pipes, done(po, pok), &ok);
 	}
 	bp_json_set(o, "schedule", json_string(l->schedule), &ok);
+	if (l->vstages > 1) /* absent: 1, as every plan before interleaved 1F1B */
+		bp_json_set(o, "virtual_stages", json_integer(l->vstages), &ok);
 	bp_json_set(o, "pipelines", pipes, &ok);
 	bp_json_set(o, "servers", int32_array(l->servers, l->nservers), &ok);
 	return done(o, ok);
@@ -881,14 +883,18 @@ static int read_named(json_t *o, const char *key, char *name, size_t nn, char *s
 static int layout_from_json(struct bp_layout *l, json_t *o, int layers, const char *where,
 			    struct bp_error *err)
 {
-	static const char *const keys[] = {"schedule", "pipelines", "servers", NULL};
+	static const char *const keys[] = {"schedule", "virtual_stages", "pipelines", "servers",
+					   NULL};
 	static const char *const pkeys[] = {"tp", "cp", "pp", "ranks", "stage_layers",
 					    "max_microbatch_tokens", NULL};
 	char w[256];
 	int *ranks = NULL, *sl = NULL, rc = -1;
+	int64_t vst = 1;
 	if (bp_json_check_keys(o, keys, where, err) < 0 ||
-	    bp_json_get_str(o, "schedule", 1, l->schedule, sizeof(l->schedule), where, err) < 0)
+	    bp_json_get_str(o, "schedule", 1, l->schedule, sizeof(l->schedule), where, err) < 0 ||
+	    bp_json_get_int(o, "virtual_stages", 0, 1, 1024, &vst, where, err) < 0)
 		return -1;
+	l->vstages = (int)vst;
 	json_t *pipes = bp_json_get_array(o, "pipelines", where, err);
 	json_t *servers = pipes ? bp_json_get_array(o, "servers", where, err) : NULL;
 	if (!servers)

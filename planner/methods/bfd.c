@@ -325,3 +325,14 @@ int bp_method_bfd(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 {
 	return bp_method_each_step(ctx, in, out, bfd_step, err);
 }
+
+/* The method's row of the table (plan/method.h struct bp_method). */
+BP_METHOD_ROW(bfd) = {
+	.name = "bfd",
+	.solve = bp_method_bfd,
+	.summary = "best-fit-decreasing with a segment tree, O(n log n)",
+	.paper = "TRL's packing (best-fit-decreasing)",
+	.schedules = 1,
+	.in_all = 1,
+	.rank = 70,
+};

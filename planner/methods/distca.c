@@ -1,5 +1,5 @@
 /* distca.c: the "distca" method, core attention disaggregation (DistCA Sec. 3, 4, 6.1, App.
- * E; specs/distca.md). The request's layout (cp 1) runs the distca-ticks schedule with an
+ * E). The request's layout (cp 1) runs the distca-ticks schedule with an
  * in-place attention server per TP group (Sec. 4.1: every (pipeline, stage) TP group is
  * both a linear rank and a server). Per step:
  *   1. micro-batches: the drawn documents in order, next-fit into micro-batches of
@@ -19,19 +19,21 @@
  *      non-resend mode it must run where the forward left Q, K and V: either way the plan
  *      stores one placement per (micro-batch, stage) and the backward reuses it (plan.h
  *      struct bp_ca_task);
- *   5. App. A (distca.md sec. 6): a split never cuts a document into more chunks per call
+ *   5. App. A: a split never cuts a document into more chunks per call
  *      than `max_shards` (0, the default: no cap, as the paper's scheduler and the code;
  *      -1: App. A's bound for the model and GPU, 31 for Llama-34B on H200-class GPUs at
  *      50 GiB/s, 16 for Llama-3-8B), or than its placement pieces;
- *   6. the buffer (distca.md sec. 4, 11): one layer's all-to-all in of a call must fit
- *      `ca_buffer_bytes` per rank; `escalate` 1 raises the tolerance along the code's list
- *      until it fits (the code's hidden rule, made explicit), else the plan is infeasible;
- *   7. the mode (distca.md sec. 9, 11; `resend`): auto (the code's choice) runs non-resend
- *      at pp 1 (the servers keep the received Q, deduplicated K and V, O and the LSE per
- *      layer until the backward, which then moves dO in and dQ, dK, dV out) and resend at
- *      pp > 1 (mandatory there); a non-resend step whose kept buffers would push a rank
- *      over HBM minus the reserve (with its activations and model state, as the simulator
- *      charges them, sim/predict.c) falls back to resend, the step's record saying so.
+ *   6. the buffer (the public code's, not the paper's): one layer's all-to-all in of a
+ *      call must fit `ca_buffer_bytes` per rank; `escalate` 1 raises the tolerance along
+ *      the code's list until it fits (the code's hidden rule, made explicit), else the
+ *      plan is infeasible;
+ *   7. the mode (`resend`; the public code's, not the paper's): auto (the code's choice)
+ *      runs non-resend at pp 1 (the servers keep the received Q, deduplicated K and V, O and
+ *      the LSE per layer until the backward, which then moves dO in and dQ, dK, dV out) and
+ *      resend at pp > 1 (mandatory there); a non-resend step whose kept buffers would push a
+ *      rank over HBM minus the reserve (with its activations and model state, as the
+ *      simulator charges them, sim/predict.c) falls back to resend, the step's record saying
+ *      so.
  * The step's record ("distca") keeps the mode, the ping/pong split and every call's loads
  * and bytes. */
 #include "method.h"
@@ -45,7 +47,7 @@
 
 #include "jsonutil.h"
 
-/* The public code's escalation list (distca.md sec. 4, utils/test_util.py). */
+/* The public code's escalation list (its utils/test_util.py). */
 static const double eps_ladder[] = {0.05, 0.1, 0.15, 0.2, 0.22, 0.25, 0.28, 0.3, 0.35, 0.4,
 				    0.45, 0.5, 0.6, 0.7, 0.8, 0.9};
 
@@ -399,7 +401,8 @@ out:
 	return rc;
 }
 
-/* App. A's bound for this model and GPU (distca.md sec. 6): t = the token-wise FLOPs of a
+/* App. A's bound for this model and GPU (K and V both in h_kv and B in GiB/s give the
+ * paper's 31 for Llama-34B; K alone would give about 60): t = the token-wise FLOPs of a
  * token in one layer, 2h (2h + h_kv + f_m i) (Table 3; f_m 3 gated, 2 not), at 50% of the
  * GPU's peak; B its network bandwidth; h_q = 2h bytes, h_kv = K and V, 4 h_kv bytes. The
  * same for every TP degree (TP divides both sides). 0 without a profile. */
@@ -564,7 +567,7 @@ static int read_opts(struct bp_plan *out, int tp, int app_a, struct dc_opts *o,
 	}
 	if (bp_ca_comm_parse(comm, &o->ca.comm) < 0)
 		return bp_errorf(err, "parameter ca_comm '%s' is not code, appb or exact", comm);
-	/* distca.md sec. 9, 11: the code's 3D default is non-resend; with PP it must resend */
+	/* the public code's default without PP is non-resend; with PP it must resend */
 	const char *resend = bp_plan_param(out, "resend");
 	int pp = out->layouts[0].pipes[0].sc.pp;
 	if (!resend) {
@@ -580,7 +583,7 @@ static int read_opts(struct bp_plan *out, int tp, int app_a, struct dc_opts *o,
 		return bp_errorf(err, "parameter resend '%s' is not auto, 0 or 1", resend);
 	if (!o->resend && pp > 1)
 		return bp_errorf(err, "parameter resend 0 needs pp 1, not pp %d (with pipeline "
-				 "stages the backward must resend Q, K and V, distca.md sec. 9)",
+				 "stages the backward must resend Q, K and V, as DistCA's code does)",
 				 pp);
 	o->ca.eps = eps;
 	o->ca.block = (int)block;
@@ -777,7 +780,7 @@ static int rec_from_json(void *p, json_t *o, const char *where, struct bp_error 
 	if (bp_json_check_keys(o, rec_keys, where, err) < 0 ||
 	    bp_json_get_int32(o, "max_shards", 1, 0, 1 << 20, &r->max_shards, where, err) < 0)
 		return -1;
-	/* plans written before non-resend mode resent (distca.md sec. 9) */
+	/* plans written before non-resend mode resent */
 	r->resend = 1;
 	if (json_object_get(o, "resend") &&
 	    bp_json_get_int32(o, "resend", 1, 0, 1, &r->resend, where, err) < 0)
@@ -812,7 +815,7 @@ static int cmp_doc_tick(const void *a, const void *b)
 	return (x->tick > y->tick) - (x->tick < y->tick);
 }
 
-/* App. A (distca.md sec. 6, 15 invariant 8): per document and tick, no more CA-tasks than
+/* App. A: per document and tick, no more CA-tasks than
  * max_shards, or than the document has spans (the placement's pieces are shards already). */
 static int check_shards(const struct bp_ca_record *r, const struct bp_step *st,
 			struct bp_error *err)
@@ -950,3 +953,22 @@ void bp_distca_warn(const struct bp_plan *p, char *buf, size_t n)
 		snprintf(buf, n, "%zu of %zu steps fell back to resend: the servers' kept Q, K, V, "
 			 "O and LSE would pass the memory cap", back, p->nsteps);
 }
+
+static const char *const distca_params[] = {"tolerance", "ca_block", "ca_comm", "pingpong",
+					    "escalate", "ca_buffer_bytes", "rank_tokens",
+					    "two_sided", "max_shards", "resend", NULL};
+
+/* The method's row of the table (plan/method.h struct bp_method). */
+BP_METHOD_ROW(distca) = {
+	.name = "distca",
+	.solve = bp_method_distca,
+	.summary = "core attention disaggregated onto in-place servers, greedy comm-aware "
+		   "CA-task moves",
+	.paper = "DistCA Sec. 3-4, 6.1, App. A, B, E",
+	.params = distca_params,
+	.record = &bp_record_distca,
+	.warn = bp_distca_warn,
+	.check_params = bp_distca_check_params,
+	.check_request = bp_distca_check_request,
+	.rank = 130,
+};

@@ -129,3 +129,14 @@ int bp_method_ffd(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 {
 	return bp_method_each_step(ctx, in, out, ffd_step, err);
 }
+
+/* The method's row of the table (plan/method.h struct bp_method). */
+BP_METHOD_ROW(ffd) = {
+	.name = "ffd",
+	.solve = bp_method_ffd,
+	.summary = "first-fit-decreasing to the context length, bins dealt round-robin",
+	.paper = "NeMo's sequence packing (first-fit-decreasing)",
+	.schedules = 1,
+	.in_all = 1,
+	.rank = 60,
+};

@@ -60,3 +60,19 @@ int bp_method_fixed(const struct bp_method_ctx *ctx, const struct bp_batches *in
 		return -1;
 	return bp_pack_windowed(ctx, in, out, window, fixed_step, NULL, err);
 }
+
+static const char *const fixed_params[] = {"window", NULL};
+
+/* The method's row of the table (plan/method.h struct bp_method). */
+BP_METHOD_ROW(fixed) = {
+	.name = "fixed",
+	.solve = bp_method_fixed,
+	.summary = "fixed-length packing: costliest document first into the least-loaded "
+		   "window that fits",
+	.paper = "WLB-LLM Sec. 3.2 'Fixed-Len Greedy' (Table 2)",
+	.params = fixed_params,
+	.check_params = bp_fixed_check_params,
+	.schedules = 1,
+	.in_all = 1,
+	.rank = 20,
+};

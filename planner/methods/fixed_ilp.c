@@ -50,3 +50,22 @@ int bp_method_fixed_ilp(const struct bp_method_ctx *ctx, const struct bp_batches
 		return -1;
 	return bp_pack_windowed(ctx, in, out, window, ilp_window, &o, err);
 }
+
+static const char *const fixed_ilp_params[] = {"ilp_time_limit_s", "ilp_gap",
+					       "ilp_node_limit", "ilp_work_limit",
+					       "ilp_max_vars", "window", NULL};
+
+/* The method's row of the table (plan/method.h struct bp_method). */
+BP_METHOD_ROW(fixed_ilp) = {
+	.name = "fixed-ilp",
+	.solve = bp_method_fixed_ilp,
+	.summary = "fixed-length packing solved exactly by GLPK, warm-started from fixed",
+	.paper = "WLB-LLM Sec. 3.2, Eq. 1",
+	.params = fixed_ilp_params,
+	.record = &bp_record_ilp,
+	.warn = bp_ilp_warn,
+	.check_params = bp_fixed_ilp_check_params,
+	.schedules = 1,
+	.in_all = 1,
+	.rank = 40,
+};

@@ -1,6 +1,6 @@
 /* flexsp.c: the "flexsp" method, a FlexSP-like sequence-parallel baseline (Wang et al.,
  * "FlexSP", ASPLOS 2025, arXiv 2412.01523), as DistCA's evaluation runs it: "FlexSP+", the
- * FlexSP ILP re-implemented with TP (DistCA Sec. 6, specs/distca.md sec. 12). The request
+ * FlexSP ILP re-implemented with TP (DistCA Sec. 6.1, "Baselines"). The request
  * (cp 1, pp 1) gives the units: its dp TP groups, in rank order. Per step:
  *   1. length buckets (blocks/sp_ilp.c bp_sp_bucketize: one per distinct length when the
  *      step has few, else `buckets` runs of equal quadratic weight, each priced at its
@@ -861,3 +861,23 @@ out:
 	fsp_release(&c);
 	return rc;
 }
+
+static const char *const flexsp_params[] = {"buckets", "max_group", "ilp_time_limit_s",
+					    "ilp_gap", "ilp_node_limit", "ilp_work_limit",
+					    "ilp_max_vars", NULL};
+
+/* The method's row of the table (plan/method.h struct bp_method). */
+BP_METHOD_ROW(flexsp) = {
+	.name = "flexsp",
+	.solve = bp_method_flexsp,
+	.summary = "per-step power-of-two Ulysses SP groups of TP groups, documents "
+		   "assigned by a MILP",
+	.paper = "FlexSP (arXiv 2412.01523) as DistCA Sec. 6's FlexSP+",
+	.params = flexsp_params,
+	.record = &bp_record_flexsp,
+	.warn = bp_flexsp_warn,
+	.check_params = bp_flexsp_check_params,
+	.check_request = bp_flexsp_check_request,
+	.own_memory = 1,
+	.rank = 140,
+};

@@ -1,5 +1,6 @@
-/* hydraulis.c: the hydraulis method (Li et al., Hydraulis; spec
- * /work/shared/specs/hydraulis.md): dynamic heterogeneous strategies with two-stage sequence
+/* hydraulis.c: the hydraulis method (Li et al., Hydraulis: "Demystifying Workload Imbalances
+ * in Large Transformer Model Training over Variable-length Sequences"; section, equation and
+ * appendix numbers are the paper's): dynamic heterogeneous strategies with two-stage sequence
  * assignment. Per step, for every candidate strategy of S^ (ctx->input, from a strategies
  * file or proposed by the front end, Sec. 7): dispatch the step's sequences to the
  * strategy's pipelines (Alg. 1, App. D.2; Eq. 3's ILP where small enough), pack each
@@ -8,7 +9,7 @@
  * estimate (Sec. 6, Fig. 6 steps 1-4); strategies may change from step to step.
  *
  * Layouts: plan layout 0 is the request's homogeneous layout (in Hydraulis the optimizer's
- * layout, spec Sec. 2); candidate c is layout 1 + c, placed by bp_hyd_place (TP groups
+ * layout, Sec. 5.2); candidate c is layout 1 + c, placed by bp_hyd_place (TP groups
  * within nodes, stages filling nodes), its pipelines listed by MaxLen longest first and
  * capped at their MaxLen (App. B.1 with the simulator's memory functions, aligned down to
  * `align`). Every candidate gets a layout, used or not, so the layouts are the candidate
@@ -16,10 +17,10 @@
  *
  * The step record (kind "hydraulis") keeps every candidate's dispatch objective, certified
  * bound, estimate and status, and, per pipeline of the chosen one, Eq. 2's bound, V*, the
- * searched range, z and Eq. 1 (spec Sec. 14.4). The fitted T(l, P) of every scheme is kept
- * in the plan's parameters (fit_TPxPP). Steps synchronise by Sec. 5.2's disaggregation
- * (parameter sync: "pullpush", the optimizer sharded over every GPU, pull and push
- * overlapped as Fig. 8; "serial", Table 1's "w/o overlap"; "dp-allreduce", the gradient
+ * searched range, z and Eq. 1 (plans/README.md "Hydraulis plans"). The fitted T(l, P) of
+ * every scheme is kept in the plan's parameters (fit_TPxPP). Steps synchronise by Sec. 5.2's
+ * disaggregation (parameter sync: "pullpush", the optimizer sharded over every GPU, pull and
+ * push overlapped as Fig. 8; "serial", Table 1's "w/o overlap"; "dp-allreduce", the gradient
  * all-reduce among the pipelines of one scheme, as before issue 12 item 7), priced by
  * sim/predict.c's sync models. */
 #include "method.h"
@@ -477,7 +478,9 @@ static int cmp_key_desc(const void *a, const void *b)
 	return x->i < y->i ? -1 : x->i > y->i;
 }
 
-/* The step's pipelines from the chosen candidate's dispatch and packing. */
+/* The step's pipelines from the chosen candidate's dispatch and packing. The documents are
+ * grouped by (pipeline, micro-batch) once, a counting sort over the micro-batches of all
+ * pipelines, so a step costs O(documents + micro-batches), not O(documents x pipelines). */
 static int emit_step(const struct bp_batch *b, const struct cand *c, const int *pipe_of,
 		     const int *bin_of, const struct bp_hyd_pipe_res *pr, struct bp_step *st,
 		     struct bp_error *err)
@@ -492,24 +495,41 @@ static int emit_step(const struct bp_batch *b, const struct cand *c, const int *
 	struct key *mbs = bp_calloc(n ? n : 1, sizeof(*mbs), err);
 	struct bp_span *spans = bp_calloc(n ? n : 1, sizeof(*spans), err);
 	int64_t *tok = bp_calloc(n ? n : 1, sizeof(int64_t), err);
-	if (!st->pipes || !items || !mbs || !spans || !tok)
+	size_t *off = bp_calloc(c->npipes + 1, sizeof(size_t), err); /* pipeline j's first bin */
+	size_t nb = 0;
+	for (size_t j = 0; off && j < c->npipes; j++) {
+		off[j] = nb;
+		nb += (size_t)pr[j].v;
+	}
+	size_t *first = bp_calloc(nb + 2, sizeof(size_t), err); /* bin k's documents: by_bin */
+	size_t *by_bin = bp_calloc(n ? n : 1, sizeof(size_t), err); /* [first[k], first[k+1]) */
+	if (!st->pipes || !items || !mbs || !spans || !tok || !off || !first || !by_bin)
 		goto out;
+	for (size_t i = 0; i < n; i++)
+		first[off[pipe_of[i]] + (size_t)bin_of[i] + 1]++;
+	for (size_t k = 0; k < nb; k++)
+		first[k + 1] += first[k];
+	for (size_t i = 0; i < n; i++)
+		by_bin[first[off[pipe_of[i]] + (size_t)bin_of[i]]++] = i;
+	for (size_t k = nb; k > 0; k--)
+		first[k] = first[k - 1];
+	first[0] = 0;
 	for (size_t j = 0; j < c->npipes; j++) {
 		int v = pr[j].v;
 		if (!v)
 			continue;
 		memset(tok, 0, (size_t)v * sizeof(int64_t));
-		for (size_t i = 0; i < n; i++)
-			if (pipe_of[i] == (int)j)
-				tok[bin_of[i]] += b->docs[i].len;
+		for (int k = 0; k < v; k++)
+			for (size_t q = first[off[j] + (size_t)k]; q < first[off[j] + (size_t)k + 1];
+			     q++)
+				tok[k] += b->docs[by_bin[q]].len;
 		for (int k = 0; k < v; k++)
 			mbs[k] = (struct key){tok[k], (size_t)k};
 		qsort(mbs, (size_t)v, sizeof(*mbs), cmp_key_desc);
 		for (int k = 0; k < v; k++) {
-			size_t m = 0;
-			for (size_t i = 0; i < n; i++)
-				if (pipe_of[i] == (int)j && bin_of[i] == (int)mbs[k].i)
-					items[m++] = (struct key){b->docs[i].len, i};
+			size_t m = 0, bk = off[j] + mbs[k].i;
+			for (size_t q = first[bk]; q < first[bk + 1]; q++)
+				items[m++] = (struct key){b->docs[by_bin[q]].len, by_bin[q]};
 			qsort(items, m, sizeof(*items), cmp_key_desc);
 			for (size_t q = 0; q < m; q++)
 				spans[q] = (struct bp_span){b->docs[items[q].i].id, 0,
@@ -524,6 +544,9 @@ out:
 	free(mbs);
 	free(spans);
 	free(tok);
+	free(off);
+	free(first);
+	free(by_bin);
 	return rc;
 }
 
@@ -718,3 +741,23 @@ int bp_hyd_recheck(const struct bp_plan *p, struct bp_error *err)
 	}
 	return 0;
 }
+
+static const char *const hyd_params[] = {"trials", "hyd_c", "prune", "v_tries", "align",
+					 "util_threshold", "ilp_max_vars", "pack_ilp_vars",
+					 "ilp_node_limit", "ilp_work_limit", "ilp_time_limit_s",
+					 "ilp_gap", "sync", NULL};
+
+/* The method's row of the table (plan/method.h struct bp_method). */
+BP_METHOD_ROW(hydraulis) = {
+	.name = "hydraulis",
+	.solve = bp_method_hydraulis,
+	.summary = "per-step heterogeneous strategy: dispatch (Alg. 1), packing (Eq. 1), "
+		   "selection",
+	.paper = "Hydraulis Sec. 5-7, Eq. 1-4, Alg. 1",
+	.params = hyd_params,
+	.record = &bp_record_hydraulis,
+	.warn = bp_hyd_warn,
+	.check_params = bp_hyd_check_params,
+	.carries = 1,
+	.rank = 100,
+};

@@ -323,3 +323,14 @@ int bp_method_kk(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 {
 	return bp_method_each_step(ctx, in, out, kk_step, err);
 }
+
+/* The method's row of the table (plan/method.h struct bp_method). */
+BP_METHOD_ROW(kk) = {
+	.name = "kk",
+	.solve = bp_method_kk,
+	.summary = "Karmarkar-Karp balanced partition on a workload proxy, with a token cap",
+	.paper = "verl's seqlen balancing (Karmarkar-Karp)",
+	.schedules = 1,
+	.in_all = 1,
+	.rank = 90,
+};

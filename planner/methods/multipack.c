@@ -147,3 +147,14 @@ int bp_method_multipack(const struct bp_method_ctx *ctx, const struct bp_batches
 {
 	return bp_method_each_step(ctx, in, out, multipack_step, err);
 }
+
+/* The method's row of the table (plan/method.h struct bp_method). */
+BP_METHOD_ROW(multipack) = {
+	.name = "multipack",
+	.solve = bp_method_multipack,
+	.summary = "LPT packing that balances tokens across DP ranks",
+	.paper = "multipack sampler (longest-processing-time over ranks)",
+	.schedules = 1,
+	.in_all = 1,
+	.rank = 80,
+};

@@ -189,3 +189,19 @@ out:
 	free(pipe_of);
 	return rc;
 }
+
+static const char *const plain_params[] = {"deal", NULL};
+
+/* The method's row of the table (plan/method.h struct bp_method). */
+BP_METHOD_ROW(plain) = {
+	.name = "plain",
+	.solve = bp_method_plain,
+	.summary = "documents in loader order cut into fixed context windows, dealt round-robin",
+	.paper = "Megatron-LM baseline (WLB-LLM Sec. 3, 'Plain-4D'; deal=balanced: "
+		   "DistCA Sec. 6.1)",
+	.params = plain_params,
+	.check_params = bp_plain_check_params,
+	.schedules = 1,
+	.in_all = 1,
+	.rank = 10,
+};

@@ -1,18 +1,20 @@
-/* sparsebalance.c: the "sparsebalance" and "sb-lbb" methods, SparseBalance (paper 001,
- * specs/sparsebalance.md) over MoBA block-sparse attention. Called through the method table.
+/* sparsebalance.c: the "sparsebalance" and "sb-lbb" methods, SparseBalance (the SparseBalance
+ * paper, Sec. IV) over MoBA block-sparse attention. Called through the method table.
  *
- * Per global batch, in plan order (sec. 10 "DST simulation per step"):
+ * Per global batch, in plan order (our offline replay of what the paper does online, per
+ * layer, during training):
  *   1. Batching (sb_batching): "sab", Sparsity-Aware Batching (Sec. IV-C, Alg. 2): each
  *      sample's weight W = Perf.predict(L, k~) at the Spar budget k~ of its length bin, then
  *      a balanced partition of W over the DP ranks and, inside each, over its micro-batches
- *      (LPT, the spec's bin_packing); "lbb", the same with W = L (Sec. V-B3's LBB); "default",
- *      Megatron's: contiguous DP shares, mbs samples per micro-batch in load order; or the
- *      name of another packing-only method, whose packing DST then runs over.
+ *      (LPT, our choice for the paper's bin_packing); "lbb", the same with W = L (Sec. V-B3's
+ *      LBB); "default", Megatron's: contiguous DP shares, mbs samples per micro-batch in load
+ *      order; or the name of another packing-only method, whose packing DST then runs over.
  *   2. Dynamic Sparsity Tuning (Sec. IV-A, Alg. 1) unless sb_dst=0 (then k = k_base, MoBA's
  *      fixed budget): T_j = predicted per-layer time at k_base of every micro-batch of the
  *      step (all DP pipelines), T_anchor = phi(T) (Eq. 3), k_anchor = align(x_j, T_anchor)
- *      (Eq. 9), per layer k_final = max(k_anchor, k_cov(p)) (Eq. 5-7, the spec's mincov), with
- *      k_cov from the coverage model (sb_coverage): none-upper, none-lower, synthetic.
+ *      (Eq. 9), per layer k_final = max(k_anchor, k_cov(p)) (Eq. 5-7 in our mincov reading,
+ *      sparse_dst.h bp_sb_kfinal), with k_cov from the coverage model (sb_coverage):
+ *      none-upper, none-lower, synthetic.
  *   3. Spar (Alg. 2 line 2): per length bin an exponential moving average (sb_ema) of the
  *      layer-mean k_final of the micro-batches holding a document of that bin, in plan order,
  *      refreshed every step; step s's SAB uses the state after step s - 1.
@@ -121,11 +123,11 @@ static int longest_blocks(const struct bp_mb *mb)
 	return (int)((longest + mb->sparse_block - 1) / mb->sparse_block);
 }
 
-/* k_final against k_anchor (sec. 14 "Validation"): with DST, a micro-batch whose anchor is at
- * or above k_base runs k_anchor, one below it runs between k_anchor and k_base; without DST
- * k_base; all clamped to the blocks of the longest span. The hook sees the step only, not the
- * model's layer count, so it checks layer 0 (every model has one); the method writes every
- * layer by the same rule. */
+/* k_final against k_anchor (sparse_dst.h bp_sb_kfinal's rule): with DST, a micro-batch whose
+ * anchor is at or above k_base runs k_anchor, one below it runs between k_anchor and k_base;
+ * without DST k_base; all clamped to the blocks of the longest span. The hook sees the step
+ * only, not the model's layer count, so it checks layer 0 (every model has one); the method
+ * writes every layer by the same rule. */
 static int rec_validate(const void *r, const struct bp_step *st, struct bp_error *err)
 {
 	const struct sb_rec *h = r;
@@ -458,9 +460,10 @@ static const double *cov_lookup(struct sb *c, int64_t m, int k90, struct bp_erro
 	return v;
 }
 
-/* k_cov of a micro-batch in a layer (sec. 10): none-upper min K, none-lower k_base,
- * synthetic from the token-weighted mean of its documents' C (sec. 10 mode 3, mbs > 1).
- * *drop gets C(k_base) - C(k_final) for k_final = max(ka, k_cov) (0 for the none modes). */
+/* k_cov of a micro-batch in a layer (sparse_dst.h's coverage models): none-upper min K,
+ * none-lower k_base, synthetic from the token-weighted mean of its documents' C (our choice
+ * when mbs > 1). *drop gets C(k_base) - C(k_final) for k_final = max(ka, k_cov) (0 for the
+ * none modes). */
 static int mb_kcov(struct sb *c, const struct bp_mb *mb, int layer, int ka, double *drop,
 		   struct bp_error *err)
 {
@@ -524,9 +527,9 @@ static int mb_kcov(struct sb *c, const struct bp_mb *mb, int layer, int ka, doub
 /* LPT of the n items idx[] (weights w, lengths len) into at least nb bins of at most cap
  * tokens and, when per > 0, at most per items (sb_cardinality=exact): largest weight first
  * (bp_order_by_cost), each into the least-loaded bin that takes it (ties: lowest), a new bin
- * when none does (Alg. 2's bin_packing, the spec's LPT). bin_of[i] gets item i's bin (i in
- * 0..n-1), order the placement order; returns the bins used or -1. load gets each bin's
- * weight (room for n bins). */
+ * when none does (Alg. 2's bin_packing, which the paper leaves to any balanced partition
+ * solver; LPT is our choice). bin_of[i] gets item i's bin (i in 0..n-1), order the placement
+ * order; returns the bins used or -1. load gets each bin's weight (room for n bins). */
 static long lpt(const double *w, const int64_t *len, const size_t *idx, size_t n, size_t nb,
 		int64_t cap, int per, int *bin_of, size_t *order, double *load,
 		struct bp_error *err);
@@ -1093,7 +1096,8 @@ out:
 }
 
 /* The front end's note on the finished plan: which coverage the budgets assumed (synthetic is
- * labelled as such), and Eq. 11 in both readings (sparsebalance.md sec. 7) over the steps. */
+ * labelled as such), and Eq. 11 in both readings (sparse_dst.h bp_sb_imbalance) over the
+ * steps. */
 void bp_sb_warn(const struct bp_plan *p, char *buf, size_t n)
 {
 	const char *cov = bp_plan_param(p, "sb_coverage");
@@ -1134,9 +1138,10 @@ void bp_sb_warn(const struct bp_plan *p, char *buf, size_t n)
 			 "micro-batch), mean over steps: pooled over all micro-batches %.3f, per "
 			 "slot averaged over DP ranks %.3f", label, cov ? cov : "?",
 			 pooled / (double)steps, slot / (double)steps);
-	/* Accuracy proxies (specs/sparsebalance.md sec. 8, 14): token-weighted mean budget,
-	 * (micro-batch, layer) pairs compressed / expanded against k_base, and the mean coverage
-	 * drop over compressed pairs, which only the synthetic model can give. */
+	/* Accuracy proxies (ours: the paper measures accuracy by training, Sec. V-C, which a
+	 * planner cannot do): token-weighted mean budget, (micro-batch, layer) pairs compressed /
+	 * expanded against k_base, and the mean coverage drop over compressed pairs, which only
+	 * the synthetic model can give. */
 	double ktok = 0.0, tok = 0.0, drop = 0.0;
 	int64_t pairs = 0, comp = 0, exp_ = 0;
 	for (size_t s = 0; s < p->nsteps; s++) {
@@ -1175,3 +1180,38 @@ void bp_sb_warn(const struct bp_plan *p, char *buf, size_t n)
 			 100.0 * (double)exp_ / (double)pairs);
 	}
 }
+
+static const char *const sb_params[] = {"sb_block", "sb_k_base", "sb_k_set", "sb_anchor",
+					"sb_p", "sb_coverage", "sb_k90", "sb_cov_layer_slope",
+					"sb_ema", "sb_batching", "sb_dst", "sb_mbs",
+					"sb_cardinality", "sb_time", "sb_refresh", "sb_packer",
+					NULL};
+
+/* The method's row of the table (plan/method.h struct bp_method). */
+BP_METHOD_ROW(sparsebalance) = {
+	.name = "sparsebalance",
+	.solve = bp_method_sparsebalance,
+	.summary = "MoBA sparse attention: sparsity-aware batching and per-layer dynamic "
+		   "sparsity tuning",
+	.paper = "SparseBalance Sec. IV, Eq. 3-10, Alg. 1-2",
+	.params = sb_params,
+	.record = &bp_record_sparsebalance,
+	.warn = bp_sb_warn,
+	.check_request = bp_sb_check_request,
+	.carries = 1,
+	.rank = 110,
+};
+
+/* The method's row of the table (plan/method.h struct bp_method). */
+BP_METHOD_ROW(sb_lbb) = {
+	.name = "sb-lbb",
+	.solve = bp_method_sb_lbb,
+	.summary = "MoBA sparse attention: length-balanced batching with dynamic sparsity tuning",
+	.paper = "SparseBalance Sec. V-B3 (LBB) with Sec. IV-A, Alg. 1",
+	.params = sb_params,
+	.record = &bp_record_sparsebalance,
+	.warn = bp_sb_warn,
+	.check_request = bp_sb_check_request,
+	.carries = 1,
+	.rank = 120,
+};

@@ -845,3 +845,20 @@ int bp_method_wlb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 {
 	return bp_wlb_plan(ctx, in, out, NULL, NULL, err);
 }
+
+static const char *const wlb_params[] = {"queues", "thresholds", "max_len_factor",
+					 "max_delay", "release", NULL};
+
+/* The method's row of the table (plan/method.h struct bp_method). */
+BP_METHOD_ROW(wlb) = {
+	.name = "wlb",
+	.solve = bp_method_wlb,
+	.summary = "variable-length packing with outlier delay queues (Alg. 1)",
+	.paper = "WLB-LLM Sec. 4.1-4.2, Eq. 2, Alg. 1",
+	.params = wlb_params,
+	.check_params = bp_wlb_check_params,
+	.carries = 1,
+	.schedules = 1,
+	.in_all = 1,
+	.rank = 30,
+};

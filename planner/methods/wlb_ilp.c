@@ -35,3 +35,24 @@ int bp_method_wlb_ilp(const struct bp_method_ctx *ctx, const struct bp_batches *
 		return -1;
 	return bp_wlb_plan(ctx, in, out, ilp_repack, &o, err);
 }
+
+static const char *const wlb_ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp_node_limit",
+					     "ilp_work_limit", "ilp_max_vars", "queues",
+					     "thresholds", "max_len_factor", "max_delay",
+					     "release", NULL};
+
+/* The method's row of the table (plan/method.h struct bp_method). */
+BP_METHOD_ROW(wlb_ilp) = {
+	.name = "wlb-ilp",
+	.solve = bp_method_wlb_ilp,
+	.summary = "wlb's outlier queues, each step's packing solved by GLPK from the greedy",
+	.paper = "WLB-LLM Sec. 4.1-4.2, Eq. 2",
+	.params = wlb_ilp_params,
+	.record = &bp_record_ilp,
+	.warn = bp_ilp_warn,
+	.check_params = bp_wlb_ilp_check_params,
+	.carries = 1,
+	.schedules = 1,
+	.in_all = 1,
+	.rank = 50,
+};

@@ -1,19 +1,23 @@
 /* costkinds.c: sparse-attention, CA-task and all-to-all-v costs (costkinds.h).
  *
- * Called by the methods that plan sparse attention (SparseBalance) and disaggregated core
- * attention (DistCA), and by the simulator for their steps. Implements:
- *   - MoBA's work P(L, k) per head (sparsebalance.md sec. 1, derived from moba_attn_varlen:
- *     own chunk causal plus k - 1 earlier chunks in full), in closed form;
+ * Called by the cost model (costmodel.c, bp_cost_mb's sparse attention), SparseBalance's DST
+ * (blocks/sparse_dst.c), the ticks simulator (sim/ticks.c: CA-tasks and the all-to-all),
+ * balexec's host shares and ticks (executor/shares.c, engine_ticks.c); bp_moba_pairs also by
+ * flops.c and profiler/analytic.c. Implements:
+ *   - MoBA's work P(L, k) per head (SparseBalance Sec. II-B's sparse attention; the count
+ *     derived from MoBA's moba_attn_varlen: own chunk causal plus k - 1 earlier chunks in
+ *     full), in closed form;
  *   - Perf.predict of SparseBalance Sec. IV-B, Eq. 8, on the profiled M[x,k] of Eq. 10:
  *     bilinear over (x, k) (the paper: "optionally interpolating between neighbouring
  *     buckets"), the k weight taken in MoBA's pair count so that k = ceil(x/B) is dense;
- *     the MoBA work law outside the grid (sparsebalance.md sec. 4 "above the last x, scale
- *     by P(x,k)/P(x_last,k)"); k clamped to the document's block count;
+ *     the MoBA work law outside the grid (beyond the last x, the last row scaled by
+ *     P(x,k)/P(x_last,k): our extrapolation, the paper gives none); k clamped to the
+ *     document's block count;
  *   - DistCA Sec. 4.2 ("Profiler") CA-task time: bilinear on the (q, kv) grid, and in the
  *     saturation region (Fig. 5: throughput flat once the kernel is saturated) work over the
- *     peak measured throughput (distca.md sec. 7);
- *   - the all-to-all of DistCA's dispatch (distca.md sec. 16 "Comm"): the slowest rank's
- *     non-self bytes on the profile's all_to_all table.
+ *     peak measured throughput;
+ *   - the all-to-all of DistCA's dispatch (Sec. 5; the paper gives no cost formula): the
+ *     slowest rank's non-self bytes on the profile's all_to_all table.
  * Invariant: every function is monotone non-decreasing in its sizes when the tables are (the
  * profile reader enforces that), so predictions never reward more work. */
 #include "costkinds.h"
@@ -77,7 +81,7 @@ static double sparse_row(const struct bp_sparse_table *t, const double *v, size_
 }
 
 /* v at (x, k) with x in [x_0, x_last] and k in [k_0, k_last]: the two bracketing rows at k
- * (sparse_row), then linear in x between them (sparsebalance.md sec. 4: linear in x). */
+ * (sparse_row), then linear in x between them (the paper leaves the interpolation open). */
 static double sparse_grid(const struct bp_sparse_table *t, const double *v, double x, double k)
 {
 	if (t->nx == 1)
@@ -129,7 +133,7 @@ double bp_cost_sparse_attn(const struct bp_sparse_table *t, double x, double k, 
 	/* Beyond the grid: the last row at the same budget (clamped to what x_last has), scaled
 	 * by P(x,k)/P(x_last,k'). While k covers every block, P is x(x+1)/2, the quadratic law
 	 * of dense attention; for a fixed k below the block count, P ~ x B (k - 1/2), linear in
-	 * x and in k (sparsebalance.md sec. 1), which is how MoBA's cost grows: each new block
+	 * x and in k (bp_moba_pairs), which is how MoBA's cost grows: each new block
 	 * attends k blocks, not all earlier ones. */
 	double kl = kc, nbl = ceil(xl / b);
 	if (kl > nbl)

@@ -1,7 +1,8 @@
 /* costkinds.h: the costs of the attention and communication kinds the newer methods add,
  * beside costmodel.h's dense ones: block-sparse (MoBA) attention from the profile's M[x,k]
  * tables (SparseBalance Sec. IV-B, Eq. 8-10), a disaggregated core-attention task (DistCA
- * Sec. 4.2, sec. 7 of specs/distca.md) and a variable all-to-all (distca.md sec. 16 "Comm").
+ * Sec. 4.2 "Profiler", Fig. 5) and a variable all-to-all (the exchange that feeds DistCA's
+ * attention servers and returns their outputs, Sec. 4.1 and 5).
  * Pure functions of a profile's tables: no allocation, nothing kept between calls. */
 #ifndef BP_COSTKINDS_H
 #define BP_COSTKINDS_H
@@ -11,7 +12,8 @@
 
 /* Query-key pairs one head computes for a causal document of len tokens under MoBA top-k
  * block selection with block size block and budget k blocks counting the token's own block
- * (sparsebalance.md sec. 1, from MoBA's moba_attn_varlen): with n = ceil(len/block) chunks,
+ * (SparseBalance Sec. II-B runs MoBA; the count is derived from MoBA's moba_attn_varlen,
+ * which always selects the own chunk): with n = ceil(len/block) chunks,
  * chunk c of len_c tokens attends itself causally and min(k-1, c) earlier chunks in full:
  *   P(len, k) = sum_c len_c (len_c + 1) / 2 + len_c * block * min(k - 1, c).
  * k >= n gives the dense len (len + 1) / 2. len and k may be fractional (k is taken as is in
@@ -37,22 +39,23 @@ double bp_cost_sparse_attn(const struct bp_sparse_table *t, double x, double k, 
  * bp_cost_ca_task's saturation rule (measured medians vary by about this much). */
 #define BP_CA_SATURATION_TOL 0.02
 
-/* Time of one CA-task (DistCA Sec. 4.2, Fig. 5; distca.md sec. 7): q query tokens that are
+/* Time of one CA-task (DistCA Sec. 4.2 "Profiler", Fig. 5): q query tokens that are
  * the last q positions of a causal kv-token prefix (kv < q is raised to q), us per layer. The
  * bilinear (q, kv) lookup of bp_cost_attn, except in the saturation region: where the four
  * grid cells around (q, kv) all run within BP_CA_SATURATION_TOL of the table's peak
  * throughput (pairs per us), time = pairs / peak with pairs = q (kv - q + 1) + q (q - 1) / 2.
- * A server's fused call is the sum of its tasks' times (distca.md sec. 17 #9). 0 for q <= 0. */
+ * A server's fused call (one kernel for all its tasks, Sec. 4.1) is priced as the sum of its
+ * tasks' times, our reading, as the paper prices tasks one by one. 0 for q <= 0. */
 double bp_cost_ca_task(const struct bp_attn_table *t, double q, double kv, int bwd);
 
 /* Time of one variable all-to-all over ranks ranks (inter: the group crosses nodes), us:
  * send_bytes[i] and recv_bytes[i] are rank i's bytes to and from the other ranks (non-self
- * traffic only, distca.md sec. 16 "Comm"). The slowest rank decides: max over ranks of
- * max(send, recv), priced on the profile's all_to_all table as the uniform all-to-all whose
- * off-rank share (n-1)/n moves that many bytes (the table's bytes are the whole send buffer,
- * as NCCL's tests count it). 0 when no rank moves a byte or ranks == 1. Returns -1 with err
- * when the profile has no all_to_all table for that placement (bp_profile_has_coll), when
- * ranks < 1, or when a byte count is negative or not finite. */
+ * traffic only: a rank's share for itself is a local copy). The slowest rank decides: max
+ * over ranks of max(send, recv), priced on the profile's all_to_all table as the uniform
+ * all-to-all whose off-rank share (n-1)/n moves that many bytes (the table's bytes are the
+ * whole send buffer, as NCCL's tests count it). 0 when no rank moves a byte or ranks == 1.
+ * Returns -1 with err when the profile has no all_to_all table for that placement
+ * (bp_profile_has_coll), when ranks < 1, or when a byte count is negative or not finite. */
 double bp_cost_alltoallv(const struct bp_profile *p, int ranks, int inter,
 			 const double *send_bytes, const double *recv_bytes,
 			 struct bp_error *err);

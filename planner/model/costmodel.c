@@ -1,7 +1,8 @@
 /* costmodel.c: table lookups, CP sharding geometry and micro-batch times (costmodel.h).
  *
- * Called by every method (per-item costs for packing), by plan.c (predicted per-stage times
- * of every micro-batch) and by the simulator (p2p, gradient sync, memory). Implements:
+ * Called by every method (per-item costs for packing), by the step simulator (sim/predict.c:
+ * predicted per-stage times of every micro-batch, p2p, gradient sync, memory), by refit.c and
+ * by balexec's engine (executor/engine.c, shares.c). Implements:
  *   - bilinear interpolation on the (q, kv) attention grid (DistCA Sec. 4.2 "Profiler");
  *     outside the grid, the causal work law W(q,kv) = q*kv - q(q-1)/2 scales the value at
  *     the nearest grid point (quadratic in length, the law WLB-LLM Sec. 3 states);

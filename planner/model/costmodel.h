@@ -165,7 +165,8 @@ struct bp_mb_desc {
 	const int *sparse_k;  /* SPARSE: [model layers] */
 };
 
-/* The decomposed time of one micro-batch on one stage in one direction, us (core-v2 Sec. 4):
+/* The decomposed time of one micro-batch on one stage in one direction, us (bp_cost_mb; each
+ * consumer, the simulator, the engine and refit, sums the parts it needs):
  * attention on the slowest CP rank (0 for DISAGG: it runs on the servers), its GEMMs, its TP
  * all-reduces, the CP collectives, the LM head (last stage). attn + linear + tp_coll +
  * cp_coll + lm equals the stage time to rounding. */

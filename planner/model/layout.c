@@ -10,7 +10,8 @@
 void bp_layout_init(struct bp_layout *l)
 {
 	memset(l, 0, sizeof(*l));
-	strcpy(l->schedule, BP_SCHEDULE_1F1B);
+	snprintf(l->schedule, sizeof(l->schedule), "%s", bp_schedule_default()->name);
+	l->vstages = 1;
 }
 
 void bp_layout_release(struct bp_layout *l)
@@ -60,6 +61,7 @@ int bp_layout_copy(struct bp_layout *dst, const struct bp_layout *src, struct bp
 {
 	bp_layout_init(dst);
 	memcpy(dst->schedule, src->schedule, sizeof(dst->schedule));
+	dst->vstages = src->vstages;
 	for (size_t i = 0; i < src->npipes; i++) {
 		const struct bp_lpipe *p = &src->pipes[i];
 		if (bp_layout_add_pipe(dst, p->sc, p->ranks, p->stage_layers, 0, p->mb_max_tokens,
@@ -111,46 +113,20 @@ static int cmp_int(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* A distca-ticks layout (ticks.h, distca.md sec. 10): every stage of every pipeline issues
- * the same per-layer all-to-alls per tick, so all pipelines share pp and tp, stages have
- * equal layers, cp is 1 (CA-tasks replace context parallelism), and a server is the TP group
- * of its rank: a rank at TP position 0, or any rank when tp is 1. */
-static int check_ticks(const struct bp_layout *l, struct bp_error *err)
-{
-	const struct bp_lpipe *p0 = &l->pipes[0];
-	for (size_t i = 0; i < l->npipes; i++) {
-		const struct bp_lpipe *p = &l->pipes[i];
-		if (p->sc.pp != p0->sc.pp || p->sc.tp != p0->sc.tp)
-			return bp_errorf(err, "distca-ticks: pipeline %zu is <tp %d pp %d>, pipeline "
-					 "0 <tp %d pp %d> (ticks need one tp and pp)", i, p->sc.tp,
-					 p->sc.pp, p0->sc.tp, p0->sc.pp);
-		if (p->sc.cp != 1)
-			return bp_errorf(err, "distca-ticks: pipeline %zu has cp %d (CA-tasks "
-					 "replace context parallelism: cp must be 1)", i, p->sc.cp);
-		for (int s = 1; s < p->sc.pp; s++)
-			if (p->stage_layers[s] != p->stage_layers[0])
-				return bp_errorf(err, "distca-ticks: pipeline %zu stage %d has %d "
-						 "layers, stage 0 %d (ticks need equal layers per "
-						 "stage)", i, s, p->stage_layers[s],
-						 p->stage_layers[0]);
-	}
-	for (size_t i = 0; i < l->nservers; i++) {
-		struct bp_place pl = bp_layout_place(l, l->servers[i]);
-		if (p0->sc.tp > 1 && (pl.pipe < 0 || pl.tp_i != 0))
-			return bp_errorf(err, "distca-ticks: attention server rank %d is not the "
-					 "first rank of a TP group (with tp %d a server is a TP group)",
-					 l->servers[i], p0->sc.tp);
-	}
-	return 0;
-}
-
 int bp_layout_check(const struct bp_layout *l, int gpus, int gpus_per_node, int layers,
 		    struct bp_error *err)
 {
 	size_t total = 0;
 	int *all = NULL, rc = -1;
-	if (strcmp(l->schedule, BP_SCHEDULE_1F1B) && strcmp(l->schedule, BP_SCHEDULE_TICKS))
-		return bp_errorf(err, "schedule \"%s\" is not 1f1b or distca-ticks", l->schedule);
+	const struct bp_schedule *sch = bp_layout_schedule(l);
+	if (!sch) {
+		char names[128];
+		bp_schedule_names(names, sizeof(names));
+		return bp_errorf(err, "schedule \"%s\" is not %s", l->schedule, names);
+	}
+	if (!sch->chunked && l->vstages != 1)
+		return bp_errorf(err, "schedule \"%s\" runs one model chunk per rank, not "
+				 "virtual_stages %d", l->schedule, l->vstages);
 	if (!l->npipes)
 		return bp_errorf(err, "has no pipelines");
 	for (size_t i = 0; i < l->npipes; i++) {
@@ -209,8 +185,8 @@ int bp_layout_check(const struct bp_layout *l, int gpus, int gpus_per_node, int 
 			goto out;
 		}
 	}
-	/* the ticks rules after the range checks: a server outside the cluster says so */
-	if (!strcmp(l->schedule, BP_SCHEDULE_TICKS) && check_ticks(l, err) < 0)
+	/* the schedule's rules after the range checks: a server outside the cluster says so */
+	if (sch->check_layout && sch->check_layout(l, err) < 0)
 		goto out;
 	/* Servers may be in place (ranks of pipelines, DistCA Sec. 4.1); pipelines may not
 	 * overlap each other. */
@@ -330,6 +306,11 @@ int bp_layout_sync_inter(const struct bp_layout *l, size_t pipe, int gpn)
 	return 0;
 }
 
+const struct bp_schedule *bp_layout_schedule(const struct bp_layout *l)
+{
+	return bp_schedule_find(l->schedule);
+}
+
 int bp_layout_homogeneous(const struct bp_layout *l)
 {
 	for (size_t i = 1; i < l->npipes; i++) {
@@ -367,8 +348,12 @@ void bp_layout_describe(const struct bp_layout *l, char *buf, size_t n)
 				      l->pipes[i].sc.pp);
 		i = j;
 	}
+	if (k < n && l->vstages > 1)
+		k += (size_t)snprintf(buf + k, n - k, ", %s v %d", l->schedule, l->vstages);
+	else if (k < n)
+		k += (size_t)snprintf(buf + k, n - k, ", %s", l->schedule);
 	if (k < n)
-		k += (size_t)snprintf(buf + k, n - k, ", %s, cap %lld", l->schedule,
+		k += (size_t)snprintf(buf + k, n - k, ", cap %lld",
 				      l->npipes ? (long long)l->pipes[0].mb_max_tokens : 0LL);
 	if (k < n && l->nservers)
 		snprintf(buf + k, n - k, ", %zu attention servers", l->nservers);

@@ -18,9 +18,7 @@
 
 #include "bp.h"
 #include "profile.h"
-
-#define BP_SCHEDULE_1F1B "1f1b"
-#define BP_SCHEDULE_TICKS "distca-ticks"
+#include "schedule.h"
 
 struct bp_lpipe {
 	struct bp_scheme sc;   /* tp, cp, pp >= 1 */
@@ -31,7 +29,10 @@ struct bp_lpipe {
 };
 
 struct bp_layout {
-	char schedule[16];      /* "1f1b" or "distca-ticks" (sim.h's schedule table) */
+	char schedule[16];      /* a row of schedule.h's table: "1f1b" (the default),
+				 * "interleaved" or "distca-ticks" */
+	int vstages;            /* virtual stages (model chunks) per rank: 1, or >= 2 for a
+				 * chunked schedule (interleaved) */
 	struct bp_lpipe *pipes; /* owned */
 	size_t npipes;
 	int *servers;           /* attention-server ranks, ascending; owned */
@@ -89,6 +90,10 @@ int bp_lpipe_pp_inter(const struct bp_lpipe *p, int gpus_per_node);
  * of the same tp and pp, whatever its cp, and all cp ranks: costmodel.h sync_ranks) cross
  * a node boundary? */
 int bp_layout_sync_inter(const struct bp_layout *l, size_t pipe, int gpus_per_node);
+
+/* The schedule row of the layout (schedule.h); NULL when its name is not in the table
+ * (bp_layout_check says so). */
+const struct bp_schedule *bp_layout_schedule(const struct bp_layout *l);
 
 /* Are all pipelines of the same scheme and stage layers (a homogeneous layout)? */
 int bp_layout_homogeneous(const struct bp_layout *l);

@@ -59,13 +59,14 @@ struct bp_attn_table {
 	 * launch, us per layer. fwd/bwd price a document packed among others, the launch full
 	 * (profiler/README.md "Caveat"); a document alone cannot fill the GPU when its
 	 * longest chain of tiles is the critical path, so a micro-batch's attention costs at
-	 * least its longest document alone (bp_cost_attn_mb). NULL: not measured. */
+	 * least its longest document alone (bp_cost_attn_launch). NULL: not measured. */
 	double *fwd_alone, *bwd_alone;
 };
 
 /* Block-sparse attention of one causal document of x tokens (q = kv = x), MoBA top-k block
- * selection with k counting the token's own block (sparsebalance.md Sec. 1, 11.1), including
- * the selection kernels (block means, scoring, top-k). */
+ * selection with k counting the token's own block: SparseBalance's M[x,k] (Sec. IV-B, Eq. 10)
+ * as balexec's kernels run it (profiler/README.md), including the selection kernels (block
+ * means, scoring, top-k), whose cost FLOP counts miss (the paper's Fig. 6). */
 struct bp_sparse_table {
 	int tp;
 	int block;          /* MoBA block size B, tokens */

@@ -88,7 +88,25 @@ struct bp_method {
 	 * selection) and plans a run a window at a time through ctx->run; 0: a step depends on
 	 * its own global batch (or, fixed's window, on its window of batches) alone. */
 	int carries;
+	/* 1: the method plans on the request's layout (layout 0) with dense attention, so any
+	 * per-pipeline schedule of the table (planner/model/schedule.h) runs its plans and
+	 * `solve --schedule` may choose one; 0: it brings its own schedule or layouts
+	 * (distca's ticks, hydraulis's strategies, flexsp's groups) or sparse attention. */
+	int schedules;
+	int in_all;     /* 1: `solve -m all` runs it */
+	int own_memory; /* 1: it checks its own memory (flexsp, whose groups span several of the
+			 * request's pipelines); 0: solve refuses a max_tokens document that does
+			 * not fit one pipeline of the request first */
+	int rank;       /* its place in the table's order (-m all, presets, tables): ascending */
 };
+
+/* A method's row, defined in its own file under planner/methods/ as
+ *     BP_METHOD_ROW(id) = { .name = "...", .solve = ..., ... };
+ * at the start of a line: CMakeLists.txt collects every such row of the files of planner/methods/ into
+ * the table (the generated method_rows.h), so a new method is its file alone. */
+#define BP_METHOD_ROW(id)                                                                  \
+	extern const struct bp_method bp_row_##id;                                         \
+	const struct bp_method bp_row_##id
 
 /* m's check_request, or 0 when it has none. */
 int bp_method_check_request(const struct bp_method *m, struct bp_scheme sc,
@@ -103,12 +121,13 @@ int bp_method_takes(const struct bp_method *m, const char *key, const char *batc
 int bp_method_check_params(const struct bp_method *m, const struct bp_plan *p,
 			   struct bp_error *err);
 
-/* Whether `solve -m all` runs the method: every method but hydraulis, which brings its own
- * layouts and candidate strategies, distca, which brings its own schedule, flexsp (its own
- * layouts, cp 1 and pp 1) and the sparse methods; they run only when named. */
+/* Whether `solve -m all` runs the method (its row's in_all): every method but hydraulis,
+ * which brings its own layouts and candidate strategies, distca, which brings its own
+ * schedule, flexsp (its own layouts, cp 1 and pp 1) and the sparse methods; they run only
+ * when named. */
 int bp_method_in_all(const struct bp_method *m);
 
-/* Whether the method checks memory itself, so solve skips its max_tokens-on-one-pipeline
+/* Whether the method checks memory itself (its row's own_memory), so solve skips its max_tokens-on-one-pipeline
  * check (flexsp: a long document runs on a sequence-parallel group of several pipelines of
  * the request, and a document no group holds is the method's infeasibility). */
 int bp_method_own_memory(const struct bp_method *m);
@@ -161,7 +180,7 @@ int bp_method_sb_lbb(const struct bp_method_ctx *ctx, const struct bp_batches *i
 		     struct bp_plan *out, struct bp_error *err);
 extern const struct bp_record_ops bp_record_sparsebalance; /* methods/sparsebalance.c */
 void bp_sb_warn(const struct bp_plan *p, char *buf, size_t n);
-/* `balplan check` for sparsebalance / sb-lbb plans (specs/sparsebalance.md sec. 14): re-runs
+/* `balplan check` for sparsebalance / sb-lbb plans (plans/README.md "SparseBalance plans"): re-runs
  * Alg. 1 on the plan's packing with its recorded parameters on cm (layout 0's pipeline 0)
  * and compares every step's Spar state, T_anchor, k_anchor and per-layer budget. With
  * measured coverage the file is not at hand, so a bottleneck micro-batch's budgets and the

@@ -1,4 +1,4 @@
-/* plan.h: balplan.plan/v1 (plans/README.md): what a method decided for every step, and what
+/* plan.h: balplan.plan/v2 (plans/README.md): what a method decided for every step, and what
  * the shared cost model and simulator predict for it.
  *
  * Order (the canonical order the writer keeps): steps by index; a step's docs in draw order;

@@ -1,6 +1,7 @@
 /* predict.c: the step simulator (predict.h). Called by solve (before validating and
- * writing), check (re-prediction), simulate and report. Implements the step-level half of
- * DESIGN.md's simulator box: per-pipeline schedules from sim.c, the gradient synchronisation
+ * writing), check (re-prediction), simulate and report (through bp_plan_repredict). Implements
+ * the step-level half of the simulator (planner/README.md "Data flow"): per-pipeline
+ * schedules from sim.c or the ticks of ticks.c, the gradient synchronisation
  * (distributed optimizer: reduce-scatter + all-gather over each stage's replicas), the
  * three papers' imbalance metrics (WLB-LLM Sec. 6.4, SparseBalance Eq. 11, Hydraulis Sec. 8),
  * the packing objective against its certified bound (pack.h), and the summary. */
@@ -72,37 +73,72 @@ static void arrays_free(struct pipe_arrays *a)
 	free(a->act);
 }
 
+/* Per-op inputs of pipeline pi under layout l's schedule, [(j v + c) pp + s] (sim.h). With
+ * v model chunks per rank (interleaved) chunk c of stage s holds a v-th of the stage's layers
+ * (equal, layout.c checks), so it takes a v-th of the stage's layer time and activations; the
+ * LM head stays on the last virtual stage (chunk v - 1 of stage pp - 1). */
 static int pipe_arrays(const struct bp_pipe *pi, const struct bp_costmodel *cm,
-		       struct pipe_arrays *a, struct bp_error *err)
+		       const struct bp_layout *l, struct pipe_arrays *a, struct bp_error *err)
 {
-	int pp = cm->sc.pp;
-	size_t m = pi->nmbs;
+	int pp = cm->sc.pp, v = l->vstages > 1 ? l->vstages : 1;
+	size_t m = pi->nmbs, nv = (size_t)pp * (size_t)v;
 	memset(a, 0, sizeof(*a));
-	a->fwd = bp_calloc(m * pp + 1, sizeof(double), err);
-	a->bwd = bp_calloc(m * pp + 1, sizeof(double), err);
+	a->fwd = bp_calloc(m * nv + 1, sizeof(double), err);
+	a->bwd = bp_calloc(m * nv + 1, sizeof(double), err);
 	a->p2p = bp_calloc(m + 1, sizeof(double), err);
-	a->act = bp_calloc(m * pp + 1, sizeof(int64_t), err);
+	a->act = bp_calloc(m * nv + 1, sizeof(int64_t), err);
 	if (!a->fwd || !a->bwd || !a->p2p || !a->act)
 		return -1;
-	for (size_t j = 0; j < m; j++) {
+	struct bp_mb_part *pf = NULL, *pb = NULL;
+	if (v > 1) {
+		pf = bp_calloc((size_t)pp, sizeof(*pf), err);
+		pb = bp_calloc((size_t)pp, sizeof(*pb), err);
+		if (!pf || !pb) {
+			free(pf);
+			return -1;
+		}
+	}
+	int rc = 0;
+	for (size_t j = 0; j < m && !rc; j++) {
 		const struct bp_mb *mb = &pi->mbs[j];
-		if (!mb->fwd || !mb->bwd)
-			return bp_errorf(err, "micro-batch %zu has no predicted times", j);
+		if (!mb->fwd || !mb->bwd) {
+			rc = bp_errorf(err, "micro-batch %zu has no predicted times", j);
+			break;
+		}
 		/* tokens on the busiest CP rank: within one token of tokens/cp by construction */
 		int64_t per_rank = (mb->tokens + cm->sc.cp - 1) / cm->sc.cp;
+		double lm_f = 0.0, lm_b = 0.0;
+		if (v > 1) { /* the LM head's part, to keep it on the last chunk */
+			struct bp_mb_desc d = mb_desc(mb);
+			double *tf = a->fwd + j * nv, *tb = a->bwd + j * nv; /* scratch, pp slots */
+			if ((rc = bp_cost_mb(cm, &d, tf, tb, pf, pb, err)) < 0)
+				break;
+			lm_f = pf[pp - 1].lm;
+			lm_b = pb[pp - 1].lm;
+		}
 		for (int s = 0; s < pp; s++) {
-			a->fwd[j * pp + s] = mb->fwd[s];
-			a->bwd[j * pp + s] = mb->bwd[s];
-			a->act[j * pp + s] = bp_cost_act_bytes(cm, s, per_rank);
+			int64_t act = bp_cost_act_bytes(cm, s, per_rank);
+			int last = s == pp - 1;
+			double body_f = mb->fwd[s] - (last ? lm_f : 0.0);
+			double body_b = mb->bwd[s] - (last ? lm_b : 0.0);
+			for (int c = 0; c < v; c++) {
+				size_t x = j * nv + (size_t)c * (size_t)pp + (size_t)s;
+				int head = last && c == v - 1;
+				a->fwd[x] = v > 1 ? body_f / v + (head ? lm_f : 0.0) : mb->fwd[s];
+				a->bwd[x] = v > 1 ? body_b / v + (head ? lm_b : 0.0) : mb->bwd[s];
+				a->act[x] = act / v;
+			}
 		}
 		a->p2p[j] = bp_cost_p2p(cm, mb->tokens);
 	}
-	return 0;
+	free(pf);
+	free(pb);
+	return rc;
 }
 
 /* Runs one pipeline's schedule: time, busy time and peak memory per stage. */
-static int simulate_pipe(struct bp_pipe *pi, const struct bp_costmodel *cm, int full_gpus,
-			 struct bp_error *err)
+static int simulate_pipe(struct bp_pipe *pi, const struct bp_costmodel *cm,
+			 const struct bp_layout *l, int full_gpus, struct bp_error *err)
 {
 	int pp = cm->sc.pp, rc = -1;
 	struct pipe_arrays a;
@@ -114,12 +150,14 @@ static int simulate_pipe(struct bp_pipe *pi, const struct bp_costmodel *cm, int 
 	pi->peak_mem = bp_calloc((size_t)pp, sizeof(int64_t), err);
 	finish = bp_calloc((size_t)pp, sizeof(double), err);
 	peak = bp_calloc((size_t)pp, sizeof(int64_t), err);
-	if (pipe_arrays(pi, cm, &a, err) < 0 || !pi->busy_us || !pi->peak_mem || !finish ||
+	if (pipe_arrays(pi, cm, l, &a, err) < 0 || !pi->busy_us || !pi->peak_mem || !finish ||
 	    !peak)
 		goto out;
-	struct bp_sim_pipe in = {pp, pi->nmbs, a.fwd, a.bwd, a.p2p, a.act};
+	struct bp_sim_pipe in = {.pp = pp, .m = pi->nmbs, .fwd = a.fwd, .bwd = a.bwd,
+				 .p2p = a.p2p, .act = a.act, .sched = bp_layout_schedule(l),
+				 .v = l->vstages};
 	struct bp_sim_result res = {0, pi->busy_us, finish, peak, NULL, NULL};
-	if (bp_sim_1f1b(&in, &res, err) < 0)
+	if (bp_sim_pipeline(&in, &res, err) < 0)
 		goto out;
 	pi->time_us = res.end;
 	for (int s = 0; s < pp; s++)
@@ -242,7 +280,7 @@ static int sync_hyd_pullpush(const struct bp_plan *p, const struct bp_step *st,
 			free(b);
 			f = bp_calloc(pi->nmbs * (size_t)pp, sizeof(double), err);
 			b = bp_calloc(pi->nmbs * (size_t)pp, sizeof(double), err);
-			if (!f || !b || bp_pipe_schedule(p, st, k, costs, f, b, err) < 0)
+			if (!f || !b || bp_pipe_schedule(p, st, k, costs, f, b, NULL, NULL, err) < 0)
 				goto out;
 		}
 		for (int s = 0; s < pp; s++) {
@@ -306,8 +344,8 @@ out:
  * stage's busy time is its token-wise work plus the attention its ranks serve; its memory
  * holds each micro-batch's activations from its forward tick to its backward tick, and in
  * non-resend mode what its first rank keeps as a server (the received Q, deduplicated K
- * and V, O and the LSE of the CA-tasks it served, forward to backward; distca.md sec. 11,
- * 16; resend mode keeps nothing on the servers, sec. 9). A server rank's TP slices keep
+ * and V, O and the LSE of the CA-tasks it served, forward to backward, as DistCA's code does
+ * at pp 1; resend mode keeps nothing on the servers). A server rank's TP slices keep
  * equal bytes, and with pp 1 at most one micro-batch is between its forward and backward,
  * so the stage's first rank stands for its group. */
 static int simulate_ticks(const struct bp_plan *p, struct bp_step *st,
@@ -374,7 +412,7 @@ static int predict_step(const struct bp_plan *p, struct bp_step *st, struct bp_c
 	struct bp_metrics *mt = &st->m;
 	const struct bp_layout *l = bp_plan_layout(p, st);
 	const struct bp_costmodel **cms = bp_calloc(st->npipes + 1, sizeof(*cms), err);
-	int rc = -1, ticks = !strcmp(l->schedule, BP_SCHEDULE_TICKS);
+	int rc = -1, ticks = bp_layout_schedule(l)->world_ticks;
 	if (!cms)
 		return -1;
 	memset(mt, 0, sizeof(*mt));
@@ -398,7 +436,7 @@ static int predict_step(const struct bp_plan *p, struct bp_step *st, struct bp_c
 				   !strcmp(st->sync, BP_SYNC_HYD_PULLPUSH_SERIAL)
 			   ? p->cluster.gpus
 			   : 0;
-		if (!ticks && simulate_pipe(pi, cms[i], full, err) < 0) {
+		if (!ticks && simulate_pipe(pi, cms[i], l, full, err) < 0) {
 			bp_error_prefix(err, "step %lld pipeline %zu", (long long)st->index, i);
 			goto out;
 		}
@@ -580,25 +618,41 @@ static int ticks_schedule(const struct bp_plan *p, const struct bp_step *st, siz
 }
 
 int bp_pipe_schedule(const struct bp_plan *p, const struct bp_step *st, size_t k,
-		     struct bp_costs *costs, double *f_start, double *b_start,
-		     struct bp_error *err)
+		     struct bp_costs *costs, double *f_start, double *b_start, double *f_dur,
+		     double *b_dur, struct bp_error *err)
 {
-	const struct bp_costmodel *cm = bp_costs_pipe(costs, bp_plan_layout(p, st), k, err);
+	const struct bp_layout *l = bp_plan_layout(p, st);
+	const struct bp_costmodel *cm = bp_costs_pipe(costs, l, k, err);
 	if (!cm)
 		return -1;
 	const struct bp_pipe *pi = &st->pipes[k];
 	int pp = cm->sc.pp, rc = -1;
-	if (!strcmp(bp_plan_layout(p, st)->schedule, BP_SCHEDULE_TICKS))
+	if (bp_layout_schedule(l)->world_ticks) {
+		for (size_t j = 0; j < pi->nmbs; j++)
+			for (int s = 0; s < pp; s++) {
+				if (f_dur)
+					f_dur[j * (size_t)pp + (size_t)s] = pi->mbs[j].fwd[s];
+				if (b_dur)
+					b_dur[j * (size_t)pp + (size_t)s] = pi->mbs[j].bwd[s];
+			}
 		return ticks_schedule(p, st, k, costs, f_start, b_start, err);
+	}
 	struct pipe_arrays a;
 	double *busy = bp_calloc((size_t)pp, sizeof(double), err);
 	double *finish = bp_calloc((size_t)pp, sizeof(double), err);
 	int64_t *peak = bp_calloc((size_t)pp, sizeof(int64_t), err);
-	if (pipe_arrays(pi, cm, &a, err) < 0 || !busy || !finish || !peak)
+	if (pipe_arrays(pi, cm, l, &a, err) < 0 || !busy || !finish || !peak)
 		goto out;
-	struct bp_sim_pipe in = {pp, pi->nmbs, a.fwd, a.bwd, a.p2p, NULL};
+	struct bp_sim_pipe in = {.pp = pp, .m = pi->nmbs, .fwd = a.fwd, .bwd = a.bwd,
+				 .p2p = a.p2p, .sched = bp_layout_schedule(l), .v = l->vstages};
 	struct bp_sim_result res = {0, busy, finish, peak, f_start, b_start};
-	rc = bp_sim_1f1b(&in, &res, err);
+	rc = bp_sim_pipeline(&in, &res, err);
+	for (size_t x = 0; !rc && x < pi->nmbs * (size_t)pp * (size_t)in.v; x++) {
+		if (f_dur)
+			f_dur[x] = a.fwd[x];
+		if (b_dur)
+			b_dur[x] = a.bwd[x];
+	}
 out:
 	arrays_free(&a);
 	free(busy);

@@ -1,8 +1,9 @@
-/* predict.h: the step simulator: what a plan's decisions cost (DESIGN.md "Simulator").
+/* predict.h: the step simulator: what a plan's decisions cost (planner/README.md "Data
+ * flow").
  *
  * Per step, each micro-batch's per-stage times come from its pipeline's cost model (struct
- * bp_costs: one per (layout, pipeline)), each pipeline runs its layout's schedule (sim.h's
- * table: 1F1B, or DistCA's world-synchronous ticks, where attention servers couple all
+ * bp_costs: one per (layout, pipeline)), each pipeline runs its layout's schedule (1F1B,
+ * sim.h, or DistCA's world-synchronous ticks, ticks.h, where attention servers couple all
  * pipelines), the step ends with the gradient synchronisation of its sync model, and the
  * named imbalance metrics, the packing objective and bound, and the summary follow. Every
  * method's predicted numbers come from here; check re-runs it and compares. */
@@ -25,10 +26,12 @@ int bp_plan_predict(struct bp_plan *p, struct bp_costs *costs, bp_item_cost_fn i
 		    struct bp_error *err);
 
 /* Re-runs pipeline k of step st (predicted) and fills each op's start time: f_start and
- * b_start get nmbs * pp entries, [j * pp + s] (caller-owned). For timelines. */
+ * b_start get nmbs * v * pp entries, [(j * v + c) * pp + s] with v the layout's virtual
+ * stages (1 but for interleaved: [j * pp + s]; caller-owned); f_dur and b_dur (NULL: not
+ * wanted) the same entries' durations, us. For timelines. */
 int bp_pipe_schedule(const struct bp_plan *p, const struct bp_step *st, size_t k,
-		     struct bp_costs *costs, double *f_start, double *b_start,
-		     struct bp_error *err);
+		     struct bp_costs *costs, double *f_start, double *b_start, double *f_dur,
+		     double *b_dur, struct bp_error *err);
 
 /* The summary from the steps' predicted metrics, counts and delays alone (what
  * bp_plan_predict ends with; a plan predicted a window at a time summarises its steps' stubs

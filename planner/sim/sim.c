@@ -1,94 +1,84 @@
-/* sim.c: the 1F1B pipeline event simulator (sim.h). Called by plan.c for every pipeline of
- * every step, so every method is predicted by the same code. Invariant: ops on one stage never
- * overlap and run in the 1F1B order; an op never starts before its input exists. */
+/* sim.c: the pipeline event simulator (sim.h). Called by the step simulator (predict.c) for
+ * every pipeline of every step, so every method is predicted by the same code; the op order
+ * comes from the schedule's row (planner/model/schedule.c), which balexec's engine
+ * (executor/engine.c) replays too. Invariant: ops on one stage never overlap and run in the
+ * schedule's order; an op never starts before its input exists. */
 #include "sim.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-int bp_sim_1f1b_op(int pp, size_t m, int s, size_t k, size_t *mb)
+int bp_sim_pipeline(const struct bp_sim_pipe *in, struct bp_sim_result *out,
+		    struct bp_error *err)
 {
-	size_t warm = (size_t)(pp - s - 1);
-	if (warm > m)
-		warm = m;
-	if (k < warm) {
-		*mb = k;
-		return 0;
-	}
-	size_t steady = m - warm; /* pairs of (F, B) */
-	size_t t = k - warm;
-	if (t < 2 * steady) {
-		if (t % 2 == 0) {
-			*mb = warm + t / 2;
-			return 0;
-		}
-		*mb = t / 2;
-		return 1;
-	}
-	*mb = steady + (t - 2 * steady);
-	return 1;
-}
-
-int bp_sim_1f1b(const struct bp_sim_pipe *in, struct bp_sim_result *out, struct bp_error *err)
-{
-	int pp = in->pp, rc = -1;
-	size_t m = in->m;
+	int pp = in->pp, v = in->v > 1 ? in->v : 1, rc = -1;
+	const struct bp_schedule *sch = in->sched ? in->sched : bp_schedule_default();
+	size_t m = in->m, nv = (size_t)pp * (size_t)v, nops = m * nv;
 	double *f_end = NULL, *b_end = NULL, *free_at = NULL;
 	size_t *next = NULL;
 	int64_t *held = NULL;
 	if (pp < 1)
 		return bp_errorf(err, "pipeline has %d stages", pp);
-	for (size_t i = 0; i < m * (size_t)pp; i++)
+	if (!sch->op)
+		return bp_errorf(err, "internal: schedule %s has no per-pipeline ops", sch->name);
+	for (size_t i = 0; i < nops; i++)
 		if (!(in->fwd[i] >= 0 && isfinite(in->fwd[i]) && in->bwd[i] >= 0 &&
 		      isfinite(in->bwd[i])))
-			return bp_errorf(err, "micro-batch %zu stage %zu has an invalid time",
-					 i / (size_t)pp, i % (size_t)pp);
-	f_end = bp_calloc(m * pp + 1, sizeof(double), err);
-	b_end = bp_calloc(m * pp + 1, sizeof(double), err);
+			return bp_errorf(err, "micro-batch %zu stage %zu has an invalid time", i / nv,
+					 i % (size_t)pp);
+	f_end = bp_calloc(nops + 1, sizeof(double), err);
+	b_end = bp_calloc(nops + 1, sizeof(double), err);
 	free_at = bp_calloc((size_t)pp, sizeof(double), err);
 	next = bp_calloc((size_t)pp, sizeof(size_t), err);
 	held = bp_calloc((size_t)pp, sizeof(int64_t), err);
 	if (!f_end || !b_end || !free_at || !next || !held)
 		goto out;
-	for (size_t i = 0; i < m * (size_t)pp; i++)
+	for (size_t i = 0; i < nops; i++)
 		f_end[i] = b_end[i] = -1.0;
 	for (int s = 0; s < pp; s++) {
 		out->busy[s] = 0.0;
 		out->finish[s] = 0.0;
 		out->peak_act[s] = 0;
 	}
-	/* Sweep the stages, running every op whose input is ready, until all 2m ops per stage
-	 * ran. 1F1B is deadlock-free, so each sweep makes progress. */
-	size_t remaining = 2 * m * (size_t)pp;
+	/* Sweep the stages, running every op whose input is ready, until all 2 m v ops per
+	 * stage ran. The table's schedules are deadlock-free, so each sweep makes progress.
+	 * An op of micro-batch j on virtual stage q (chunk c of stage s, q = c pp + s) sits at
+	 * j nv + q: its forward input is virtual stage q - 1's forward, its backward input
+	 * virtual stage q + 1's backward (the last one's: its own forward). */
+	size_t per = 2 * m * (size_t)v, remaining = per * (size_t)pp;
 	while (remaining > 0) {
 		int progress = 0;
 		for (int s = 0; s < pp; s++) {
-			while (next[s] < 2 * m) {
-				size_t j;
-				int is_b = bp_sim_1f1b_op(pp, m, s, next[s], &j);
-				size_t idx = j * pp + s;
+			while (next[s] < per) {
+				struct bp_sched_op op;
+				sch->op(pp, v, m, s, next[s], &op);
+				size_t q = (size_t)op.chunk * (size_t)pp + (size_t)s;
+				size_t idx = op.mb * nv + q, j = op.mb;
 				double p2p = in->p2p ? in->p2p[j] : 0.0;
 				double ready;
-				if (!is_b) {
-					if (s == 0)
+				if (!op.bwd) {
+					if (q == 0)
 						ready = 0.0;
 					else if (f_end[idx - 1] < 0)
 						break;
 					else
 						ready = f_end[idx - 1] + p2p;
 				} else {
-					if (s == pp - 1)
+					if (q == nv - 1) {
+						if (f_end[idx] < 0)
+							break;
 						ready = f_end[idx];
-					else if (b_end[idx + 1] < 0)
+					} else if (b_end[idx + 1] < 0) {
 						break;
-					else
+					} else {
 						ready = b_end[idx + 1] + p2p;
+					}
 				}
 				double start = ready > free_at[s] ? ready : free_at[s];
-				double dur = is_b ? in->bwd[idx] : in->fwd[idx];
+				double dur = op.bwd ? in->bwd[idx] : in->fwd[idx];
 				int64_t act = in->act ? in->act[idx] : 0;
-				if (!is_b) {
+				if (!op.bwd) {
 					f_end[idx] = start + dur;
 					if (out->f_start)
 						out->f_start[idx] = start;
@@ -109,7 +99,7 @@ int bp_sim_1f1b(const struct bp_sim_pipe *in, struct bp_sim_result *out, struct 
 			}
 		}
 		if (!progress) {
-			bp_errorf(err, "internal: 1F1B schedule made no progress");
+			bp_errorf(err, "internal: %s schedule made no progress", sch->name);
 			goto out;
 		}
 	}

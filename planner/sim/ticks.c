@@ -1,5 +1,5 @@
-/* ticks.c: DistCA's world-synchronous tick schedule (ticks.h; DistCA Sec. 4.1, Fig. 8,
- * distca.md sec. 9, 10, 16). */
+/* ticks.c: DistCA's world-synchronous tick schedule (ticks.h; DistCA Sec. 4.1, Fig. 7 and
+ * 8; the byte model of DistCA's public code, which the paper does not give). */
 #include "ticks.h"
 
 #include <math.h>
@@ -123,7 +123,7 @@ static int ctx_init(struct tick_ctx *c, const struct bp_plan *p, const struct bp
 	size_t *mb_at = NULL;
 	c->resend = bp_ticks_resend(st);
 	if (!c->resend && c->pp > 1)
-		return bp_errorf(err, "non-resend mode needs pp 1, not pp %d (distca.md sec. 9: "
+		return bp_errorf(err, "non-resend mode needs pp 1, not pp %d (DistCA's code: "
 				 "with PP the backward resends)", c->pp);
 	int rc = -1;
 	if (!sp || !c->nano || !c->ti || !c->order || !c->start || !c->srv_place_pipe ||
@@ -256,8 +256,9 @@ typedef void (*flow_fn)(void *arg, int src, int dst, double bytes);
 /* Every per-layer transfer of one all-to-all (dir 0 in, 1 out) at timeline position k, of
  * nano-batch nano (-1: both): for each TP slice, each task's query bytes from the rank owning
  * its span, and the KV of each (server, document unit) once (the longest prefix [kv0, kv_end)
- * its tasks need, distca.md sec. 9 deduplication), each span of that prefix from the rank that
- * owns it (a document placed head-tail over several pipelines, Sec. 6.1, sends KV from each).
+ * its tasks need, deduplicated per server as DistCA's code does), each span of that prefix
+ * from the rank that owns it (a document placed head-tail over several pipelines, Sec. 6.1,
+ * sends KV from each).
  * Self traffic is skipped. */
 static void tick_flows(const struct tick_ctx *c, size_t k, int dir, int nano, flow_fn emit,
 		       void *arg)
@@ -383,7 +384,8 @@ static double a2a_time(const struct bp_profile *prof, int slice_ranks, int inter
 	return bp_cost_alltoallv(prof, slice_ranks, inter, tmp_s, tmp_r, err);
 }
 
-/* Non-resend mode (distca.md sec. 11, 16): each CA-task's kept bytes (bp_ca_kept_bytes, all
+/* Non-resend mode (the server holds what it received until the backward, as DistCA's code
+ * does at pp 1): each CA-task's kept bytes (bp_ca_kept_bytes, all
  * L layers) on every TP slice of its server, from its forward position to its backward
  * position, both included (the backward reads them). */
 static int kept_memory(const struct tick_ctx *c, double L, double *kept, struct bp_error *err)
@@ -535,7 +537,7 @@ int bp_ticks_eval(const struct bp_plan *p, const struct bp_step *st, struct bp_c
 			}
 		out->a2a_us[k] = L * a2a_all;
 		if (c.pingpong) {
-			/* Fig. 7's slots per layer, world-synchronous (distca.md sec. 8, 16):
+			/* Fig. 7's slots per layer, world-synchronous (DistCA Sec. 4.1 "Ping-Pong"):
 			 * 0 lin_P | out_Q(l-1), 1 lin_Q | in_P, 2 CA_P | in_Q, 3 CA_Q | out_P;
 			 * layer 0 has no out_Q(-1), the last layer's out_Q runs after it */
 			double lp = lin_n[0] / L, lq = lin_n[1] / L, cp = ca_n[0] / L, cq = ca_n[1] / L;
@@ -545,7 +547,8 @@ int bp_ticks_eval(const struct bp_plan *p, const struct bp_step *st, struct bp_c
 			out->exposed_us[k] = out->tick_us[k] - (lin_n[0] + lin_n[1] + ca_n[0] +
 								ca_n[1]);
 		} else {
-			/* single stream, world-synchronous per layer (distca.md sec. 16) */
+			/* single stream, world-synchronous per layer (DistCA Sec. 6.3's "Single
+			 * Stream" ablation) */
 			double worst = 0.0;
 			for (int r = 0; r < world; r++)
 				if (comp[r] + att[r] > worst)

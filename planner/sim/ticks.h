@@ -1,5 +1,5 @@
-/* ticks.h: DistCA's world-synchronous tick schedule ("distca-ticks", DistCA Sec. 4.1, Fig. 8;
- * distca.md sec. 8-10 and 16), shared by the step simulator (predict.c) and balexec's engine.
+/* ticks.h: DistCA's world-synchronous tick schedule ("distca-ticks", DistCA Sec. 4.1, Fig. 7
+ * and 8), shared by the step simulator (predict.c) and balexec's engine.
  *
  * Every pipeline of a ticks layout has the same pp, tp, cp = 1 and equal layers per stage
  * (bp_layout_check). A step of M micro-batches per pipeline (M = the most any pipeline of
@@ -7,7 +7,7 @@
  * pipelines in the same phase per tick: forward ticks F_0 .. F_{pp-2}, then (F_{pp-1+i}, B_i)
  * for i < M, then B_M .. B_{M+pp-2}. Forward tick t: stage r runs micro-batch t - r; backward
  * tick j: stage r runs micro-batch j - (pp - 1) + r; out of [0, M) it is a dummy, which does
- * no token-wise work here (a dummy only serves attention; distca.md sec. 10).
+ * no token-wise work here (a dummy only serves attention, DistCA Fig. 8).
  *
  * Per layer of a tick, every rank does its token-wise work for its micro-batch (its
  * stage's fwd or bwd time without attention, spread evenly over the stage's layers), the
@@ -19,7 +19,8 @@
  * Fig. 7's four slots per layer, each slot the longer of its compute (the slowest rank's
  * token-wise work or served attention of one nano-batch) and the other nano-batch's
  * all-to-all: 0 lin_P | out_Q(l-1), 1 lin_Q | in_P, 2 CA_P | in_Q, 3 CA_Q | out_P. The backward reuses the
- * forward tick's CA-tasks (the micro-batch's placement) in both modes (distca.md sec. 9):
+ * forward tick's CA-tasks (the micro-batch's placement) in both modes (our choice; resend
+ * mode would allow a placement of its own):
  * in resend mode Q, O, dO and the log-sum-exp go to the server with K and V again; in
  * non-resend mode (pp 1 only, as the public code) the server kept Q, K, V, O and the LSE
  * since the forward (its memory, bp_ticks.kept) and gets dO alone; dQ, dK, dV come back in
@@ -40,7 +41,8 @@
 
 
 /* Bytes per query token (q_*) and per deduplicated KV token (kv_*) that one TP slice moves
- * for a CA-task, per layer, bf16 (distca.md sec. 9). Forward in (dir 0): Q padded to 16
+ * for a CA-task, per layer, bf16, as DistCA's public code moves them (the paper gives no byte
+ * counts). Forward in (dir 0): Q padded to 16
  * bytes and K, V, in both modes. resend 1 (mandatory with PP): forward out (dir 1) O with
  * its fp32 log-sum-exp, padded; backward in Q, O, dO and the log-sum-exp, padded, and K, V
  * again; backward out dQ, dK, dV. resend 0 (non-resend, the 3D default; the servers kept Q,

@@ -85,8 +85,9 @@ static int task_order(const struct bp_ca_task *a, const struct bp_ca_task *b)
 }
 
 /* DistCA's CA-tasks of one step (Sec. 4.1-4.2): each tiles its micro-batch's spans once per
- * stage, at forward tick mb + stage (distca.md Sec. 10: forward tick t runs micro-batch
- * t - r on stage r), with KV exactly the causal prefix of the queries inside their span. */
+ * stage, at forward tick mb + stage (DistCA Fig. 8 as ticks.h lays it out: forward tick t
+ * runs micro-batch t - r on stage r), with KV exactly the causal prefix of the queries inside
+ * their span. */
 static int check_ca(const struct bp_plan *p, const struct bp_step *st, size_t i,
 		    struct bp_error *err)
 {
@@ -106,14 +107,14 @@ static int check_ca(const struct bp_plan *p, const struct bp_step *st, size_t i,
 		}
 	if (!ndis && !st->nca)
 		return 0;
-	if (ndis && strcmp(l->schedule, BP_SCHEDULE_TICKS))
+	if (ndis && !bp_layout_schedule(l)->world_ticks)
 		return bp_errorf(err, "step %zu has disaggregated micro-batches but layout %d runs "
 				 "\"%s\", not \"%s\"", i, st->layout, l->schedule,
 				 BP_SCHEDULE_TICKS);
 	if (ndis && !l->nservers)
 		return bp_errorf(err, "step %zu has disaggregated micro-batches but layout %d has "
 				 "no attention servers", i, st->layout);
-	/* distca.md sec. 9: with pipeline stages the backward resends; a plan that asked for
+	/* with pipeline stages the backward resends (as DistCA's code does); a plan that asked for
 	 * resend resends everywhere (non-resend may fall back, never the other way) */
 	if (!bp_ticks_resend(st) && l->npipes && l->pipes[0].sc.pp > 1)
 		return bp_errorf(err, "step %zu runs non-resend mode on pp %d (only pp 1 may keep "
@@ -173,7 +174,8 @@ static int check_ca(const struct bp_plan *p, const struct bp_step *st, size_t i,
 		 * spans in micro-batches of the same index (all pipelines: DistCA's head-tail
 		 * placement spreads a document over linear ranks, Sec. 6.1) that ends at the
 		 * queries' span. Under "whole" and "cut" documents the run must start at token 0
-		 * (the document's whole prefix, distca.md sec. 15 invariant 1); under
+		 * (the document's whole prefix: a CA-task's context is all that precedes its
+		 * queries, DistCA Sec. 4.1); under
 		 * "per-method" a span may be its own sequence, so kv0 may be any span start of
 		 * the run. */
 		size_t run = lo - 1;
@@ -287,6 +289,54 @@ static int check_attn(const struct bp_plan *p, const struct bp_mb *mb, const str
 	return 0;
 }
 
+/* One step's shape: its index in the window, its layout and pipelines, its schedule's rules
+ * (micro-batch counts, dense attention and dp-allreduce for chunked schedules), its sync
+ * model, and that it trains something. */
+static int check_step_shape(const struct bp_plan *p, const struct bp_step *st, size_t i,
+			    int64_t first, struct bp_error *err)
+{
+	if (st->index != first + (int64_t)i)
+		return bp_errorf(err, "step %zu has index %lld, not %lld", i, (long long)st->index,
+				 (long long)(first + (int64_t)i));
+	if (st->layout < 0 || (size_t)st->layout >= p->nlayouts)
+		return bp_errorf(err, "step %zu names layout %d but the plan has %zu", i,
+				 st->layout, p->nlayouts);
+	if (st->npipes != p->layouts[st->layout].npipes)
+		return bp_errorf(err, "step %zu has %zu pipelines but layout %d has %zu", i,
+				 st->npipes, st->layout, p->layouts[st->layout].npipes);
+	/* the schedule's rule on each pipeline's micro-batch count (schedule.h) */
+	const struct bp_layout *sl = &p->layouts[st->layout];
+	const struct bp_schedule *sch = bp_layout_schedule(sl);
+	for (size_t q = 0; sch->check_count && q < st->npipes; q++)
+		if (sch->check_count(sl->pipes[q].sc.pp, sl->vstages, st->pipes[q].nmbs, err) < 0)
+			return bp_error_prefix(err, "step %zu pipeline %zu", i, q);
+	/* model chunks split a stage's layers evenly: dense attention only (a sparse budget
+	 * differs per layer, so chunks of a stage would not cost alike) */
+	for (size_t q = 0; sch->chunked && q < st->npipes; q++)
+		for (size_t j = 0; j < st->pipes[q].nmbs; j++)
+			if (st->pipes[q].mbs[j].attn != BP_ATTN_DENSE)
+				return bp_errorf(err, "step %zu pipeline %zu micro-batch %zu has %s "
+						 "attention; the %s schedule runs dense attention "
+						 "only", i, q, j,
+						 bp_attn_kind_name(st->pipes[q].mbs[j].attn),
+						 sl->schedule);
+	if (sch->chunked && strcmp(st->sync, BP_SYNC_DP_ALLREDUCE))
+		return bp_errorf(err, "step %zu has sync model \"%s\"; the %s schedule is "
+				 "modelled with \"%s\" only", i, st->sync, sl->schedule,
+				 BP_SYNC_DP_ALLREDUCE);
+	if (!bp_sync_known(st->sync))
+		return bp_errorf(err, "step %zu has sync model \"%s\", not \"%s\", \"%s\" or "
+				 "\"%s\"", i, st->sync, BP_SYNC_DP_ALLREDUCE, BP_SYNC_HYD_PULLPUSH,
+				 BP_SYNC_HYD_PULLPUSH_SERIAL);
+	/* a step that trains nothing would still pay its gradient synchronisation */
+	size_t nmbs = 0;
+	for (size_t q = 0; q < st->npipes; q++)
+		nmbs += st->pipes[q].nmbs;
+	if (!nmbs)
+		return bp_errorf(err, "step %zu trains no micro-batch", i);
+	return 0;
+}
+
 int bp_plan_validate(const struct bp_plan *p, struct bp_costs *costs, struct bp_error *err)
 {
 	int rc = -1;
@@ -332,35 +382,8 @@ int bp_plan_validate(const struct bp_plan *p, struct bp_costs *costs, struct bp_
 	}
 	for (size_t i = 0; i < p->nsteps; i++) {
 		const struct bp_step *st = &p->steps[i];
-		if (st->index != first + (int64_t)i) {
-			bp_errorf(err, "step %zu has index %lld, not %lld", i, (long long)st->index,
-				  (long long)(first + (int64_t)i));
+		if (check_step_shape(p, st, i, first, err) < 0)
 			goto out;
-		}
-		if (st->layout < 0 || (size_t)st->layout >= p->nlayouts) {
-			bp_errorf(err, "step %zu names layout %d but the plan has %zu", i, st->layout,
-				  p->nlayouts);
-			goto out;
-		}
-		if (st->npipes != p->layouts[st->layout].npipes) {
-			bp_errorf(err, "step %zu has %zu pipelines but layout %d has %zu", i,
-				  st->npipes, st->layout, p->layouts[st->layout].npipes);
-			goto out;
-		}
-		if (!bp_sync_known(st->sync)) {
-			bp_errorf(err, "step %zu has sync model \"%s\", not \"%s\", \"%s\" or "
-				  "\"%s\"", i, st->sync, BP_SYNC_DP_ALLREDUCE, BP_SYNC_HYD_PULLPUSH,
-				  BP_SYNC_HYD_PULLPUSH_SERIAL);
-			goto out;
-		}
-		/* a step that trains nothing would still pay its gradient synchronisation */
-		size_t nmbs = 0;
-		for (size_t q = 0; q < st->npipes; q++)
-			nmbs += st->pipes[q].nmbs;
-		if (!nmbs) {
-			bp_errorf(err, "step %zu trains no micro-batch", i);
-			goto out;
-		}
 		for (size_t d = 0; d < st->ndocs; d++) {
 			if (st->docs[d].len < 1) {
 				bp_errorf(err, "step %zu document %lld has length %lld", i,

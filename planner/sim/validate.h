@@ -1,6 +1,6 @@
-/* validate.h: the plan invariants (DESIGN.md "Tests"), one function every consumer calls
- * (solve before writing, check, simulate, diff, report and every balexec rank before any
- * backend starts).
+/* validate.h: the plan invariants (plans/README.md "Invariants"), one function every consumer
+ * calls (solve before writing, check, simulate, diff, view, report and every balexec rank
+ * before any backend starts).
  *
  * Checked: the cluster and every layout (layout.h); each step names a layout and has one
  * pipeline per layout pipeline and a known sync model; each drawn document trained exactly

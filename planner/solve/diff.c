@@ -62,7 +62,8 @@ static double pct(double a, double b)
 
 static int layout_same(const struct bp_layout *a, const struct bp_layout *b)
 {
-	if (strcmp(a->schedule, b->schedule) || a->npipes != b->npipes ||
+	if (bp_layout_schedule(a) != bp_layout_schedule(b) || a->vstages != b->vstages ||
+	    a->npipes != b->npipes ||
 	    a->nservers != b->nservers ||
 	    (a->nservers && memcmp(a->servers, b->servers, a->nservers * sizeof(int))))
 		return 0;

@@ -1,6 +1,7 @@
-/* refit.c: the profile-correction loop of DESIGN.md's data flow (refit.h): split predictions
- * into attention / linear / collective parts, fit measured ~ alpha*attention + beta*linear +
- * collectives by weighted least squares, rescale a profile's tables by the factors.
+/* refit.c: the profile-correction loop (refit.h; planner/README.md "Data flow"): split
+ * predictions into attention / linear / collective parts, fit measured ~ alpha*attention +
+ * beta*linear + collectives by weighted least squares, rescale a profile's tables by the
+ * factors.
  *
  * Called by `balplan report --refit` (cmd/cmd_report.c). bp_refit_split takes the cost
  * model's own decomposition (bp_cost_mb's struct bp_mb_part), so prediction and refit share

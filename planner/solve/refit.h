@@ -1,8 +1,8 @@
-/* refit.h: the profile-correction loop of DESIGN.md's data flow ("balplan report: measured vs
- * predicted, refit profile"): a replay's measured micro-batch times (balplan.trace/v1) are
- * regressed on the cost model's prediction split into its attention, linear and collective
- * parts, and the profile's tables are rescaled by the fitted factors, so the next plan is made
- * with times closer to the cluster's.
+/* refit.h: the profile-correction loop (planner/README.md "Data flow": `balplan report`
+ * compares measured with predicted times and refits the profile): a replay's measured
+ * micro-batch times (balplan.trace/v1) are regressed on the cost model's prediction split into
+ * its attention, linear and collective parts, and the profile's tables are rescaled by the
+ * fitted factors, so the next plan is made with times closer to the cluster's.
  *
  * The model, per micro-batch operation (one forward or backward of one micro-batch on one
  * rank's stage), in the plan's time units (measured / time_scale):

@@ -10,6 +10,7 @@
 #include "method.h"
 #include "predict.h"
 #include "rng.h"
+#include "schedule_fit.h"
 #include "validate.h"
 #include "work.h"
 
@@ -131,8 +132,29 @@ static int solve_header(const struct bp_method *m, const struct bp_profile *prof
 	if (bp_profile_check_scheme(prof, c->tp, c->cp, c->pp, c->dp, prof->hw.gpus_per_node,
 				    err) < 0)
 		goto out;
-	if (bp_layout_megatron(&lay, sc, c->dp, prof->model.layers, o->max_tokens, err) < 0 ||
-	    bp_plan_add_layout(out, &lay, err) < 0)
+	if (bp_layout_megatron(&lay, sc, c->dp, prof->model.layers, o->max_tokens, err) < 0)
+		goto out;
+	if (o->schedule) { /* the request's schedule, for methods that plan on this layout */
+		const struct bp_schedule *sch = bp_schedule_find(o->schedule);
+		char names[128];
+		bp_schedule_names(names, sizeof(names));
+		if (!sch || sch->world_ticks) {
+			bp_errorf(err, "schedule '%s' is not one a request can ask for (%s; "
+				  "distca-ticks comes with -m distca)", o->schedule, names);
+			goto out;
+		}
+		if (sch != bp_schedule_default() && !m->schedules) {
+			bp_errorf(err, "method '%s' brings its own layouts, schedule or attention: "
+				  "schedule '%s' is for the packing methods", m->name, sch->name);
+			goto out;
+		}
+		snprintf(lay.schedule, sizeof(lay.schedule), "%s", sch->name);
+		lay.vstages = sch->chunked ? o->vstages : 1;
+		if (bp_layout_check(&lay, out->cluster.gpus, out->cluster.gpus_per_node,
+				    prof->model.layers, err) < 0)
+			goto out;
+	}
+	if (bp_plan_add_layout(out, &lay, err) < 0)
 		goto out;
 	const struct bp_costmodel *cm = bp_costs_pipe(costs, &out->layouts[0], 0, err);
 	if (!cm)
@@ -229,6 +251,8 @@ static int predict_method(const struct bp_method *m, struct bp_plan *out,
 	bp_costs_release(costs);
 	out->summary.truncated = truncated;
 	out->summary.dropped = dropped;
+	if (bp_plan_fit_schedule(out, costs, NULL, err) < 0)
+		return bp_error_prefix(err, "method '%s'", m->name);
 	if (bp_plan_predict(out, costs, NULL, err) < 0)
 		return -1;
 	if (bp_plan_validate(out, costs, err) < 0)

@@ -40,6 +40,12 @@ struct bp_solve_opts {
 	 * plan of the whole run. */
 	int64_t first_step;
 	int flush_data;
+	/* The schedule of the request's layout (a row of planner/model/schedule.h; NULL: 1f1b)
+	 * and its virtual stages per rank (interleaved; 0 or 1 otherwise). Only methods whose
+	 * table row says `schedules` take one; micro-batch counts are then fitted to the
+	 * schedule's rule (schedule_fit.h). */
+	const char *schedule;
+	int vstages;
 };
 
 /* Solves into an initialised plan. Returns 0, -1 (error) or BP_INFEASIBLE, with err. The

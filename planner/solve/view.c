@@ -121,6 +121,8 @@ json_t *bp_rank_view(const struct bp_plan *p, const struct bp_doc_index *docs, i
 	bp_json_set(o, "world_size", json_integer(p->cluster.gpus), &ok);
 	bp_json_set(o, "layout", json_integer(st->layout), &ok);
 	bp_json_set(o, "schedule", json_string(l->schedule), &ok);
+	if (l->vstages > 1)
+		bp_json_set(o, "virtual_stages", json_integer(l->vstages), &ok);
 	bp_json_set(o, "role", role, &ok);
 	bp_json_set(o, "server", json_integer(pl.server), &ok);
 	bp_json_set(o, "step_tokens", json_integer(st->m.tokens), &ok);

@@ -1,5 +1,5 @@
 /* balprof.c: the measuring profiler behind `balplan profile` (profiler/README.md
- * "Measuring"; DESIGN.md "balplan profile"; issue 15 item 1). One process on one GPU.
+ * "Measuring"; issue 15 item 1). One process on one GPU.
  *
  * It starts from the analytic profile of the same inputs (profiler/analytic.c), so every
  * table has the analytic one's grid and shape, and replaces each cell it measures with the
@@ -15,8 +15,8 @@
  *   longest document alone, costmodel.h bp_cost_attn_launch), reusing the packed
  *   measurement where that launch held one copy;
  * - sparse attention: balexec's block-sparse MoBA top-k kernels (executor/attn_sparse.h) per
- *   TP degree and block B at every (x, k) cell of M[x,k] (SparseBalance Sec. IV-B Eq. 10,
- *   specs/sparsebalance.md sec. 11.1): one causal document of x tokens at budget k blocks,
+ *   TP degree and block B at every (x, k) cell of M[x,k] (SparseBalance Sec. IV-B Eq. 10):
+ *   one causal document of x tokens at budget k blocks,
  *   copies of it per launch as for dense attention; the forward includes the selection, the
  *   backward runs the selection again before the gradients, as balexec's CUDA backend does;
  * - linear: one layer's GEMMs at each token count through cublasGemmEx (bf16 in and out,
@@ -434,8 +434,8 @@ struct sparse_ctx {
 };
 
 /* One run of a sparse cell. Forward: bp_sparse_fwd, the selection (block means, gate
- * scores, top-k) included, as M[x,k] is defined (sparsebalance.md sec. 11.1: FLOP models
- * miss the selection's length-quadratic cost). Backward: what backend_cuda.c's
+ * scores, top-k) included, as M[x,k] is defined here (FLOP models miss the selection's
+ * length-quadratic cost, SparseBalance Fig. 6). Backward: what backend_cuda.c's
  * cuda_attn_sparse runs for a backward, bp_sparse_select then bp_sparse_bwd: there the
  * forward's lists are overwritten by the forwards of the micro-batches in between, so the
  * replayed backward pays one more selection, and the table prices what balexec replays. */

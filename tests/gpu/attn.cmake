@@ -1,7 +1,8 @@
-# balexec's attention kernels (executor/attn.cu, executor/ATTN.md): the GPU correctness test
-# and the timing program. include()d from tests/CMakeLists.txt only when CUDA is available
-# (BP_HAVE_CUDA); balplan_attn comes from the top-level CMakeLists.txt. bp_errorf lives in
-# balplan_core, hence the second library (after balplan_attn on the link line).
+# balexec's attention kernels (executor/attn.cu, executor/README.md "Attention kernels"): the
+# GPU correctness test and the timing program. include()d from tests/CMakeLists.txt only when
+# CUDA is available (BP_HAVE_CUDA); balplan_attn comes from the top-level CMakeLists.txt.
+# bp_errorf lives in balplan_core, hence the second library (after balplan_attn on the link
+# line).
 add_executable(test_attention ${CMAKE_SOURCE_DIR}/tests/gpu/test_attention.cu)
 target_link_libraries(test_attention PRIVATE balplan_attn balplan_core)
 add_test(NAME gpu/attention COMMAND test_attention)

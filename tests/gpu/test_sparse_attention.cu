@@ -1,7 +1,7 @@
 /* test_sparse_attention.cu: balexec's block-sparse (MoBA top-k) attention kernels
  * (executor/attn_sparse.cu) against the float64 CPU reference (executor/attn_sparse_ref.h)
  * and against the dense kernel (executor/attn.cu), on the GPU (label gpu; exit 77 without a
- * device). specs/sparsebalance.md sec. 11.3 "Tests".
+ * device). executor/README.md "Block-sparse attention kernels".
  *
  * Per layout: seeded bf16 inputs around N(0, 1); outputs, lse, gradients and the workspace
  * start as NaN (all ones bits) so that anything left unwritten fails; bp_sparse_fwd then
@@ -524,7 +524,7 @@ static int timing(void)
 				if (it >= 3)
 					sb.push_back(ms);
 			}
-			/* P(x, k) / dense pairs, sparsebalance.md sec. 1. */
+			/* P(x, k) / dense pairs, MoBA's work (bp_moba_pairs). */
 			double p = 0, n = (x + B - 1) / B;
 			for (int cc = 0; cc < (int)n; cc++)
 				p += (double)B * (B + 1) / 2 + (double)B * B * std::min(kk - 1, cc);

@@ -1,7 +1,8 @@
-# lib.sh: sourced by the tests/slurm scripts (DESIGN.md "Tests": slurm). Defines fail, a work
-# dir removed on exit, and slurm_up, which brings the local cluster of tools/slurm-up up when it
-# is down (and then stops it on exit) or uses the one that is up. Expects $root (the repo) and
-# $name (the script's name). Skips (77) only when Slurm is not installed and cannot be.
+# lib.sh: sourced by the tests/slurm scripts (README.md "The local Slurm cluster"). Defines
+# fail, a work dir removed on exit, and slurm_up, which brings the local cluster of
+# tools/slurm-up up when it is down (and then stops it on exit) or uses the one that is up.
+# Expects $root (the repo) and $name (the script's name). Skips (77) only when Slurm is not
+# installed and cannot be.
 set -uo pipefail
 export LC_ALL=C TZ=UTC
 state=${BALPLAN_SLURM_DIR:-$root/build-slurm}

@@ -1,5 +1,6 @@
-/* kat_sparse.h: SparseBalance's KAT-2 latency table M[x, k] (specs/sparsebalance.md sec. 13:
- * block 256, x in 4K..32K, k in 8..64; forward in ms, backward twice the forward), shared by
+/* kat_sparse.h: the hand-made latency table M[x, k] named KAT-2 (M = MoBA's pair count
+ * P(x, 256, k) / 1e6: block 256, x in 4K..32K, k in 8..64; forward in ms, backward twice the
+ * forward), shared by
  * test_costkinds.c (Perf.predict on it) and test_sparse.c (Alg. 1 on it). */
 #ifndef BP_KAT_SPARSE_H
 #define BP_KAT_SPARSE_H

@@ -2,9 +2,9 @@
  * cost, all-to-all-v), the analytic sparse table, bp_profile_check_scheme, and the v1 -> v2
  * profile path.
  *
- * Known answers: KAT-1 of sparsebalance.md sec. 13 for P(L,k); the KAT-2 table
+ * Known answers: KAT-1, P(L,k) worked out by hand from its definition; the KAT-2 table
  * (M = P(x,256,k)/1e6 us) for hand-computed interpolation, clamping and extrapolation;
- * a hand-made (q, kv) table with a saturated corner for the CA-task rule (distca.md sec. 7);
+ * a hand-made (q, kv) table with a saturated corner for the CA-task rule (DistCA Sec. 4.2);
  * a hand-made all_to_all table for the all-to-all-v. Properties: monotone in x and k, k at or
  * above the block count equals dense + gate on the analytic table, round trips byte for byte. */
 #include <math.h>
@@ -38,7 +38,7 @@ static void test_pairs(void)
 	/* L >= kB: affine in L, P(L, 32) = 8064.5 L - 32505856. */
 	for (double L = 8192; L <= 131072; L *= 2)
 		CHECK(bp_moba_pairs(L, 256, 32) == 8064.5 * L - 32505856.0);
-	/* The sparsebalance.md sec. 1 ratio table: P(64K, 8)/dense = .058. */
+	/* A FLOP ratio worked out by hand: P(64K, 8)/dense = .058. */
 	CHECK(fabs(bp_moba_pairs(65536, 256, 8) / (65536.0 * 65537 / 2) - 0.058) < 0.0005);
 	/* Monotone in L and k, fractional arguments included. */
 	double prev = 0;
@@ -175,7 +175,7 @@ static void test_analytic_sparse(void)
 	CHECK(t && a && !bp_profile_sparse(&p, 8, 128) && !bp_profile_sparse(&p, 4, 256));
 	if (!t || !a)
 		goto out;
-	/* The sparsebalance.md sec. 11.1 grid. */
+	/* The grid of profiler/README.md "Sparse attention". */
 	CHECK(t->nx == 18 && t->x[0] == 256 && t->x[17] == 131072 && t->nk == 14 &&
 	      t->k[0] == 1 && t->k[9] == 32 && t->k[13] == 64);
 	/* k >= ceil(x/B): dense attention + the selection overhead, at every grid x. */
@@ -201,7 +201,7 @@ static void test_analytic_sparse(void)
 	/* At 128K with k = 32 MoBA computes ~12% of the pairs; the time is well below dense. */
 	double d = bp_cost_attn(a, 131072, 131072, 0), s32 = bp_cost_sparse_attn(t, 131072, 32, 0);
 	CHECK(s32 < 0.25 * d && s32 > 0.1 * d);
-	/* Roughly affine in k for x >> kB (sparsebalance.md sec. 11.1 consistency check). */
+	/* Roughly affine in k for x >> kB (MoBA's pairs are then about x B (k - 1/2)). */
 	double s16 = bp_cost_sparse_attn(t, 131072, 16, 0);
 	double s48 = bp_cost_sparse_attn(t, 131072, 48, 0);
 	CHECK(fabs((s48 - s32) / (s32 - s16) - 1) < 0.05);

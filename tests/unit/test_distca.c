@@ -1,7 +1,9 @@
-/* test_distca.c: DistCA's building blocks (blocks/ca_sched.h) against the spec's known
- * answers (specs/distca.md sec. 3 and sec. 15 K1-K6) and its invariants 1, 2, 6 (the
- * non-resend servers' memory), 7, 8, 10; the resend and non-resend byte models (sec. 9) on
- * a hand-made plan; the method's mode and its memory fallback. */
+/* test_distca.c: DistCA's building blocks (blocks/ca_sched.h) against known answers (the
+ * linear placement and K1-K6, what DistCA's public planner gives on the same small inputs)
+ * and invariants: every query once with its whole causal prefix, the pair total kept by
+ * planning, the non-resend servers' memory, the byte counts, App. A's bound and App. B's
+ * closed forms, determinism; the resend and non-resend byte models on a hand-made plan; the
+ * method's mode and its memory fallback. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,7 +177,8 @@ static void test_one_sided(void)
 	bp_ca_placement_release(&pl);
 }
 
-/* distca.md sec. 3: the linear placement's known answer and invariant 5. */
+/* The linear placement (Sec. 6.1, as the public code's batch_to_items_general): its known
+ * answer, and every rank holding exactly its budget of tokens. */
 static void test_placement(void)
 {
 	const int64_t lens[] = {256, 1024, 256, 128, 384};
@@ -578,14 +581,14 @@ static void hand_plan(struct bp_plan *p, int resend)
 	r->resend = resend;
 }
 
-/* distca.md sec. 9 by hand on hand_plan: per TP slice i, only doc 0's queries [4, 8) leave
- * their rank (i -> 8 + i). Forward in: 4 Q x 1024 + 8 KV x 512 = 8192 in both modes;
- * forward out: 4 x 1040 = 4160 (resend, O and LSE) or 4 x 1024 = 4096 (non-resend, O);
- * backward in: 4 x 3088 + 8 x 512 = 16448 (resend: Q, O, dO, LSE, K, V) or 4 x 1024 = 4096
- * (non-resend: dO); backward out: 4 dQ x 1024 + 8 dKV x 512 = 8192 in both. Memory
- * (sec. 11), per layer and slice: server 1 keeps 4 x 2064 + 8 x 512 (doc 0) and 8 x 2064 +
- * 8 x 512 (doc 1) = 32960 bytes, x 32 layers = 1054720; server 0 4 x 2064 + 4 x 512 = 10304,
- * x 32 = 329728; resend keeps nothing, so the peaks differ by exactly that. */
+/* The byte models by hand on hand_plan: per TP slice i, only doc 0's queries [4, 8) leave their
+ * rank (i -> 8 + i). Forward in: 4 Q x 1024 + 8 KV x 512 = 8192 in both modes; forward out: 4 x
+ * 1040 = 4160 (resend, O and LSE) or 4 x 1024 = 4096 (non-resend, O); backward in: 4 x 3088 + 8
+ * x 512 = 16448 (resend: Q, O, dO, LSE, K, V) or 4 x 1024 = 4096 (non-resend: dO); backward
+ * out: 4 dQ x 1024 + 8 dKV x 512 = 8192 in both. Memory (non-resend servers), per layer and
+ * slice: server 1 keeps 4 x 2064 + 8 x 512 (doc 0) and 8 x 2064 + 8 x 512 (doc 1) = 32960
+ * bytes, x 32 layers = 1054720; server 0 4 x 2064 + 4 x 512 = 10304, x 32 = 329728; resend
+ * keeps nothing, so the peaks differ by exactly that. */
 static void test_modes_by_hand(void)
 {
 	struct bp_error err;

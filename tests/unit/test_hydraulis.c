@@ -1,6 +1,7 @@
-/* test_hydraulis.c: Hydraulis's building blocks and method against the spec's known answers
- * (/work/shared/specs/hydraulis.md Sec. 13: K1 packing, K2 dispatch, K3 proposal DP, K4
- * MaxLen, K5 fit) and its properties (P1-P10) on seeded random instances: Alg. 1's fast
+/* test_hydraulis.c: Hydraulis's building blocks and method against known answers of small
+ * instances worked out by brute-force enumeration (K1 packing, Eq. 1; K2 dispatch, Eq. 3 and
+ * Alg. 1; K3 proposal DP, Eq. 4; K4 MaxLen, App. B.1; K5 the T(l,P) fit, App. B.2) and its
+ * properties (P1-P10) on seeded random instances: Alg. 1's fast
  * implementation against a literal one, greedy >= ILP optimum >= certified bound, Eq. 2 <=
  * Eq. 1, memory caps that the simulator accepts, plans that validate and repeat. */
 #include <math.h>
@@ -170,7 +171,7 @@ static void test_k2(void)
 	CHECK_NEAR(obj, 36, 1e-12); /* best-of-100 reaches the optimum */
 	CHECK_NEAR(bp_hyd_eq2(&d, a, NULL), obj, 1e-12);
 	CHECK(bp_hyd_dispatch_bound(&d) <= 36 + 1e-12);
-	/* single trials only ever give 36, 40, 52 or 56 (the spec's 120 permutations) */
+	/* single trials only ever give 36, 40, 52 or 56 (over all 120 orders of the 5 sequences) */
 	int seen[4] = {0};
 	for (uint64_t s = 0; s < 300; s++) {
 		d.trials = 1;

@@ -1,4 +1,4 @@
-/* test_sim.c: the 1F1B simulator against hand-computed schedules. */
+/* test_sim.c: the pipeline simulator on the 1F1B row against hand-computed schedules. */
 #include <stdlib.h>
 
 #include "check.h"
@@ -10,10 +10,10 @@ static double run(int pp, size_t m, const double *f, const double *b, const doub
 	double finish[16];
 	int64_t peak[16];
 	double bz[16];
-	struct bp_sim_pipe in = {pp, m, f, b, p2p, NULL};
+	struct bp_sim_pipe in = {.pp = pp, .m = m, .fwd = f, .bwd = b, .p2p = p2p};
 	struct bp_sim_result out = {0, busy ? busy : bz, finish, peak, NULL, NULL};
 	struct bp_error err;
-	CHECK(bp_sim_1f1b(&in, &out, &err) == 0);
+	CHECK(bp_sim_pipeline(&in, &out, &err) == 0);
 	return out.end;
 }
 
@@ -92,10 +92,10 @@ static void test_memory(void)
 		b[i] = 2;
 		act[i] = 100;
 	}
-	struct bp_sim_pipe in = {pp, m, f, b, NULL, act};
+	struct bp_sim_pipe in = {.pp = pp, .m = m, .fwd = f, .bwd = b, .act = act};
 	struct bp_sim_result out = {0, busy, finish, peak, NULL, NULL};
 	struct bp_error err;
-	CHECK(bp_sim_1f1b(&in, &out, &err) == 0);
+	CHECK(bp_sim_pipeline(&in, &out, &err) == 0);
 	for (int s = 0; s < pp; s++)
 		CHECK(peak[s] == 100 * (pp - s));
 }
@@ -104,16 +104,16 @@ static void test_bad(void)
 {
 	double f[1] = {-1}, b[1] = {1}, finish[1], busy[1];
 	int64_t peak[1];
-	struct bp_sim_pipe in = {1, 1, f, b, NULL, NULL};
+	struct bp_sim_pipe in = {.pp = 1, .m = 1, .fwd = f, .bwd = b};
 	struct bp_sim_result out = {0, busy, finish, peak, NULL, NULL};
 	struct bp_error err;
-	CHECK(bp_sim_1f1b(&in, &out, &err) == -1);
+	CHECK(bp_sim_pipeline(&in, &out, &err) == -1);
 	in.pp = 0;
-	CHECK(bp_sim_1f1b(&in, &out, &err) == -1);
+	CHECK(bp_sim_pipeline(&in, &out, &err) == -1);
 	/* an idle pipeline */
 	in.pp = 1;
 	in.m = 0;
-	CHECK(bp_sim_1f1b(&in, &out, &err) == 0 && out.end == 0.0);
+	CHECK(bp_sim_pipeline(&in, &out, &err) == 0 && out.end == 0.0);
 }
 
 int main(void)

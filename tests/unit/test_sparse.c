@@ -1,10 +1,10 @@
 /* test_sparse.c: SparseBalance's DST building blocks (blocks/sparse_dst.h).
  *
- * Known answers from specs/sparsebalance.md sec. 13: KAT-2 (Alg. 1 on the 4-micro-batch
- * instance: anchors, aligned budgets, k_final and Eq. 11 for five values of p), KAT-3 (Eq. 11).
- * KAT-1 (MoBA work) and Perf.predict on the KAT-2 table are in test_costkinds.c. Properties:
- * the invariants of sec. 13 over random instances on the KAT-2 table and the synthetic
- * coverage model. */
+ * Known answers worked out by hand: KAT-2 (Alg. 1 on a 4-micro-batch instance over the
+ * kat_sparse.h table: anchors, aligned budgets, k_final and Eq. 11 for five values of p),
+ * KAT-3 (Eq. 11). KAT-1 (MoBA work) and Perf.predict on the KAT-2 table are in
+ * test_costkinds.c. Properties: DST's invariants (test_invariants) over random instances on
+ * the KAT-2 table and the synthetic coverage model. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +57,7 @@ static void test_kat2_anchors(void)
 	CHECK(ka[0] == 32 && ka[1] == 64 && ka[2] == 64 && ka[3] == 64);
 }
 
-/* The MEAN anchor with the spec's coverage curves, five values of p. */
+/* The MEAN anchor with hand-chosen coverage curves, five values of p. */
 static void test_kat2_final(void)
 {
 	struct bp_sparse_table t = kat_table();
@@ -154,7 +154,8 @@ static void test_synthetic(void)
 	CHECK(bp_sb_syn_k90(7, 5, 35, 36, 10, 10, 1.0) == 20); /* slope 1 doubles the last layer */
 }
 
-/* Sec. 13 invariants over random micro-batches on the KAT-2 table and random coverage. */
+/* DST's invariants (the checks below: anchors, budgets in the set, the coverage bound,
+ * monotone in p) over random micro-batches on the KAT-2 table and random coverage. */
 static void test_invariants(void)
 {
 	struct bp_sparse_table t = kat_table();

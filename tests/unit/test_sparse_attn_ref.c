@@ -9,7 +9,7 @@
  * every earlier block and the result is plain dense causal attention; the selection is the
  * top k - 1 earlier blocks by gate score with ties to the lower index, plus the own block;
  * the keys a document's rows see add up to the planner's work model P(L, k)
- * (specs/sparsebalance.md sec. 1, bp_moba_pairs); a small budget changes the output; the
+ * (bp_moba_pairs); a small budget changes the output; the
  * gradients match central finite differences of sum(dO o O) on a tiny case; bad shapes are
  * rejected with a message. */
 #include <math.h>

@@ -2,7 +2,7 @@
  * sparsebalance.c) on the analytic H200 / Qwen2.5-0.5B profile and the LongAlign-10k
  * reconstruction.
  *
- * Checks (specs/sparsebalance.md sec. 13): plans validate and repeat byte for byte; KAT-4:
+ * Checks: plans validate and repeat byte for byte; KAT-4 (SAB against a reference packer):
  * without DST SAB's packing equals a reference two-level cost-LPT on W = Perf.predict(L,
  * k_base) and sb-lbb's the same on W = L, and one sample per micro-batch with
  * sb_cardinality=exact; LBB's packing does

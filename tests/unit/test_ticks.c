@@ -1,4 +1,4 @@
-/* test_ticks.c: DistCA's tick order (distca.md sec. 10) and byte model (sec. 9). */
+/* test_ticks.c: DistCA's tick order (Sec. 4.1, Fig. 8) and byte model (the public code's). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,7 +54,7 @@ static void test_order(void)
 		}
 }
 
-/* The known-answer example of distca.md sec. 9: Llama-3-8B at TP 8, per token: Q 1024, K+V
+/* A known answer worked out by hand from the byte model: Llama-3-8B at TP 8, per token: Q 1024, K+V
  * 512, O 1024 without the log-sum-exp and 1040 with it; resend's backward Q side 3088 (Q, O,
  * dO, LSE) and K, V again; non-resend's backward dO alone (1024 per query token, no KV) in,
  * dQ 1024 and dK + dV 512 per deduplicated KV token out. The servers keep (non-resend) Q, O

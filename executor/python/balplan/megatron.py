@@ -351,6 +351,7 @@ def placement_resources(plan, step):
         tp_size=max([1] + [p.tp for p in lay.pipes]),
         pp_size=max([1] + [p.pp for p in lay.pipes]), rank_groups=groups,
         metadata={"step": step, "layout": st.layout, "schedule": lay.schedule,
+                  "virtual_stages": lay.virtual_stages,
                   "schemes": schemes, "homogeneous": len(set(schemes)) <= 1})
 
 

@@ -35,7 +35,7 @@ class PlanError(ValueError):
 _Pipe = namedtuple("_Pipe", "tp cp pp ranks stage_layers max_tokens")
 # A layout: place maps a rank to (pipeline, stage, cp_i, tp_i); server maps a rank to its
 # index in servers.
-_Layout = namedtuple("_Layout", "schedule pipes servers place server")
+_Layout = namedtuple("_Layout", "schedule pipes servers place server virtual_stages")
 # A micro-batch: spans are (doc, offset, len, sample, sample_offset) tuples, sample and
 # sample_offset -1 in a plan of draws.
 _MB = namedtuple("_MB", "spans shard attention")
@@ -121,6 +121,9 @@ def _layout_v2(o, gpus, layers, where):
     if not isinstance(o, dict):
         raise PlanError("%s is not an object" % where)
     schedule = _get(o, "schedule", where, "string")
+    vstages = 1
+    if "virtual_stages" in o:  # interleaved 1F1B's model chunks per rank (plans/README.md)
+        vstages = _int_in(o, "virtual_stages", where, 1)
     pipes_j = _get(o, "pipelines", where, "array")
     servers = _get(o, "servers", where, "array", required=False) or []
     pipes, seen = [], set()
@@ -158,7 +161,7 @@ def _layout_v2(o, gpus, layers, where):
         if not _is_int(r) or r < 0 or r >= gpus:
             raise PlanError("%s.servers[%d] is not a rank of the plan's %d GPUs" % (where, i, gpus))
     place, server = _place_table(pipes, servers)
-    return _Layout(schedule, tuple(pipes), tuple(servers), place, server)
+    return _Layout(schedule, tuple(pipes), tuple(servers), place, server, vstages)
 
 
 def _layout_v1(cluster, method, gpus, layers):
@@ -181,7 +184,7 @@ def _layout_v1(cluster, method, gpus, layers):
                       for s in range(pp) for c in range(cp) for t in range(tp))
         pipes.append(_Pipe(tp, cp, pp, ranks, stage_layers, cap))
     place, server = _place_table(pipes, ())
-    return _Layout("1f1b", tuple(pipes), (), place, server)
+    return _Layout("1f1b", tuple(pipes), (), place, server, 1)
 
 
 def _read_mb(o, ctx, where):

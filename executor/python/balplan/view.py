@@ -182,7 +182,8 @@ class RankView(object):
     execution order. ``to_json()`` is ``balplan view --rank R --step S``'s object."""
 
     __slots__ = ("method", "order", "step", "steps", "rank", "world_size", "layout",
-                 "schedule", "role", "server", "step_tokens", "microbatches")
+                 "schedule", "virtual_stages", "role", "server", "step_tokens",
+                 "microbatches")
 
     def __repr__(self):
         return "<RankView step %d rank %d: %s, %d micro-batches>" % (
@@ -194,7 +195,7 @@ class RankView(object):
             role = self.role._asdict()
             role["layers"] = list(self.role.layers)
             role = dict(role)
-        return {
+        out = {
             "format": RANKVIEW_FORMAT,
             "method": self.method,
             "order": self.order,
@@ -204,11 +205,16 @@ class RankView(object):
             "world_size": self.world_size,
             "layout": self.layout,
             "schedule": self.schedule,
+        }
+        if self.virtual_stages > 1:  # as balplan view writes it: only for interleaved
+            out["virtual_stages"] = self.virtual_stages
+        out.update({
             "role": role,
             "server": self.server,
             "step_tokens": self.step_tokens,
             "microbatches": [m.to_json() for m in self.microbatches],
-        }
+        })
+        return out
 
 
 def make_rank_view(plan, step, st, layout, rank):
@@ -221,6 +227,7 @@ def make_rank_view(plan, step, st, layout, rank):
     v.world_size = plan.world_size
     v.layout = st.layout
     v.schedule = layout.schedule
+    v.virtual_stages = layout.virtual_stages
     v.server = layout.server.get(rank, -1)
     v.step_tokens = st.tokens
     v.role = None
