@@ -75,8 +75,10 @@ static void arrays_free(struct pipe_arrays *a)
 
 /* Per-op inputs of pipeline pi under layout l's schedule, [(j v + c) pp + s] (sim.h). With
  * v model chunks per rank (interleaved) chunk c of stage s holds a v-th of the stage's layers
- * (equal, layout.c checks), so it takes a v-th of the stage's layer time and activations; the
- * LM head stays on the last virtual stage (chunk v - 1 of stage pp - 1). */
+ * and takes a v-th of its layer time and activations. Such a layout's stages have equal
+ * layers and its attention is dense (layout.c, validate.c), so every stage's layers cost the
+ * same and the last stage's excess over stage 0 is the LM head, which stays on the last
+ * virtual stage (chunk v - 1 of stage pp - 1): no second pricing of the micro-batch. */
 static int pipe_arrays(const struct bp_pipe *pi, const struct bp_costmodel *cm,
 		       const struct bp_layout *l, struct pipe_arrays *a, struct bp_error *err)
 {
@@ -89,51 +91,30 @@ static int pipe_arrays(const struct bp_pipe *pi, const struct bp_costmodel *cm,
 	a->act = bp_calloc(m * nv + 1, sizeof(int64_t), err);
 	if (!a->fwd || !a->bwd || !a->p2p || !a->act)
 		return -1;
-	struct bp_mb_part *pf = NULL, *pb = NULL;
-	if (v > 1) {
-		pf = bp_calloc((size_t)pp, sizeof(*pf), err);
-		pb = bp_calloc((size_t)pp, sizeof(*pb), err);
-		if (!pf || !pb) {
-			free(pf);
-			return -1;
-		}
-	}
-	int rc = 0;
-	for (size_t j = 0; j < m && !rc; j++) {
+	for (size_t j = 0; j < m; j++) {
 		const struct bp_mb *mb = &pi->mbs[j];
-		if (!mb->fwd || !mb->bwd) {
-			rc = bp_errorf(err, "micro-batch %zu has no predicted times", j);
-			break;
-		}
+		if (!mb->fwd || !mb->bwd)
+			return bp_errorf(err, "micro-batch %zu has no predicted times", j);
 		/* tokens on the busiest CP rank: within one token of tokens/cp by construction */
 		int64_t per_rank = (mb->tokens + cm->sc.cp - 1) / cm->sc.cp;
-		double lm_f = 0.0, lm_b = 0.0;
-		if (v > 1) { /* the LM head's part, to keep it on the last chunk */
-			struct bp_mb_desc d = mb_desc(mb);
-			double *tf = a->fwd + j * nv, *tb = a->bwd + j * nv; /* scratch, pp slots */
-			if ((rc = bp_cost_mb(cm, &d, tf, tb, pf, pb, err)) < 0)
-				break;
-			lm_f = pf[pp - 1].lm;
-			lm_b = pb[pp - 1].lm;
-		}
+		double lm_f = fmax(0.0, mb->fwd[pp - 1] - mb->fwd[0]);
+		double lm_b = fmax(0.0, mb->bwd[pp - 1] - mb->bwd[0]);
 		for (int s = 0; s < pp; s++) {
 			int64_t act = bp_cost_act_bytes(cm, s, per_rank);
 			int last = s == pp - 1;
-			double body_f = mb->fwd[s] - (last ? lm_f : 0.0);
-			double body_b = mb->bwd[s] - (last ? lm_b : 0.0);
 			for (int c = 0; c < v; c++) {
 				size_t x = j * nv + (size_t)c * (size_t)pp + (size_t)s;
 				int head = last && c == v - 1;
-				a->fwd[x] = v > 1 ? body_f / v + (head ? lm_f : 0.0) : mb->fwd[s];
-				a->bwd[x] = v > 1 ? body_b / v + (head ? lm_b : 0.0) : mb->bwd[s];
+				a->fwd[x] = v > 1 ? mb->fwd[last ? 0 : s] / v + (head ? lm_f : 0.0)
+						  : mb->fwd[s];
+				a->bwd[x] = v > 1 ? mb->bwd[last ? 0 : s] / v + (head ? lm_b : 0.0)
+						  : mb->bwd[s];
 				a->act[x] = act / v;
 			}
 		}
 		a->p2p[j] = bp_cost_p2p(cm, mb->tokens);
 	}
-	free(pf);
-	free(pb);
-	return rc;
+	return 0;
 }
 
 /* Runs one pipeline's schedule: time, busy time and peak memory per stage. */
