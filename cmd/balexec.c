@@ -50,6 +50,7 @@ static void usage(FILE *f)
 		"usage: balexec [--backend NAME] [--steps A:B] [--warmup N] [--trace FILE]\n"
 		"               [--time-scale X] [--timeout S] [--max-bytes N] [--profile FILE]\n"
 		"               [--rendezvous HOST:PORT] [--rank R --world W] [--local-rank L]\n"
+		"               [--gpu-times FILE]\n"
 		"               PLAN\n\n"
 		"Replays a plan, one process per GPU of the plan, under srun (or mpirun for the\n"
 		"host backend):\n"
@@ -76,6 +77,9 @@ static void usage(FILE *f)
 		"  --rank R, --world W  this process's rank and the world size, for launchers that\n"
 		"                    set no SLURM_PROCID / SLURM_NTASKS\n"
 		"  --local-rank L    the GPU of this node to use (default SLURM_LOCALID, else 0)\n"
+		"  --gpu-times FILE  cuda: each rank writes its kernels' time per operation and\n"
+		"                    family (GEMMs by kind, LM head, attention) from CUDA events\n"
+		"                    to FILE (FILE.rank<R> in a world of more than one)\n"
 		"  --debug-hang-rank R    rank R sleeps forever in its first step\n"
 		"  --debug-exit-rank R    rank R exits (status 1) in its first step\n"
 		"  --debug-absent-rank R  rank R never joins the rendezvous (or MPI_Init)\n\n"
@@ -306,6 +310,7 @@ int main(int argc, char **argv)
 		{"world", required_argument, NULL, 'W'},
 		{"local-rank", required_argument, NULL, 'L'},
 		{"rendezvous", required_argument, NULL, 'R'},
+		{"gpu-times", required_argument, NULL, 'G'},
 		{"debug-hang-rank", required_argument, NULL, 'H'},
 		{"debug-exit-rank", required_argument, NULL, 'E'},
 		{"debug-absent-rank", required_argument, NULL, 'A'},
@@ -314,7 +319,7 @@ int main(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	const char *backend = "host", *trace_path = NULL, *profile_path = NULL, *steps = NULL;
-	const char *rdv_flag = NULL;
+	const char *rdv_flag = NULL, *gpu_times = NULL;
 	struct bp_engine_opts eo = {1.0, 300.0, -1, 0, 0, 1, -1, -1};
 	int64_t f_rank = -1, f_world = -1, f_local = -1, absent_rank = -1, v;
 	struct bp_error err;
@@ -356,6 +361,9 @@ int main(int argc, char **argv)
 			break;
 		case 'R':
 			rdv_flag = optarg;
+			break;
+		case 'G':
+			gpu_times = optarg;
 			break;
 		case 'w':
 		case 'B':
@@ -437,6 +445,13 @@ int main(int argc, char **argv)
 			   cmd_cut(trace_path));
 		goto usage;
 	}
+	if (gpu_times && (cmd_same_file(gpu_times, argv[optind]) ||
+			  (profile_path && cmd_same_file(gpu_times, profile_path)) ||
+			  (trace_path && cmd_same_file(gpu_times, trace_path)))) {
+		exec_error("--gpu-times '%s' is the plan, the profile or the trace: refusing to "
+			   "overwrite it", cmd_cut(gpu_times));
+		goto usage;
+	}
 	if ((f_rank >= 0) != (f_world >= 0)) {
 		exec_error("--rank and --world go together");
 		goto usage;
@@ -450,6 +465,11 @@ int main(int argc, char **argv)
 	if (!be) {
 		exec_error("unknown backend '%s' (built in: %s)", cmd_cut(backend),
 			   bp_backend_names()[0] ? bp_backend_names() : "none");
+		goto usage;
+	}
+	if (gpu_times && strcmp(be->name, "cuda")) {
+		exec_error("--gpu-times needs --backend cuda (the %s backend runs no kernels)",
+			   be->name);
 		goto usage;
 	}
 	/* Host: 4 KiB (Open MPI's shared-memory eager limit) keeps 64 emulated ranks on one
@@ -588,7 +608,7 @@ int main(int argc, char **argv)
 	}
 
 	struct bp_backend_args ba = {(int)l_rank, (int)l_world, (int)l_local, eo.timeout_s,
-				     uid_len ? uid : NULL, uid_len};
+				     uid_len ? uid : NULL, uid_len, gpu_times};
 	watchdog_arm(eo.timeout_s + 5, "starting the backend");
 	if (be->init(&st, &ba, &rt_rank, &rt_world, g_host, sizeof(g_host), &err) < 0) {
 		exec_error("cannot start the %s backend: %s", be->name, err.text);

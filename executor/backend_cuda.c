@@ -77,6 +77,7 @@
 #include "attn.h"
 #include "attn_sparse.h"
 #include "engine.h"
+#include "gpu_times.h"
 
 #define CARRY_MAX 65536            /* p2p messages up to this many bytes carry their bytes */
 #define FILL_CHUNK (256 * 1024)    /* bytes of seeded values copied up, then replicated */
@@ -85,6 +86,7 @@
 #define QUEUE_MAX 16               /* primitives queued ahead of the host at most */
 #define PEND_MAX 8                 /* groups named when the stream stalls */
 #define LM_CHUNK 2048              /* LM head rows per GEMM */
+#define KT_PAIRS 4096              /* --gpu-times: timed primitives in flight at most */
 
 struct dbuf {
 	void *p;
@@ -157,6 +159,7 @@ struct cuda {
 	size_t cu_n, cu_last_cap;
 	int has_cu;
 	uint16_t *fill; /* FILL_CHUNK bytes of seeded bf16 values */
+	struct bp_gpu_times *kt; /* --gpu-times, or NULL */
 };
 
 /* Model dimensions on one TP rank. */
@@ -649,8 +652,10 @@ static int throttle(struct cuda *st, const struct bp_wait *w, struct bp_error *e
 /* After queueing a primitive: its completion event. */
 static int queued(struct cuda *st, struct bp_error *err)
 {
+	bp_kt_end(st->kt, st->stream);
 	CU(cudaEventRecord(st->qev[st->nprim % QUEUE_MAX], st->stream), "cudaEventRecord");
 	st->nprim++;
+	bp_kt_harvest(st->kt);
 	return 0;
 }
 
@@ -667,6 +672,7 @@ static int cuda_sync(void *stp, const struct bp_wait *w, struct bp_error *err)
 	if ((rc = drain(st, now_us_() + st->timeout_s * 1e6, comms, nc, whom, w, err)) != 0)
 		return rc;
 	st->npend = 0;
+	bp_kt_harvest(st->kt);
 	return 0;
 }
 
@@ -1006,6 +1012,10 @@ static int cuda_gemm(void *stp, const struct bp_gemm *g, struct bp_error *err)
 		return -1;
 	void *x = st->x.p, *qkv = st->qkv.p, *o = st->o.p, *y = st->y.p, *dy = st->dy.p;
 	void *dx = st->dx.p, *dob = st->dob.p, *u = st->u.p, *dw = st->dw.p;
+	static const enum bp_kt_family fam[] = {[BP_GEMM_QKV] = BP_KT_QKV, [BP_GEMM_O] = BP_KT_O,
+						[BP_GEMM_FFN] = BP_KT_FFN,
+						[BP_GEMM_LM_HEAD] = BP_KT_LM_HEAD};
+	bp_kt_begin(st->kt, st->stream, fam[g->kind], g->wait->step, g->wait->mb, g->bwd);
 	switch (g->kind) {
 	case BP_GEMM_QKV:
 		if (!g->bwd) {
@@ -1177,6 +1187,7 @@ static int cuda_attn_dense(void *stp, const struct bp_attn *a, struct bp_error *
 	if ((rc = upload_cu(st, a->seg, a->nseg, a->wait, err)) != 0)
 		return rc;
 	const int32_t *dcq = st->cu.p, *dck = (const int32_t *)st->cu.p + a->nseg + 1;
+	bp_kt_begin(st->kt, st->stream, BP_KT_ATTN, a->wait->step, a->wait->mb, a->bwd);
 	if (!a->bwd) {
 		if (bp_attn_fwd(&as, dcq, dck, st->q.p, st->k.p, st->v.p, st->o.p, st->lse.p,
 				st->stream, err) < 0)
@@ -1255,6 +1266,7 @@ static int cuda_attn_sparse(void *stp, const struct bp_attn *a, struct bp_error 
 	if ((rc = upload_cu(st, a->seg, a->nseg, a->wait, err)) != 0)
 		return rc;
 	const int32_t *dcu = st->cu.p; /* the query offsets; q == kv */
+	bp_kt_begin(st->kt, st->stream, BP_KT_SPARSE, a->wait->step, a->wait->mb, a->bwd);
 	if (!a->bwd) {
 		if (bp_sparse_fwd(&ss, dcu, NULL, st->q.p, st->k.p, st->v.p, st->o.p, st->lse.p,
 				  st->ws.p, st->stream, err) < 0)
@@ -1401,9 +1413,23 @@ static void cuda_group_free(void *stp, void *gp)
 
 /* ---- lifetime ---- */
 
+/* Every kernel a replay may run is loaded when CUDA starts, not at its first launch: under
+ * CUDA's default lazy loading, the first GEMM of each new shape that makes cuBLAS pick a
+ * kernel not yet used loads that kernel inside a timed step (the host stalls, the stream
+ * drains), which a training job's steady state and balprof's warmed cells never pay. On the
+ * H100 (2026-11-27, --gpu-times) the GEMMs of the steps after the warm-up ran 1.3-6x their
+ * profiled time, only at token counts not seen before, while the warmed step matched within
+ * 2-8% (executor/README.md "GPU times"). A CUDA_MODULE_LOADING already set is kept. Called
+ * first by make_uid and init, before anything touches CUDA or NCCL. */
+static void cuda_env(void)
+{
+	setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+}
+
 static int cuda_make_uid(void *blob, size_t cap, size_t *len, struct bp_error *err)
 {
 	ncclUniqueId id;
+	cuda_env();
 	if (cap < sizeof(id))
 		return bp_errorf(err, "no room for an NCCL unique id (%zu bytes, %zu given)",
 				 sizeof(id), cap);
@@ -1457,6 +1483,7 @@ static void release(struct cuda *st)
 	free(st->old_pinned);
 	free(st->cu_last);
 	free(st->fill);
+	bp_kt_free(st->kt);
 	free(st);
 }
 
@@ -1571,6 +1598,7 @@ static int cuda_init(void **stp, const struct bp_backend_args *a, int *rank, int
 	struct cuda *st;
 	int rc;
 	*stp = NULL;
+	cuda_env();
 	if (a->world > 1 && (a->rank < 0 || a->rank >= a->world))
 		return bp_errorf(err, "the CUDA backend needs this process's rank (SLURM_PROCID or "
 				 "--rank) in a world of %d", a->world);
@@ -1582,7 +1610,9 @@ static int cuda_init(void **stp, const struct bp_backend_args *a, int *rank, int
 	st->world = a->world > 0 ? a->world : 1;
 	st->rank = a->rank > 0 ? a->rank : 0;
 	st->timeout_s = a->timeout_s > 0 ? a->timeout_s : 300;
-	if ((rc = start_device(st, a, err)) != 0 || (rc = start_nccl(st, a, err)) != 0) {
+	if ((rc = start_device(st, a, err)) != 0 || (rc = start_nccl(st, a, err)) != 0 ||
+	    (a->gpu_times && (rc = bp_kt_open(&st->kt, a->gpu_times, st->rank, st->world, KT_PAIRS,
+					      err)) != 0)) {
 		release(st);
 		return rc;
 	}
@@ -1605,6 +1635,14 @@ static int cuda_finalize(void *stp, struct bp_error *err)
 	if (!st->aborted) {
 		struct bp_wait w = {"sends left at the end", -1, -1, -1};
 		rc = cuda_wait_sends(st, &w, err);
+		if (st->kt) { /* every timed kernel has run once the stream has */
+			cudaError_t e = cudaStreamSynchronize(st->stream);
+			int kc = e == cudaSuccess ? bp_kt_close(st->kt, err)
+						  : cuda_fail(err, e, "cudaStreamSynchronize", __LINE__);
+			st->kt = NULL;
+			if (rc == 0 && kc < 0)
+				rc = -1;
+		}
 	}
 	while (st->groups) /* the engine frees its groups first; any left go now */
 		cuda_group_free(st, st->groups);

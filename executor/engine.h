@@ -100,6 +100,7 @@ struct bp_backend_args {
 	const void *uid;   /* what rank 0's make_uid made, after the rendezvous gave it to
 			    * every rank (CUDA: the ncclUniqueId); NULL when there is none */
 	size_t uid_len;
+	const char *gpu_times; /* CUDA: --gpu-times FILE (gpu_times.h), or NULL */
 };
 
 /* A backend: one file per backend (backend_host.c: MPI, compute emulated; backend_cuda.c:

@@ -55,7 +55,7 @@ int main(int argc, char **argv)
 				"backend)\n");
 		return 2;
 	}
-	struct bp_backend_args a = {atoi(pr), atoi(pw), -1, 30.0, NULL, 0};
+	struct bp_backend_args a = {atoi(pr), atoi(pw), -1, 30.0, NULL, 0, NULL};
 	void *st = NULL;
 	int rank = -1, world = -1;
 	char host[64];
