@@ -1418,8 +1418,8 @@ static void cuda_group_free(void *stp, void *gp)
  * kernel not yet used loads that kernel inside a timed step (the host stalls, the stream
  * drains), which a training job's steady state and balprof's warmed cells never pay. On the
  * H100 (2026-11-27, --gpu-times) the GEMMs of the steps after the warm-up ran 1.3-6x their
- * profiled time, only at token counts not seen before, while the warmed step matched within
- * 2-8% (executor/README.md "GPU times"). A CUDA_MODULE_LOADING already set is kept. Called
+ * profiled time, only at token counts not seen before, while the warmed step's were within
+ * -8% to +2% (executor/README.md "GPU checks"). A CUDA_MODULE_LOADING already set is kept. Called
  * first by make_uid and init, before anything touches CUDA or NCCL. */
 static void cuda_env(void)
 {
@@ -1636,12 +1636,21 @@ static int cuda_finalize(void *stp, struct bp_error *err)
 		struct bp_wait w = {"sends left at the end", -1, -1, -1};
 		rc = cuda_wait_sends(st, &w, err);
 		if (st->kt) { /* every timed kernel has run once the stream has */
+			struct bp_error kerr;
 			cudaError_t e = cudaStreamSynchronize(st->stream);
-			int kc = e == cudaSuccess ? bp_kt_close(st->kt, err)
-						  : cuda_fail(err, e, "cudaStreamSynchronize", __LINE__);
+			int kc;
+			if (e == cudaSuccess) {
+				kc = bp_kt_close(st->kt, &kerr);
+			} else {
+				bp_kt_free(st->kt);
+				kc = cuda_fail(&kerr, e, "cudaStreamSynchronize", __LINE__);
+			}
 			st->kt = NULL;
-			if (rc == 0 && kc < 0)
+			if (rc == 0 && kc < 0) {
+				if (err)
+					*err = kerr;
 				rc = -1;
+			}
 		}
 	}
 	while (st->groups) /* the engine frees its groups first; any left go now */
