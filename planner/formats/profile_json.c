@@ -15,6 +15,7 @@
  * (tp, cp, pp)), table values rounded to 1e-3 (bp_json_real), fit coefficients to 9
  * significant digits (they are as small as 1e-6 us per token^2). */
 #include "profile.h"
+#include "costmodel.h"
 
 #include <float.h>
 #include <math.h>
@@ -605,6 +606,9 @@ static int read_profile(struct bp_profile *p, json_t *root, struct bp_error *err
 	    read_memory(&p->mem, &p->hw, root, err) < 0 || check_schemes(p, err) < 0 ||
 	    (!v1 && read_provenance(&p->prov, root, err) < 0))
 		return -1;
+	for (size_t i = 0; i < p->nattn; i++) /* the launch model of measured tables */
+		bp_attn_fit_launch(&p->attn[i], p->model.heads / p->attn[i].tp,
+				   p->model.kv_heads / p->attn[i].tp);
 	return 0;
 }
 

@@ -122,11 +122,22 @@ double bp_cost_attn(const struct bp_attn_table *t, double q, double kv, int bwd)
 /* The segment alone in a launch (the table's fwd_alone / bwd_alone); 0 when the table has
  * none (analytic profiles). */
 double bp_cost_attn_alone(const struct bp_attn_table *t, double q, double kv, int bwd);
-/* One varlen launch over n (q, kv) segments: the sum of their packed costs, but at least
- * the longest-running segment alone (its chain of tiles is the critical path when the
- * others cannot fill the GPU beside it); the plain sum without alone tables. */
+/* One varlen launch over n (q, kv) segments. Without a fitted launch model (analytic
+ * profiles; tables without alone cells): the larger of the sum of their packed costs and the
+ * longest segment alone. With one: balexec's kernels' blocks (forward: 64-row query tiles x
+ * heads, a document's last tiles first; backward: 64-key tiles x KV heads, each walking its
+ * GQA group) dealt in launch order to `slots` places, each taking its segment's time per
+ * tile (`unit`, from the packed cell read as balprof measured it: n copies in one launch)
+ * times the tiles it visits; the launch ends with its last block. profiler/README.md
+ * "Packed and alone". */
 double bp_cost_attn_launch(const struct bp_attn_table *t, const int64_t (*seg)[2], size_t n,
 			   int bwd);
+/* Fits t's launch model (heads, slots and unit above) from its alone cells: per pass, the
+ * median over the diagonal cells that run at least 5% slower alone than packed of the
+ * places that make one copy against n copies cost the alone cell against the packed one;
+ * then the time per tile of every cell. Called by the profile reader (and again by refit,
+ * which scales the cells). */
+void bp_attn_fit_launch(struct bp_attn_table *t, int heads, int kv_heads);
 double bp_cost_linear(const struct bp_linear_table *t, double tokens, int bwd);
 /* The LM head over tokens (us, one pass): the linear table's lm_head curve when measured,
  * else lm_ratio x a layer's GEMMs. */

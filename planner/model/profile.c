@@ -65,6 +65,8 @@ void bp_profile_release(struct bp_profile *p)
 		free(p->attn[i].bwd);
 		free(p->attn[i].fwd_alone);
 		free(p->attn[i].bwd_alone);
+		free(p->attn[i].unit[0]);
+		free(p->attn[i].unit[1]);
 	}
 	for (size_t i = 0; i < p->nlinear; i++) {
 		free(p->linear[i].tokens);

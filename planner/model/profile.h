@@ -61,7 +61,20 @@ struct bp_attn_table {
 	 * longest chain of tiles is the critical path, so a micro-batch's attention costs at
 	 * least its longest document alone (bp_cost_attn_launch). NULL: not measured. */
 	double *fwd_alone, *bwd_alone;
+	/* Derived when a profile with alone cells is read (bp_attn_fit_launch), not written:
+	 * the heads of one TP rank, and per pass (0 forward, 1 backward) the launch's
+	 * effective concurrent blocks that make the launch model reproduce the alone cells
+	 * (costmodel.h bp_cost_attn_launch); 0: no launch model (the table has no alone cells,
+	 * or none of them runs slower than packed). */
+	int heads, kv_heads;
+	double slots[2];
+	double *unit[2]; /* per pass, time per tile visited [iq * nkv + ikv]; owned; or NULL */
 };
+
+/* balprof's packed attention cells: n copies of the cell's segment in one launch, n the
+ * fewest that make this many blocks (one copy at least); the launch model reads the cells
+ * as such (costmodel.h bp_cost_attn_launch). */
+#define BP_PROF_TARGET_BLOCKS 2048
 
 /* Block-sparse attention of one causal document of x tokens (q = kv = x), MoBA top-k block
  * selection with k counting the token's own block: SparseBalance's M[x,k] (Sec. IV-B, Eq. 10)

@@ -160,6 +160,7 @@ int bp_refit_profile(const struct bp_profile *in, const struct bp_refit *f,
 			scale(t->fwd_alone, t->nq * t->nkv, f->alpha);
 			scale(t->bwd_alone, t->nq * t->nkv, f->alpha);
 		}
+		bp_attn_fit_launch(t, t->heads, t->kv_heads); /* per-tile times of the scaled cells */
 	}
 	for (size_t i = 0; i < tmp.nlinear; i++) {
 		struct bp_linear_table *t = &tmp.linear[i];

@@ -60,7 +60,7 @@
 
 #define FILL_CHUNK (256 * 1024)      /* bytes of seeded values uploaded, then replicated */
 #define BLAS_WORKSPACE (32u << 20)   /* cuBLAS workspace, as backend_cuda.c */
-#define TARGET_BLOCKS 2048           /* CTAs per attention launch worth amortising over */
+#define TARGET_BLOCKS BP_PROF_TARGET_BLOCKS /* CTAs per attention launch (profile.h) */
 #define COPY_BYTES (12.0 * (1 << 30)) /* device bytes the copies of a cell may use */
 #define LONG_RUN_MS 200.0            /* a run this long: fewer reps (below) */
 #define LONG_CELL_MS 2000.0          /* timed milliseconds per long cell at most */

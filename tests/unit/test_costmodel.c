@@ -1,11 +1,13 @@
 /* test_costmodel.c: table interpolation and extrapolation, CP shard geometry, micro-batch
  * times and the T(l,P) fit, on a small hand-made profile whose values are known. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "costmodel.h"
+#include "profile.h"
 
 static double qs[3] = {128, 1024, 8192};
 static double work(double q, double kv)
@@ -37,7 +39,8 @@ static void make_profile(struct bp_profile *p, struct bp_attn_table *at,
 		lf[i] = 5 + 0.01 * toks[i];
 		lb[i] = 2 * lf[i];
 	}
-	*at = (struct bp_attn_table){1, 3, 3, qs, qs, fwd_tab, bwd_tab, NULL, NULL};
+	*at = (struct bp_attn_table){.tp = 1, .nq = 3, .nkv = 3, .q = qs, .kv = qs, .fwd = fwd_tab,
+				     .bwd = bwd_tab};
 	*lt = (struct bp_linear_table){1, 3, toks, lf, lb, NULL, NULL};
 	*ct = (struct bp_coll_table){BP_COLL_SENDRECV, 0, 2, 2, cbytes, cus};
 	p->attn = at;
@@ -325,6 +328,90 @@ static void test_alone_and_lm(const struct bp_profile *base)
 	bp_costmodel_release(&cm);
 }
 
+/* The launch model (bp_attn_fit_launch, bp_cost_attn_launch), on a table of one rate whose
+ * two shortest documents run 3x slower alone: the fit finds places and per-tile times; a
+ * launch of the n copies balprof packs a cell with costs n x the cell (the model reads the
+ * cells as what was measured); a long launch stays near the packed sum; adding a segment
+ * never lowers a launch by more than list scheduling's anomalies (3%); without alone cells
+ * nothing is fitted and a launch is the packed-or-alone rule. A table with alone cells is
+ * interpolated in throughput: exact for one rate, where time interpolation overprices the
+ * middle. */
+static void test_launch_model(void)
+{
+	static double g[5] = {512, 1024, 2048, 4096, 8192};
+	double f[25], b[25], fa[25], ba[25];
+	for (int i = 0; i < 5; i++)
+		for (int j = 0; j < 5; j++) {
+			f[i * 5 + j] = 1e-4 * work(g[i], g[j]);
+			b[i * 5 + j] = 2.5 * f[i * 5 + j];
+			fa[i * 5 + j] = f[i * 5 + j] * (i == j && i < 2 ? 3.0 : 1.0);
+			ba[i * 5 + j] = b[i * 5 + j] * (i == j && i < 2 ? 3.0 : 1.0);
+		}
+	struct bp_attn_table t = {.tp = 1, .nq = 5, .nkv = 5, .q = g, .kv = g, .fwd = f,
+				  .bwd = b, .fwd_alone = fa, .bwd_alone = ba};
+	CHECK_NEAR(bp_cost_attn(&t, 3000, 3000, 0), 1e-4 * work(3000, 3000), 1e-9);
+	CHECK_NEAR(bp_cost_attn(&t, 1500, 6000, 1), 2.5e-4 * work(1500, 6000), 1e-9);
+	struct bp_attn_table plain_t = t;
+	plain_t.fwd_alone = plain_t.bwd_alone = NULL;
+	CHECK(bp_cost_attn(&plain_t, 3000, 3000, 0) > 1.02 * 1e-4 * work(3000, 3000));
+
+	bp_attn_fit_launch(&t, 8, 2);
+	CHECK(t.heads == 8 && t.kv_heads == 2);
+	for (int bw = 0; bw < 2; bw++) {
+		CHECK(t.slots[bw] >= 1 && t.slots[bw] <= 2048 && t.unit[bw] != NULL);
+		/* n copies of a cell's document, n as balprof packs them: n x the cell */
+		for (int i = 0; i < 5; i++) {
+			int64_t len = (int64_t)g[i], blocks = (len / 64) * (bw ? 2 : 8);
+			int64_t n = (BP_PROF_TARGET_BLOCKS + blocks - 1) / blocks;
+			int64_t(*seg)[2] = calloc((size_t)n, sizeof(*seg));
+			CHECK(seg != NULL);
+			for (int64_t k = 0; seg && k < n; k++)
+				seg[k][0] = seg[k][1] = len;
+			if (seg && n > 1)
+				CHECK_NEAR(bp_cost_attn_launch(&t, (const int64_t(*)[2])seg, (size_t)n, bw) /
+						   (n * (bw ? b : f)[i * 5 + i]), 1.0, 1e-9);
+			free(seg);
+		}
+	}
+	/* a long launch: near the packed sum */
+	int64_t many[64][2];
+	for (int i = 0; i < 64; i++)
+		many[i][0] = many[i][1] = 4096;
+	for (int bw = 0; bw < 2; bw++) {
+		double sum = 64 * bp_cost_attn(&t, 4096, 4096, bw);
+		double c = bp_cost_attn_launch(&t, (const int64_t(*)[2])many, 64, bw);
+		CHECK(c > 0.9 * sum && c < 1.1 * sum);
+	}
+	/* a segment more never costs much less */
+	uint64_t x = 7;
+	for (int trial = 0; trial < 200; trial++) {
+		int64_t seg[9][2];
+		int n = 1 + trial % 8;
+		double prev[2] = {0, 0};
+		for (int k = 0; k <= n; k++) {
+			x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+			int64_t len = 64 + (int64_t)((x >> 33) % 6000);
+			seg[k][0] = len;
+			seg[k][1] = len + (int64_t)((x >> 20) % 3) * 256; /* CP-like prefixes too */
+			for (int bw = 0; bw < 2; bw++) {
+				double c = bp_cost_attn_launch(&t, (const int64_t(*)[2])seg, k + 1, bw);
+				CHECK(c > 0 && c >= 0.97 * prev[bw]);
+				prev[bw] = c;
+			}
+		}
+	}
+	/* no alone cell slower than packed: no model, the rule (the fit frees the old one) */
+	for (int i = 0; i < 25; i++) {
+		fa[i] = f[i];
+		ba[i] = b[i];
+	}
+	bp_attn_fit_launch(&t, 8, 2);
+	CHECK(t.slots[0] == 0 && t.slots[1] == 0 && !t.unit[0] && !t.unit[1]);
+	int64_t two[2][2] = {{1024, 1024}, {512, 512}};
+	CHECK_NEAR(bp_cost_attn_launch(&t, (const int64_t(*)[2])two, 2, 0),
+		   bp_cost_attn(&t, 1024, 1024, 0) + bp_cost_attn(&t, 512, 512, 0), 1e-12);
+}
+
 int main(void)
 {
 	struct bp_profile p;
@@ -338,5 +425,6 @@ int main(void)
 	test_coll_pick(&p);
 	test_fit(&p);
 	test_alone_and_lm(&p);
+	test_launch_model();
 	return CHECK_DONE();
 }
