@@ -1,5 +1,5 @@
-/* bench_distca.c: DistCA's planning time per step (Sec. 4.2 "scheduler", App. E: 50-300 ms
- * from 64 to 256 GPUs in the paper's Python): the distca method (methods/distca.c: linear
+/* bench_distca.c: DistCA's planning time per step (Sec. 4.2 "scheduler"; App. E: 50-300 ms
+ * of scheduling time from 64 to 256 GPUs): the distca method (methods/distca.c: linear
  * placement, one greedy scheduler call per tick and nano-batch, chunks and bytes, the step's
  * record) on one global batch at a time, as `solve -m distca` runs it before prediction.
  * TP 8 (a server is a TP group), cp 1, PP as given; tokens per step = BS x MaxDocLen (the

@@ -1,8 +1,8 @@
 /* bench_wlb.c: the packing time of the wlb method alone (WLB-LLM Alg. 1 with two outlier
  * queues) per global batch, at WLB-LLM Table 1's 7B-128K configuration (llama2-7b, 64 H100s
  * as tp 8 cp 2 pp 4 dp 1, 128K context, 4 micro-batches per step), without the sampling,
- * prediction and validation `balplan solve` adds. The paper's Python takes 20 ms per batch
- * (Table 2); the target here is under 0.2 ms on one core. Also times `fixed` for reference.
+ * prediction and validation `balplan solve` adds. The paper reports 20 ms per batch (Table 2,
+ * Sec. 6.4); the target here is under 0.2 ms on one core. Also times `fixed` for reference.
  * One warm-up, then the median of R runs over S steps (CLOCK_MONOTONIC); pin with taskset.
  * usage: bench_wlb [STEPS [RUNS [DATASET]]]   defaults 1000 5 synthetic-longtail */
 #include <stdio.h>
