@@ -419,7 +419,7 @@ static void print_table(const struct result *r, size_t n, int timing, enum cmd_f
 		print_table_data(r, n, timing, format, base);
 		return;
 	}
-	int mw = 10; /* the method column: as wide as the longest name ("sparsebalance") */
+	int mw = 10; /* the method column: 10 wide, or as wide as the longest name */
 	for (size_t i = 0; i < n; i++)
 		if ((int)strlen(r[i].method) > mw)
 			mw = (int)strlen(r[i].method);
@@ -566,305 +566,387 @@ out:
 	return rc;
 }
 
-int cmd_solve(int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{"dataset", required_argument, NULL, 'd'},
-		{"jsonl-field", required_argument, NULL, 'J'},
-		{"length-field", required_argument, NULL, 'J'},
-		{"tokens-field", required_argument, NULL, 'j'},
-		{"id-field", required_argument, NULL, 'I'},
-		{"skip-empty", no_argument, NULL, 'e'},
-		{"order", required_argument, NULL, 'X'},
-		{"epochs", required_argument, NULL, 'E'},
-		{"last-batch", required_argument, NULL, 'B'},
-		{"profile", required_argument, NULL, 'p'},
-		{"gpu", required_argument, NULL, 'G'},
-		{"model", required_argument, NULL, 'M'},
-		{"gpus", required_argument, NULL, 'g'},
-		{"tp", required_argument, NULL, 'T'},
-		{"cp", required_argument, NULL, 'C'},
-		{"pp", required_argument, NULL, 'P'},
-		{"max-tokens", required_argument, NULL, 'L'},
-		{"tokens-per-step", required_argument, NULL, 'K'},
-		{"docs-per-step", required_argument, NULL, 'D'},
-		{"steps", required_argument, NULL, 'n'},
-		{"seed", required_argument, NULL, 's'},
-		{"over-length", required_argument, NULL, 'O'},
-		{"documents", required_argument, NULL, 'W'},
-		{"method", required_argument, NULL, 'm'},
-		{"shard", required_argument, NULL, 'S'},
-		{"out", required_argument, NULL, 'o'},
-		{"out-dir", required_argument, NULL, 'R'},
-		{"plan-format", required_argument, NULL, 'F'},
-		{"chunk-steps", required_argument, NULL, 'H'},
-		{"first-step", required_argument, NULL, 1001},
-		{"flush", required_argument, NULL, 1002},
-		{"timing", no_argument, NULL, 't'},
-		{"format", required_argument, NULL, 'f'},
-		{"baseline", required_argument, NULL, 1003},
-		{"recompute", required_argument, NULL, 'r'},
-		{"optimizer", required_argument, NULL, 1004},
-		{"schedule", required_argument, NULL, 1005},
-		{"virtual-stages", required_argument, NULL, 1006},
-		{"gpus-per-node", required_argument, NULL, 'N'},
-		{"param", required_argument, NULL, 'Q'},
-		{"strategies", required_argument, NULL, 'Y'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	const char *dataset = "synthetic-longtail", *jsonl_field = NULL, *profile = NULL;
-	const char *tokens_field = NULL, *id_field = NULL;
-	int skip_empty = 0;
-	const char *gpu = "H100", *model = "llama3-8b", *methods = "all", *out = NULL;
-	const char *out_dir = NULL, *strategies = NULL;
+/* The options of a run as parsed (solve_parse) and completed (solve_check, solve_pick). */
+struct solve_args {
+	const char *dataset, *jsonl_field, *tokens_field, *id_field, *profile, *gpu, *model;
+	const char *methods, *out, *out_dir, *strategies;
+	const char *baseline; /* --baseline: speedup's reference method [plain] */
+	int skip_empty;
 	struct bp_param params[32];
-	size_t nparams = 0;
-	int64_t gpus = 64, tp = 8, cp = 2, pp = 4, max_tokens = 131072, tps = -1, dps = 0;
-	int64_t steps = 20, seed = 1, epochs = 0, chunk_steps = 64, first_step = 0;
-	int flush_data = -1, first_set = 0; /* --flush: -1 not given */
-	const struct bp_schedule *sched = NULL; /* --schedule; NULL: 1f1b */
-	int64_t vstages = 0;                   /* --virtual-stages; 0: not given */
-	enum bp_order order = BP_ORDER_DRAW;
-	enum bp_last_batch last = BP_LAST_KEEP;
-	int order_set = 0, steps_set = 0, last_set = 0;
-	int timing = 0, quiet = 0, gpu_set = 0, model_set = 0, tps_given = 0;
-	enum cmd_format table_format = CMD_FORMAT_TEXT;
-	const char *baseline = NULL; /* --baseline: speedup's reference method [plain] */
-	enum bp_recompute recompute = BP_RECOMPUTE_NONE;
-	int opt_replicated = 0;
-	int64_t gpn_opt = 0;
-	enum bp_overlen overlen = BP_OVERLEN_TRUNCATE;
-	enum bp_documents documents = BP_DOCS_WHOLE;
-	enum bp_shard shard = BP_SHARD_SEQUENCE;
+	size_t nparams;
+	int64_t gpus, tp, cp, pp, max_tokens, tps, dps;
+	int64_t steps, seed, epochs, chunk_steps, first_step;
+	int flush_data, first_set;              /* --flush: -1 not given */
+	const struct bp_schedule *sched;        /* --schedule; NULL: 1f1b */
+	int64_t vstages;                        /* --virtual-stages; 0: not given */
+	enum bp_order order;
+	enum bp_last_batch last;
+	int order_set, steps_set, last_set;
+	int timing, quiet, gpu_set, model_set, tps_given;
+	enum cmd_format table_format;
+	enum bp_recompute recompute;
+	int opt_replicated;
+	int64_t gpn_opt;
+	enum bp_overlen overlen;
+	enum bp_documents documents;
+	enum bp_shard shard;
+	/* completed */
+	int64_t dp;
+	int64_t est_steps;    /* the steps the limits are estimated for (solve_load_dataset) */
+	const char *cov_file; /* --param sb_coverage=measured:FILE's FILE, or NULL */
+	const char *batching; /* --param sb_batching's value: the packing method it names takes
+			       * its own parameters */
+	const struct bp_method *list[64];
+	size_t nm;
+	int strategies_in; /* a method named takes candidate strategies (BP_INPUT_STRATEGIES) */
+};
+
+/* A method's own analytic profile (its row's profile_schemes). */
+struct own_profile {
+	struct bp_profile prof;
+	char sha[65];
+};
+
+/* What a run reads and makes before and while its methods plan. */
+struct solve_run {
+	struct bp_dataset ds;
+	char ds_sha[65];
+	struct bp_profile prof;
+	char prof_sha[65];
+	/* the candidate strategies (BP_INPUT_STRATEGIES) and the profile their method plans on:
+	 * the file, or analytic with its layouts' schemes */
+	struct bp_profile hprof;
+	struct bp_hyd_set hset;
+	char hprof_sha[65];
+	struct own_profile *own[64]; /* list[i]'s own analytic profile, or NULL */
+	struct bp_sb_coverage sbcov; /* measured coverage (BP_INPUT_COVERAGE) */
+	int have_sbcov;
+	struct result res[64];
+	char *tmp_dir; /* --out-dir's temporary directory */
+};
+
+/* solve's steps return this to go on, or an exit status to stop with. */
+#define SOLVE_GO (-1)
+#define SOLVE_UNKNOWN (-2) /* parse_opt: not an option of solve's */
+
+static const struct option solve_opts[] = {
+	{"dataset", required_argument, NULL, 'd'},
+	{"jsonl-field", required_argument, NULL, 'J'},
+	{"length-field", required_argument, NULL, 'J'},
+	{"tokens-field", required_argument, NULL, 'j'},
+	{"id-field", required_argument, NULL, 'I'},
+	{"skip-empty", no_argument, NULL, 'e'},
+	{"order", required_argument, NULL, 'X'},
+	{"epochs", required_argument, NULL, 'E'},
+	{"last-batch", required_argument, NULL, 'B'},
+	{"profile", required_argument, NULL, 'p'},
+	{"gpu", required_argument, NULL, 'G'},
+	{"model", required_argument, NULL, 'M'},
+	{"gpus", required_argument, NULL, 'g'},
+	{"tp", required_argument, NULL, 'T'},
+	{"cp", required_argument, NULL, 'C'},
+	{"pp", required_argument, NULL, 'P'},
+	{"max-tokens", required_argument, NULL, 'L'},
+	{"tokens-per-step", required_argument, NULL, 'K'},
+	{"docs-per-step", required_argument, NULL, 'D'},
+	{"steps", required_argument, NULL, 'n'},
+	{"seed", required_argument, NULL, 's'},
+	{"over-length", required_argument, NULL, 'O'},
+	{"documents", required_argument, NULL, 'W'},
+	{"method", required_argument, NULL, 'm'},
+	{"shard", required_argument, NULL, 'S'},
+	{"out", required_argument, NULL, 'o'},
+	{"out-dir", required_argument, NULL, 'R'},
+	{"plan-format", required_argument, NULL, 'F'},
+	{"chunk-steps", required_argument, NULL, 'H'},
+	{"first-step", required_argument, NULL, 1001},
+	{"flush", required_argument, NULL, 1002},
+	{"timing", no_argument, NULL, 't'},
+	{"format", required_argument, NULL, 'f'},
+	{"baseline", required_argument, NULL, 1003},
+	{"recompute", required_argument, NULL, 'r'},
+	{"optimizer", required_argument, NULL, 1004},
+	{"schedule", required_argument, NULL, 1005},
+	{"virtual-stages", required_argument, NULL, 1006},
+	{"gpus-per-node", required_argument, NULL, 'N'},
+	{"param", required_argument, NULL, 'Q'},
+	{"strategies", required_argument, NULL, 'Y'},
+	{"quiet", no_argument, NULL, 'q'},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+static void solve_defaults(struct solve_args *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->dataset = "synthetic-longtail";
+	a->gpu = "H100";
+	a->model = "llama3-8b";
+	a->methods = "all";
+	a->gpus = 64;
+	a->tp = 8;
+	a->cp = 2;
+	a->pp = 4;
+	a->max_tokens = 131072;
+	a->tps = -1;
+	a->steps = 20;
+	a->seed = 1;
+	a->chunk_steps = 64;
+	a->flush_data = -1;
+	a->order = BP_ORDER_DRAW;
+	a->last = BP_LAST_KEEP;
+	a->table_format = CMD_FORMAT_TEXT;
+	a->recompute = BP_RECOMPUTE_NONE;
+	a->overlen = BP_OVERLEN_TRUNCATE;
+	a->documents = BP_DOCS_WHOLE;
+	a->shard = BP_SHARD_SEQUENCE;
+}
+
+/* --param KEY=VALUE: one value per key, at most 32. */
+static int add_param(struct solve_args *a, const char *arg)
+{
+	struct bp_param *params = a->params;
+	const char *eq = strchr(arg, '=');
+	if (!eq || eq == arg || !eq[1])
+		return cmd_usage("solve", "--param '%s' is not KEY=VALUE", cmd_cut(arg));
+	if (a->nparams == 32)
+		return cmd_usage("solve", "at most 32 --param options");
+	size_t kl = (size_t)(eq - arg);
+	if (kl >= sizeof(params[0].key))
+		return cmd_usage("solve", "--param key '%.*s' is longer than %zu bytes",
+				 (int)(kl > 48 ? 48 : kl), arg, sizeof(params[0].key) - 1);
+	if (strlen(eq + 1) >= sizeof(params[0].value))
+		return cmd_usage("solve", "--param %.*s: value '%s' is longer than %zu bytes",
+				 (int)kl, arg, cmd_cut(eq + 1), sizeof(params[0].value) - 1);
+	for (size_t k = 0; k < a->nparams; k++) /* one value per key (issue 27) */
+		if (strlen(params[k].key) == kl && !memcmp(params[k].key, arg, kl))
+			return cmd_usage("solve", "--param %s is given twice ('%s' and '%s')",
+					 params[k].key, cmd_cut(params[k].value), cmd_cut(eq + 1));
+	memset(&params[a->nparams], 0, sizeof(params[0]));
+	memcpy(params[a->nparams].key, arg, kl);
+	strcpy(params[a->nparams].value, eq + 1);
+	a->nparams++;
+	return SOLVE_GO;
+}
+
+/* One option c with its argument arg (getopt's optarg). */
+static int parse_opt(struct solve_args *a, int c, const char *arg)
+{
 	const int64_t big = (int64_t)1 << 40;
-	int c;
-	plan_lines = 0; /* the CLI fuzz target calls cmd_solve many times in one process */
-	while ((c = getopt_long(argc, argv, "d:p:g:L:n:s:m:o:qh", opts, NULL)) != -1) {
-		int bad = 0;
-		switch (c) {
-		case 'd': dataset = optarg; break;
-		case 'J': jsonl_field = optarg; break;
-		case 'j': tokens_field = optarg; break;
-		case 'I': id_field = optarg; break;
-		case 'e': skip_empty = 1; break;
-		case 'X':
-			if (bp_order_parse(optarg, &order) < 0)
-				return cmd_usage("solve", "--order '%s' is not file, shuffle or draw",
-						 cmd_cut(optarg));
-			order_set = 1;
-			break;
-		case 'E': bad = cmd_opt_int("solve", "--epochs", optarg, 1, 1000000, &epochs);
-			break;
-		case 'B':
-			if (bp_last_batch_parse(optarg, &last) < 0)
-				return cmd_usage("solve", "--last-batch '%s' is not keep or drop",
-						 cmd_cut(optarg));
-			last_set = 1;
-			break;
-		case 'p': profile = optarg; break;
-		case 'G': gpu = optarg; gpu_set = 1; break;
-		case 'M': model = optarg; model_set = 1; break;
-		case 'g': bad = cmd_opt_int("solve", "--gpus", optarg, 1, 1 << 20, &gpus); break;
-		case 'T': bad = cmd_opt_int("solve", "--tp", optarg, 1, 1 << 20, &tp); break;
-		case 'C': bad = cmd_opt_int("solve", "--cp", optarg, 1, 1 << 20, &cp); break;
-		case 'P': bad = cmd_opt_int("solve", "--pp", optarg, 1, 1 << 20, &pp); break;
-		case 'L': bad = cmd_opt_tokens("solve", "--max-tokens", optarg, 1, big, &max_tokens);
-			break;
-		case 'K': bad = cmd_opt_tokens("solve", "--tokens-per-step", optarg, 1, big, &tps);
-			tps_given = 1;
-			break;
-		case 'D': bad = cmd_opt_int("solve", "--docs-per-step", optarg, 1, 1 << 24, &dps);
-			break;
-		case 'n': bad = cmd_opt_int("solve", "--steps", optarg, 1, 1000000, &steps);
-			steps_set = 1;
-			break;
-		case 's': bad = cmd_opt_int("solve", "--seed", optarg, 0, INT64_MAX, &seed); break;
-		case 'O':
-			if (!strcmp(optarg, "truncate"))
-				overlen = BP_OVERLEN_TRUNCATE;
-			else if (!strcmp(optarg, "drop"))
-				overlen = BP_OVERLEN_DROP;
-			else if (!strcmp(optarg, "error"))
-				overlen = BP_OVERLEN_ERROR;
-			else
-				return cmd_usage("solve", "--over-length '%s' is not truncate, drop or "
-						 "error", cmd_cut(optarg));
-			break;
-		case 'W':
-			if (bp_documents_parse(optarg, &documents) < 0)
-				return cmd_usage("solve", "--documents '%s' is not whole, cut or "
-						 "per-method", cmd_cut(optarg));
-			break;
-		case 'm': methods = optarg; break;
-		case 'S':
-			if (bp_shard_parse(optarg, &shard) < 0)
-				return cmd_usage("solve", "--shard '%s' is not sequence, document, "
-						 "adaptive or ulysses", cmd_cut(optarg));
-			break;
-		case 'Q': {
-			const char *eq = strchr(optarg, '=');
-			if (!eq || eq == optarg || !eq[1])
-				return cmd_usage("solve", "--param '%s' is not KEY=VALUE",
-						 cmd_cut(optarg));
-			if (nparams == 32)
-				return cmd_usage("solve", "at most 32 --param options");
-			size_t kl = (size_t)(eq - optarg);
-			if (kl >= sizeof(params[0].key))
-				return cmd_usage("solve", "--param key '%.*s' is longer than %zu bytes",
-						 (int)(kl > 48 ? 48 : kl), optarg,
-						 sizeof(params[0].key) - 1);
-			if (strlen(eq + 1) >= sizeof(params[0].value))
-				return cmd_usage("solve", "--param %.*s: value '%s' is longer than %zu "
-						 "bytes", (int)kl, optarg, cmd_cut(eq + 1),
-						 sizeof(params[0].value) - 1);
-			for (size_t k = 0; k < nparams; k++) /* one value per key (issue 27) */
-				if (strlen(params[k].key) == kl && !memcmp(params[k].key, optarg, kl))
-					return cmd_usage("solve", "--param %s is given twice ('%s' "
-							 "and '%s')", params[k].key,
-							 cmd_cut(params[k].value), cmd_cut(eq + 1));
-			memset(&params[nparams], 0, sizeof(params[0]));
-			memcpy(params[nparams].key, optarg, kl);
-			strcpy(params[nparams].value, eq + 1);
-			nparams++;
-			break;
+	int bad = 0;
+	switch (c) {
+	case 'd': a->dataset = arg; break;
+	case 'J': a->jsonl_field = arg; break;
+	case 'j': a->tokens_field = arg; break;
+	case 'I': a->id_field = arg; break;
+	case 'e': a->skip_empty = 1; break;
+	case 'X':
+		if (bp_order_parse(arg, &a->order) < 0)
+			return cmd_usage("solve", "--order '%s' is not file, shuffle or draw",
+					 cmd_cut(arg));
+		a->order_set = 1;
+		break;
+	case 'E': bad = cmd_opt_int("solve", "--epochs", arg, 1, 1000000, &a->epochs); break;
+	case 'B':
+		if (bp_last_batch_parse(arg, &a->last) < 0)
+			return cmd_usage("solve", "--last-batch '%s' is not keep or drop",
+					 cmd_cut(arg));
+		a->last_set = 1;
+		break;
+	case 'p': a->profile = arg; break;
+	case 'G': a->gpu = arg; a->gpu_set = 1; break;
+	case 'M': a->model = arg; a->model_set = 1; break;
+	case 'g': bad = cmd_opt_int("solve", "--gpus", arg, 1, 1 << 20, &a->gpus); break;
+	case 'T': bad = cmd_opt_int("solve", "--tp", arg, 1, 1 << 20, &a->tp); break;
+	case 'C': bad = cmd_opt_int("solve", "--cp", arg, 1, 1 << 20, &a->cp); break;
+	case 'P': bad = cmd_opt_int("solve", "--pp", arg, 1, 1 << 20, &a->pp); break;
+	case 'L': bad = cmd_opt_tokens("solve", "--max-tokens", arg, 1, big, &a->max_tokens);
+		break;
+	case 'K': bad = cmd_opt_tokens("solve", "--tokens-per-step", arg, 1, big, &a->tps);
+		a->tps_given = 1;
+		break;
+	case 'D': bad = cmd_opt_int("solve", "--docs-per-step", arg, 1, 1 << 24, &a->dps); break;
+	case 'n': bad = cmd_opt_int("solve", "--steps", arg, 1, 1000000, &a->steps);
+		a->steps_set = 1;
+		break;
+	case 's': bad = cmd_opt_int("solve", "--seed", arg, 0, INT64_MAX, &a->seed); break;
+	case 'O':
+		if (!strcmp(arg, "truncate"))
+			a->overlen = BP_OVERLEN_TRUNCATE;
+		else if (!strcmp(arg, "drop"))
+			a->overlen = BP_OVERLEN_DROP;
+		else if (!strcmp(arg, "error"))
+			a->overlen = BP_OVERLEN_ERROR;
+		else
+			return cmd_usage("solve", "--over-length '%s' is not truncate, drop or error",
+					 cmd_cut(arg));
+		break;
+	case 'W':
+		if (bp_documents_parse(arg, &a->documents) < 0)
+			return cmd_usage("solve", "--documents '%s' is not whole, cut or per-method",
+					 cmd_cut(arg));
+		break;
+	case 'm': a->methods = arg; break;
+	case 'S':
+		if (bp_shard_parse(arg, &a->shard) < 0)
+			return cmd_usage("solve", "--shard '%s' is not sequence, document, adaptive "
+					 "or ulysses", cmd_cut(arg));
+		break;
+	case 'Q': return add_param(a, arg);
+	case 'o': a->out = arg; break;
+	case 'R': a->out_dir = arg; break;
+	case 'H': bad = cmd_opt_int("solve", "--chunk-steps", arg, 1, 1 << 20, &a->chunk_steps);
+		break;
+	case 'F':
+		if (strcmp(arg, "json") && strcmp(arg, "lines"))
+			return cmd_usage("solve", "--plan-format '%s' is not json or lines",
+					 cmd_cut(arg));
+		plan_lines = !strcmp(arg, "lines");
+		break;
+	case 'Y': a->strategies = arg; break;
+	case 't': a->timing = 1; break;
+	case 1001: bad = cmd_opt_int("solve", "--first-step", arg, 0, INT64_C(1) << 40,
+				    &a->first_step);
+		a->first_set = 1;
+		break;
+	case 1002:
+		if (strcmp(arg, "end") && strcmp(arg, "data"))
+			return cmd_usage("solve", "--flush '%s' is not end or data", arg);
+		a->flush_data = !strcmp(arg, "data");
+		break;
+	case 1005:
+		a->sched = bp_schedule_find(arg);
+		if (!a->sched || a->sched->world_ticks) {
+			char names[128];
+			bp_schedule_names(names, sizeof(names));
+			return cmd_usage("solve", "--schedule '%s' is not 1f1b or interleaved (the "
+					 "table: %s; distca-ticks comes with -m distca)",
+					 cmd_cut(arg), names);
 		}
-		case 'o': out = optarg; break;
-		case 'R': out_dir = optarg; break;
-		case 'H': bad = cmd_opt_int("solve", "--chunk-steps", optarg, 1, 1 << 20,
-					    &chunk_steps);
-			break;
-		case 'F':
-			if (strcmp(optarg, "json") && strcmp(optarg, "lines"))
-				return cmd_usage("solve", "--plan-format '%s' is not json or lines",
-						 cmd_cut(optarg));
-			plan_lines = !strcmp(optarg, "lines");
-			break;
-		case 'Y': strategies = optarg; break;
-		case 't': timing = 1; break;
-		case 1001: bad = cmd_opt_int("solve", "--first-step", optarg, 0, INT64_C(1) << 40,
-					    &first_step);
-			first_set = 1;
-			break;
-		case 1002:
-			if (strcmp(optarg, "end") && strcmp(optarg, "data"))
-				return cmd_usage("solve", "--flush '%s' is not end or data", optarg);
-			flush_data = !strcmp(optarg, "data");
-			break;
-		case 1005:
-			sched = bp_schedule_find(optarg);
-			if (!sched || sched->world_ticks) {
-				char names[128];
-				bp_schedule_names(names, sizeof(names));
-				return cmd_usage("solve", "--schedule '%s' is not 1f1b or interleaved "
-						 "(the table: %s; distca-ticks comes with -m "
-						 "distca)", cmd_cut(optarg), names);
-			}
-			break;
-		case 1006:
-			bad = cmd_opt_int("solve", "--virtual-stages", optarg, 1, 64, &vstages);
-			break;
-		case 'q': quiet = 1; break;
-		case 'N':
-			bad = cmd_opt_int("solve", "--gpus-per-node", optarg, 1, 1024, &gpn_opt);
-			break;
-		case 1004:
-			if (strcmp(optarg, "distributed") && strcmp(optarg, "replicated"))
-				return cmd_usage("solve", "--optimizer '%s' is not distributed or "
-						 "replicated", cmd_cut(optarg));
-			opt_replicated = !strcmp(optarg, "replicated");
-			break;
-		case 'r':
-			if (bp_recompute_parse(optarg, &recompute) < 0)
-				return cmd_usage("solve", "--recompute '%s' is not none, selective or "
-						 "full", cmd_cut(optarg));
-			break;
-		case 'f':
-			if (cmd_opt_format("solve", optarg, &table_format) < 0)
-				return EXIT_USAGE;
-			break;
-		case 1003: baseline = optarg; break;
-		case 'h': solve_usage(stdout); return EXIT_OK;
-		default:
+		break;
+	case 1006: bad = cmd_opt_int("solve", "--virtual-stages", arg, 1, 64, &a->vstages); break;
+	case 'q': a->quiet = 1; break;
+	case 'N': bad = cmd_opt_int("solve", "--gpus-per-node", arg, 1, 1024, &a->gpn_opt); break;
+	case 1004:
+		if (strcmp(arg, "distributed") && strcmp(arg, "replicated"))
+			return cmd_usage("solve", "--optimizer '%s' is not distributed or replicated",
+					 cmd_cut(arg));
+		a->opt_replicated = !strcmp(arg, "replicated");
+		break;
+	case 'r':
+		if (bp_recompute_parse(arg, &a->recompute) < 0)
+			return cmd_usage("solve", "--recompute '%s' is not none, selective or full",
+					 cmd_cut(arg));
+		break;
+	case 'f':
+		if (cmd_opt_format("solve", arg, &a->table_format) < 0)
+			return EXIT_USAGE;
+		break;
+	case 1003: a->baseline = arg; break;
+	default: return SOLVE_UNKNOWN;
+	}
+	return bad ? EXIT_USAGE : SOLVE_GO;
+}
+
+static int solve_parse(int argc, char **argv, struct solve_args *a)
+{
+	int c;
+	solve_defaults(a);
+	plan_lines = 0; /* the CLI fuzz target calls cmd_solve many times in one process */
+	while ((c = getopt_long(argc, argv, "d:p:g:L:n:s:m:o:qh", solve_opts, NULL)) != -1) {
+		if (c == 'h') {
+			solve_usage(stdout);
+			return EXIT_OK;
+		}
+		int r = parse_opt(a, c, optarg);
+		if (r == SOLVE_UNKNOWN)
 			return cmd_usage("solve", "unknown or incomplete option '%s'",
 					 cmd_cut(argv[optind - 1]));
-		}
-		if (bad)
-			return EXIT_USAGE;
+		if (r != SOLVE_GO)
+			return r;
 	}
 	if (optind < argc)
 		return cmd_usage("solve", "unexpected argument '%s'", cmd_cut(argv[optind]));
-	if (profile && (gpu_set || model_set))
+	return SOLVE_GO;
+}
+
+/* The options against each other, before any input is read. */
+static int solve_check(struct solve_args *a)
+{
+	if (a->profile && (a->gpu_set || a->model_set))
 		return cmd_usage("solve", "--profile cannot be combined with --gpu or --model");
-	if (profile && gpn_opt)
+	if (a->profile && a->gpn_opt)
 		return cmd_usage("solve", "--gpus-per-node is for the analytic profile: a profile "
 				 "file gives its own (hardware.gpus_per_node)");
-	cmd_analytic_gpus_per_node((int)gpn_opt);
+	cmd_analytic_gpus_per_node((int)a->gpn_opt);
 	/* Unknown names are usage errors, found before any work (a config.json that cannot be
 	 * read is a data error). */
-	if (!profile) {
+	if (!a->profile) {
 		struct bp_model chk;
 		struct bp_error merr = {""};
-		if (!bp_gpu_preset(gpu))
+		if (!bp_gpu_preset(a->gpu))
 			return cmd_usage("solve", "unknown GPU '%s' (see 'balplan presets')",
-					 cmd_cut(gpu));
-		if (cmd_resolve_model(model, &chk, &merr) < 0)
+					 cmd_cut(a->gpu));
+		if (cmd_resolve_model(a->model, &chk, &merr) < 0)
 			return !strncmp(merr.text, "unknown model", 13)
 				       ? cmd_usage("solve", "%s", merr.text)
 				       : cmd_error("%s", merr.text);
 	}
-	if (tps >= 0 && dps > 0)
+	if (a->tps >= 0 && a->dps > 0)
 		return cmd_usage("solve", "--tokens-per-step and --docs-per-step exclude each other");
-	if (out && out_dir)
+	if (a->out && a->out_dir)
 		return cmd_usage("solve", "--out and --out-dir exclude each other");
-	/* sparsebalance's coverage file (--param sb_coverage=measured:FILE): an input like the
-	 * others, for standard input and for overwriting */
-	const char *cov_file = NULL;
-	for (size_t i = 0; i < nparams; i++)
-		if (!strcmp(params[i].key, "sb_coverage") &&
-		    !strncmp(params[i].value, "measured:", 9))
-			cov_file = params[i].value + 9;
+	/* the coverage file (--param sb_coverage=measured:FILE, BP_INPUT_COVERAGE): an input
+	 * like the others, for standard input and for overwriting */
+	for (size_t i = 0; i < a->nparams; i++)
+		if (!strcmp(a->params[i].key, "sb_coverage") &&
+		    !strncmp(a->params[i].value, "measured:", 9))
+			a->cov_file = a->params[i].value + 9;
 	{
 		const char *names[] = {"--dataset", "--profile", "--strategies",
 				       "--param sb_coverage=measured:"};
-		const char *paths[] = {dataset, profile, strategies, cov_file};
+		const char *paths[] = {a->dataset, a->profile, a->strategies, a->cov_file};
 		int r = cmd_one_stdin("solve", 4, names, paths);
 		if (r)
 			return r;
 	}
-	if (out && !strcmp(out, "-"))
-		quiet = 1; /* the plan is standard output: no table mixed into it */
-	if (gpus % (tp * cp * pp))
+	if (a->out && !strcmp(a->out, "-"))
+		a->quiet = 1; /* the plan is standard output: no table mixed into it */
+	int64_t tp = a->tp, cp = a->cp, pp = a->pp;
+	if (a->gpus % (tp * cp * pp))
 		return cmd_usage("solve", "%lld GPUs are not divisible by tp*cp*pp = %lld",
-				 (long long)gpus, (long long)(tp * cp * pp));
+				 (long long)a->gpus, (long long)(tp * cp * pp));
 	/* The layout against the node size, before any input is read (issue 27 item 17); with
 	 * --profile, once it is read, before planning. */
-	if (!profile && bp_gpu_preset(gpu)) {
-		int r = cmd_check_nodes("solve", gpus, tp, bp_gpu_preset(gpu)->gpus_per_node);
+	if (!a->profile && bp_gpu_preset(a->gpu)) {
+		int r = cmd_check_nodes("solve", a->gpus, tp,
+					bp_gpu_preset(a->gpu)->gpus_per_node);
 		if (r)
 			return r;
 	}
-	int64_t dp = gpus / (tp * cp * pp);
-	if (tps < 0 && dps == 0)
-		tps = pp * dp * max_tokens;
-	if (tps < 0)
-		tps = 0;
-	if (tps > 0 && tps < max_tokens)
+	a->dp = a->gpus / (tp * cp * pp);
+	if (a->tps < 0 && a->dps == 0)
+		a->tps = pp * a->dp * a->max_tokens;
+	if (a->tps < 0)
+		a->tps = 0;
+	if (a->tps > 0 && a->tps < a->max_tokens)
 		return cmd_usage("solve", "--tokens-per-step %lld is below --max-tokens %lld",
-				 (long long)tps, (long long)max_tokens);
+				 (long long)a->tps, (long long)a->max_tokens);
+	return SOLVE_GO;
+}
 
-	/* Method list. */
-	const struct bp_method *list[64];
+/* -m: 'all' (the rows that say in_all), or names walked in place, any length: a name is
+ * never cut, so an error names what the user typed. */
+static int pick_methods(struct solve_args *a)
+{
+	const struct bp_method **list = a->list;
 	size_t nm = 0;
-	if (!strcmp(methods, "all")) {
+	if (!strcmp(a->methods, "all")) {
 		for (size_t i = 0; i < bp_method_count() && nm < 64; i++)
 			if (bp_method_in_all(bp_method_at(i)))
 				list[nm++] = bp_method_at(i);
 	} else {
-		/* Walked in place, any length: a name is never cut, so an error names what the
-		 * user typed. */
-		for (const char *p = methods; *p;) {
+		for (const char *p = a->methods; *p;) {
 			size_t n = strcspn(p, ",");
 			if (n) {
 				const struct bp_method *m = NULL;
@@ -887,488 +969,581 @@ int cmd_solve(int argc, char **argv)
 		if (!nm)
 			return cmd_usage("solve", "--method names no method");
 	}
-	if (out && nm != 1)
+	a->nm = nm;
+	return SOLVE_GO;
+}
+
+/* The name of the method whose input is the candidate strategies (its row's input), for the
+ * message that --strategies is its. */
+static const char *strategies_method(void)
+{
+	for (size_t i = 0; i < bp_method_count(); i++)
+		if (bp_method_at(i)->input == BP_INPUT_STRATEGIES)
+			return bp_method_at(i)->name;
+	return "(none)";
+}
+
+/* The methods and what they are asked: the list, --out, --baseline, the schedule, every
+ * method's layout constraints, --strategies and the parameters. */
+static int solve_pick(struct solve_args *a)
+{
+	int r = pick_methods(a);
+	if (r != SOLVE_GO)
+		return r;
+	const struct bp_method *const *list = a->list;
+	size_t nm = a->nm;
+	if (a->out && nm != 1)
 		return cmd_usage("solve", "--out takes one method; use --out-dir for %zu", nm);
-	if (baseline) { /* speedup's reference must be in the table */
+	if (a->baseline) { /* speedup's reference must be in the table */
 		size_t k = 0;
-		while (k < nm && strcmp(list[k]->name, baseline))
+		while (k < nm && strcmp(list[k]->name, a->baseline))
 			k++;
 		if (k == nm)
 			return cmd_usage("solve", "--baseline '%s' is not among the methods run "
-					 "(-m %s)", cmd_cut(baseline), cmd_cut(methods));
+					 "(-m %s)", cmd_cut(a->baseline), cmd_cut(a->methods));
 	}
-	if (vstages && (!sched || !sched->chunked))
+	const struct bp_schedule *sched = a->sched;
+	if (a->vstages && (!sched || !sched->chunked))
 		return cmd_usage("solve", "--virtual-stages is for --schedule interleaved");
-	if (sched && sched->chunked && !vstages)
-		vstages = 2;
-	if (sched && sched->chunked && vstages < 2)
+	if (sched && sched->chunked && !a->vstages)
+		a->vstages = 2;
+	if (sched && sched->chunked && a->vstages < 2)
 		return cmd_usage("solve", "--virtual-stages %lld: interleaving needs 2 or more "
-				 "(1 is --schedule 1f1b)", (long long)vstages);
+				 "(1 is --schedule 1f1b)", (long long)a->vstages);
 	/* Every method's layout constraints before any work (with --profile, once it is read:
 	 * its model decides). */
-	if (!profile) {
+	if (!a->profile) {
 		struct bp_model rm;
 		struct bp_error merr = {""};
-		int pr = EXIT_OK;
-		if (cmd_resolve_model(model, &rm, &merr) == 0 &&
-		    (pr = preflight(list, nm, (struct bp_scheme){(int)tp, (int)cp, (int)pp}, &rm,
-				    shard, sched, vstages)) != EXIT_OK)
-			return pr;
+		struct bp_scheme sc = {(int)a->tp, (int)a->cp, (int)a->pp};
+		if (cmd_resolve_model(a->model, &rm, &merr) == 0 &&
+		    (r = preflight(list, nm, sc, &rm, a->shard, sched, a->vstages)) != EXIT_OK)
+			return r;
 	}
-	int hyd = 0; /* hydraulis among the methods: its candidates and profile */
 	for (size_t i = 0; i < nm; i++)
-		hyd |= list[i]->solve == bp_method_hydraulis;
-	if (strategies && !hyd)
-		return cmd_usage("solve", "--strategies is for method hydraulis (-m hydraulis)");
-	if (strategies) {
+		a->strategies_in |= list[i]->input == BP_INPUT_STRATEGIES;
+	if (a->strategies && !a->strategies_in)
+		return cmd_usage("solve", "--strategies is for method %s (-m %s)",
+				 strategies_method(), strategies_method());
+	if (a->strategies) {
 		const char *names[] = {"--dataset", "--profile", "--strategies"};
-		const char *paths[] = {dataset, profile, strategies};
-		int r = cmd_one_stdin("solve", 3, names, paths);
+		const char *paths[] = {a->dataset, a->profile, a->strategies};
+		r = cmd_one_stdin("solve", 3, names, paths);
 		if (r)
 			return r;
 	}
-	const char *batching = NULL; /* sparsebalance's packing method takes its own */
-	for (size_t i = 0; i < nparams; i++)
-		if (!strcmp(params[i].key, "sb_batching"))
-			batching = params[i].value;
-	for (size_t i = 0; i < nparams; i++) {
+	for (size_t i = 0; i < a->nparams; i++)
+		if (!strcmp(a->params[i].key, "sb_batching"))
+			a->batching = a->params[i].value;
+	for (size_t i = 0; i < a->nparams; i++) {
 		int used = 0;
 		for (size_t k = 0; k < nm; k++)
-			used |= bp_method_takes(list[k], params[i].key, batching);
+			used |= bp_method_takes(list[k], a->params[i].key, a->batching);
 		if (!used)
 			return cmd_usage("solve", "no method chosen takes parameter '%s'",
-					 params[i].key);
+					 a->params[i].key);
 	}
+	return SOLVE_GO;
+}
 
-	/* No output may overwrite an input: the dataset file (a preset is no file), the
-	 * profile, the strategies file or the coverage file, by name or by device and inode. */
-	const char *ds_file = bp_dataset_preset_text(dataset, &(size_t){0}) ? NULL : dataset;
-	for (size_t i = 0; i < (out ? 1 : out_dir ? nm : 0); i++) {
+/* No output may overwrite an input: the dataset file (a preset is no file), the profile, the
+ * strategies file or the coverage file, by name or by device and inode. */
+static int check_overwrite(const struct solve_args *a)
+{
+	const char *ds_file = bp_dataset_preset_text(a->dataset, &(size_t){0}) ? NULL : a->dataset;
+	for (size_t i = 0; i < (a->out ? 1 : a->out_dir ? a->nm : 0); i++) {
 		char path[4096];
 		const char *opt = "--out";
-		if (out)
-			snprintf(path, sizeof(path), "%s", out);
+		if (a->out)
+			snprintf(path, sizeof(path), "%s", a->out);
 		else
-			outdir_path(path, sizeof(path), out_dir, list[i]->name);
+			outdir_path(path, sizeof(path), a->out_dir, a->list[i]->name);
 		for (int k = 0; k < 4; k++) {
-			const char *const ins[] = {ds_file, profile, strategies, cov_file};
+			const char *const ins[] = {ds_file, a->profile, a->strategies, a->cov_file};
 			const char *const whats[] = {"dataset", "profile", "strategies file",
 						     "coverage file"};
 			const char *in = ins[k], *what = whats[k];
-			if (out && cmd_refuse_overwrite("solve", opt, path, what, in))
+			if (a->out && cmd_refuse_overwrite("solve", opt, path, what, in))
 				return EXIT_USAGE;
-			if (!out && cmd_same_file(path, in))
+			if (!a->out && cmd_same_file(path, in))
 				return cmd_usage("solve", "--out-dir '%s' would overwrite '%s', the %s "
-						 "being read", cmd_cut(out_dir), cmd_cut(path), what);
+						 "being read", cmd_cut(a->out_dir), cmd_cut(path), what);
 		}
 	}
+	return SOLVE_GO;
+}
 
-	struct bp_error err;
-	struct bp_dataset ds;
-	struct bp_profile prof;
-	char ds_sha[65], prof_sha[65];
-	int rc = EXIT_DATA;
-	struct result res[64];
-	char *tmp_dir = NULL;
-	struct bp_profile hprof; /* hydraulis's: the file, or analytic with its layouts' schemes */
-	struct bp_hyd_set hset;
-	char hprof_sha[65];
-	/* flexsp's analytic profile: one scheme per group size it may use ({tp, s, 1} for s a
-	 * power of two up to dp or its max_group), the schemes of the layouts its plans hold, so
-	 * that check regenerates the same profile */
-	struct bp_profile fprof;
-	char fprof_sha[65];
-	int fsp = 0;
-	bp_dataset_init(&ds);
-	bp_profile_init(&prof);
-	bp_profile_init(&hprof);
-	bp_profile_init(&fprof);
-	bp_hyd_set_init(&hset);
-	struct bp_sb_coverage sbcov; /* sparsebalance's sb_coverage=measured:FILE */
-	bp_sb_coverage_init(&sbcov);
-	int have_sbcov = 0;
-	struct bp_scheme sc = {(int)tp, (int)cp, (int)pp};
-	struct bp_read_opts ro = {.length_field = jsonl_field, .tokens_field = tokens_field,
-				  .id_field = id_field, .skip_empty = skip_empty};
-	if (cmd_load_dataset(dataset, &ro,
-			     &ds, ds_sha, &err) < 0) {
-		rc = cmd_error("%s", err.text);
-		goto out;
+static void solve_run_init(struct solve_run *r)
+{
+	memset(r, 0, sizeof(*r));
+	bp_dataset_init(&r->ds);
+	bp_profile_init(&r->prof);
+	bp_profile_init(&r->hprof);
+	bp_hyd_set_init(&r->hset);
+	bp_sb_coverage_init(&r->sbcov);
+}
+
+static void solve_run_release(struct solve_run *r, const struct solve_args *a, int rc)
+{
+	if (r->tmp_dir) {
+		if (rc != EXIT_OK)
+			outdir_abort(r->tmp_dir, a->list, a->nm);
+		free(r->tmp_dir);
 	}
+	bp_dataset_release(&r->ds);
+	bp_profile_release(&r->prof);
+	bp_profile_release(&r->hprof);
+	for (size_t i = 0; i < BP_ARRAY_LEN(r->own); i++)
+		if (r->own[i]) {
+			bp_profile_release(&r->own[i]->prof);
+			free(r->own[i]);
+		}
+	bp_hyd_set_release(&r->hset);
+	bp_sb_coverage_release(&r->sbcov);
+}
+
+/* The dataset, the order it is read in and the steps the limits are estimated for. */
+static int solve_load_dataset(struct solve_args *a, struct solve_run *r)
+{
+	struct bp_error err;
+	struct bp_read_opts ro = {.length_field = a->jsonl_field, .tokens_field = a->tokens_field,
+				  .id_field = a->id_field, .skip_empty = a->skip_empty};
+	if (cmd_load_dataset(a->dataset, &ro, &r->ds, r->ds_sha, &err) < 0)
+		return cmd_error("%s", err.text);
+	const struct bp_dataset *ds = &r->ds;
 	/* A sample index (a reader's rows: text, JSONL, .idx) is read in order by default; a
 	 * distribution (v1 JSON, the presets) can only be drawn from. */
-	int is_index = ds.lengths && strcmp(ds.format, "balplan") != 0;
-	if (!order_set)
-		order = is_index ? BP_ORDER_FILE : BP_ORDER_DRAW;
-	if (order != BP_ORDER_DRAW && !ds.lengths) {
-		rc = cmd_usage("solve", "--order %s needs a sample index; dataset '%s' is a "
-			       "histogram, whose lengths can only be drawn (--order draw)",
-			       bp_order_name(order), ds.name);
-		goto out;
-	}
-	if (order == BP_ORDER_DRAW && (epochs || last_set)) {
-		rc = cmd_usage("solve", "%s needs samples read in order (--order file or shuffle), "
-			       "not drawn", epochs ? "--epochs" : "--last-batch");
-		goto out;
-	}
-	if (epochs && !steps_set)
-		steps = 0; /* until the data ends */
-	/* Steps the limits below are estimated for: with --epochs, the ones the data fills. */
-	int64_t est_steps = steps;
-	if (epochs) {
-		double need = dps ? (double)epochs * (double)ds.nlengths / (double)dps
-				  : (double)epochs * (double)ds.stats.tokens / (double)tps;
+	int is_index = ds->lengths && strcmp(ds->format, "balplan") != 0;
+	if (!a->order_set)
+		a->order = is_index ? BP_ORDER_FILE : BP_ORDER_DRAW;
+	if (a->order != BP_ORDER_DRAW && !ds->lengths)
+		return cmd_usage("solve", "--order %s needs a sample index; dataset '%s' is a "
+				 "histogram, whose lengths can only be drawn (--order draw)",
+				 bp_order_name(a->order), ds->name);
+	if (a->order == BP_ORDER_DRAW && (a->epochs || a->last_set))
+		return cmd_usage("solve", "%s needs samples read in order (--order file or "
+				 "shuffle), not drawn", a->epochs ? "--epochs" : "--last-batch");
+	if (a->epochs && !a->steps_set)
+		a->steps = 0; /* until the data ends */
+	/* Steps the limits are estimated for: with --epochs, the ones the data fills. */
+	a->est_steps = a->steps;
+	if (a->epochs) {
+		double need = a->dps ? (double)a->epochs * (double)ds->nlengths / (double)a->dps
+				     : (double)a->epochs * (double)ds->stats.tokens / (double)a->tps;
 		double cap = ceil(need) + 1;
-		if (!steps || cap < (double)steps)
-			est_steps = cap > 1e12 ? (int64_t)1e12 : (int64_t)cap;
+		if (!a->steps || cap < (double)a->steps)
+			a->est_steps = cap > 1e12 ? (int64_t)1e12 : (int64_t)cap;
 	}
-	{
-		/* Every method's price (solve_limits.h), checked before anything is drawn: a
-		 * method whose own work is the larger part of its price is named, else the option
-		 * that asked for the work. A run written a window at a time (a plan of lines to a
-		 * file) holds --chunk-steps steps and reports its progress: only a window's memory
-		 * is limited, and its time to the first step (a method's setup and one step). */
-		struct bp_model lm;
-		struct bp_error lerr = {""};
-		int layers = !profile && cmd_resolve_model(model, &lm, &lerr) == 0 ? lm.layers : 0;
-		struct solve_request rq = {&ds, max_tokens, tps, dps, gpus, tp, cp, pp, dp, layers,
-					   params, nparams,
-					   hyd ? solve_count_strategies(strategies) : 0};
-		struct solve_price pr[64];
-		const double gib = 1073741824.0;
-		int stream_run = plan_lines && (out || out_dir);
-		double nsteps = (double)est_steps, mem_steps = nsteps;
-		if (stream_run && mem_steps > (double)chunk_steps)
-			mem_steps = (double)chunk_steps;
-		double run_steps = stream_run ? 1.0 : nsteps; /* the steps a run's time counts */
-		double run_max = 0.0, run_sum = 0.0, s_step_max = 0.0, mem_once_max = 0.0;
-		for (size_t i = 0; i < nm; i++) {
-			solve_price(list[i], &rq, &pr[i]);
-			const struct solve_price *p = &pr[i];
-			double own = p->s_once + run_steps * p->s_own;
-			double run = own + run_steps * p->s_common;
-			run_max = fmax(run_max, run);
-			run_sum += run;
-			s_step_max = fmax(s_step_max, p->s_step);
-			mem_once_max = fmax(mem_once_max, p->mem_once);
-		}
-		if (getenv("BALPLAN_ESTIMATE")) { /* the price alone, for tests/scripts */
-			for (size_t i = 0; i < nm; i++) {
-				const struct solve_price *p = &pr[i];
-				printf("estimate method=%s steps=%lld docs=%.0f mbs=%.0f trials=%lld "
-				       "candidates=%lld s_once=%.6g s_step=%.6g s_own=%.6g s_total=%.6g "
-				       "mem_step=%.6g mem_total=%.6g instr_per_s=%.6g\n", list[i]->name,
-				       (long long)est_steps, p->docs, p->mbs, (long long)p->trials,
-				       (long long)p->candidates, p->s_once, p->s_step, p->s_own,
-				       p->s_once + nsteps * p->s_step,
-				       p->mem_step, p->mem_once + mem_steps * p->mem_step,
-				       SOLVE_INSTR_PER_S);
-			}
-			rc = EXIT_OK;
-			goto out;
-		}
-		const struct solve_price e = pr[0]; /* documents, micro-batches: every method's */
-		char per[160];
-		snprintf(per, sizeof(per), "about %.0f documents, %.0f micro-batches and %lld "
-			 "pipeline%s per step", e.docs, e.mbs, (long long)dp, dp == 1 ? "" : "s");
-		char subject[160];
-		if (e.pipes_dominate)
-			snprintf(subject, sizeof(subject), "--gpus %lld", (long long)gpus);
-		else if (dps)
-			snprintf(subject, sizeof(subject), "--docs-per-step %lld", (long long)dps);
-		else if (tps_given && e.mbs > e.docs) /* windows smaller than documents */
-			snprintf(subject, sizeof(subject), "--tokens-per-step %lld with "
-				 "--max-tokens %lld", (long long)tps, (long long)max_tokens);
-		else if (tps_given)
-			snprintf(subject, sizeof(subject), "--tokens-per-step %lld", (long long)tps);
-		else
-			snprintf(subject, sizeof(subject), "--gpus %lld (tokens per step "
-				 "pp*dp*max-tokens = %lld)", (long long)gpus, (long long)tps);
-		if (e.mem_step > LIMIT_MEM_GIB * gib) {
-			rc = cmd_usage("solve", "%s is beyond the planning limits: an estimated "
-				       "%.1f GiB of memory per step (limit %.0f GiB) for %s", subject,
-				       e.mem_step / gib, LIMIT_MEM_GIB, per);
-			goto out;
-		}
-		for (size_t i = 0; i < nm; i++) {
-			const struct solve_price *p = &pr[i];
-			const char *name = list[i]->name;
-			double own = p->s_once + run_steps * p->s_own;
-			double run = own + run_steps * p->s_common;
-			if (run > LIMIT_TIME_S && 2.0 * own >= run) {
-				if (list[i]->solve == bp_method_distca ||
-				    list[i]->solve == bp_method_flexsp)
-					rc = cmd_usage("solve", "%s at --gpus %lld is beyond the planning "
-						       "limits: an estimated %.0f s for %lld steps (limit "
-						       "%.0f s)", name, (long long)gpus, run,
-						       (long long)run_steps, LIMIT_TIME_S);
-				else if (list[i]->solve == bp_method_sparsebalance ||
-					 list[i]->solve == bp_method_sb_lbb)
-					rc = cmd_usage("solve", "%s is beyond the planning limits: an "
-						       "estimated %.0f s for about %.0f documents per step "
-						       "over %lld steps (limit %.0f s; its cost grows with "
-						       "the square of the documents per step)", name, run,
-						       p->docs, (long long)run_steps, LIMIT_TIME_S);
-				else if (list[i]->solve == bp_method_hydraulis)
-					rc = cmd_usage("solve", "--param trials=%lld is beyond the planning "
-						       "limits: an estimated %.0f s of hydraulis dispatch "
-						       "trials (limit %.0f s) for about %.0f documents per "
-						       "step over %lld steps", (long long)p->trials, run,
-						       LIMIT_TIME_S, p->docs, (long long)run_steps);
-				else
-					rc = cmd_usage("solve", "method '%s' is beyond the planning limits: "
-						       "an estimated %.0f s of planning (limit %.0f s) for "
-						       "%s over %lld steps", name, run, LIMIT_TIME_S, per,
-						       (long long)run_steps);
-				goto out;
-			}
-			double mem = p->mem_once + mem_steps * p->mem_step;
-			if (mem > LIMIT_MEM_GIB * gib && 2.0 * p->mem_once >= mem) {
-				rc = cmd_usage("solve", "method '%s' is beyond the planning limits: an "
-					       "estimated %.1f GiB of memory (limit %.0f GiB) for %s",
-					       name, mem / gib, LIMIT_MEM_GIB, per);
-				goto out;
-			}
-		}
-		if (s_step_max > LIMIT_TIME_S) {
-			rc = cmd_usage("solve", "%s is beyond the planning limits: an estimated "
-				       "%.0f s of planning per step (limit %.0f s) for %s", subject,
-				       s_step_max, LIMIT_TIME_S, per);
-			goto out;
-		}
-		if (mem_once_max + e.mem_step * mem_steps > LIMIT_MEM_GIB * gib) {
-			rc = cmd_usage("solve", "%s %lld is beyond the planning limits: an "
-				       "estimated %.1f GiB of memory (limit %.0f GiB) for %s",
-				       steps ? "--steps" : "--epochs",
-				       (long long)(steps ? steps : epochs),
-				       (mem_once_max + e.mem_step * mem_steps) / gib, LIMIT_MEM_GIB,
-				       per);
-			goto out;
-		}
-		if (!stream_run && run_max > LIMIT_TIME_S) {
-			rc = cmd_usage("solve", "%s %lld is beyond the planning limits: an "
-				       "estimated %.0f s of planning per method (limit %.0f s) for %s",
-				       steps ? "--steps" : "--epochs",
-				       (long long)(steps ? steps : epochs), run_max, LIMIT_TIME_S, per);
-			goto out;
-		}
-		if (!stream_run && run_sum > LIMIT_TIME_S) {
-			rc = cmd_usage("solve", "--method '%s' (%zu methods) is beyond the planning "
-				       "limits: an estimated %.0f s of planning (limit %.0f s) for %s "
-				       "over %lld steps", cmd_cut(methods), nm, run_sum, LIMIT_TIME_S,
-				       per, (long long)est_steps);
-			goto out;
-		}
+	return SOLVE_GO;
+}
+
+/* The limits message of a method whose own work is the larger part of a price over the time
+ * limit, by what its own work grows with (its price's grows). */
+static int method_over_time(const struct solve_args *a, const struct bp_method *m,
+			    const struct solve_price *p, double run, double run_steps,
+			    const char *per)
+{
+	const char *name = m->name;
+	switch (p->grows) {
+	case BP_GROWS_GPUS:
+		return cmd_usage("solve", "%s at --gpus %lld is beyond the planning limits: an "
+				 "estimated %.0f s for %lld steps (limit %.0f s)", name,
+				 (long long)a->gpus, run, (long long)run_steps, LIMIT_TIME_S);
+	case BP_GROWS_DOCS_SQUARED:
+		return cmd_usage("solve", "%s is beyond the planning limits: an estimated %.0f s "
+				 "for about %.0f documents per step over %lld steps (limit %.0f "
+				 "s; its cost grows with the square of the documents per step)",
+				 name, run, p->docs, (long long)run_steps, LIMIT_TIME_S);
+	case BP_GROWS_TRIALS:
+		return cmd_usage("solve", "--param trials=%lld is beyond the planning limits: an "
+				 "estimated %.0f s of %s dispatch trials (limit %.0f s) for about "
+				 "%.0f documents per step over %lld steps", (long long)p->trials,
+				 run, name, LIMIT_TIME_S, p->docs, (long long)run_steps);
+	case BP_GROWS_STEPS:
+		break;
 	}
-	if (profile ? cmd_load_profile(profile, &prof, prof_sha, &err)
-		    : cmd_analytic_profile(gpu, model, &sc, 1, max_tokens, &prof, prof_sha, &err)) {
-		rc = cmd_error("%s", err.text);
-		goto out;
+	return cmd_usage("solve", "method '%s' is beyond the planning limits: an estimated %.0f "
+			 "s of planning (limit %.0f s) for %s over %lld steps", name, run,
+			 LIMIT_TIME_S, per, (long long)run_steps);
+}
+
+/* What the limits messages say a step holds (per) and which option asked for the work
+ * (subject), from every method's documents and micro-batches (e). */
+static void limit_words(const struct solve_args *a, const struct solve_price *e, char *per,
+			size_t nper, char *subject, size_t nsubject)
+{
+	long long dp = (long long)a->dp;
+	snprintf(per, nper, "about %.0f documents, %.0f micro-batches and %lld pipeline%s per "
+		 "step", e->docs, e->mbs, dp, dp == 1 ? "" : "s");
+	if (e->pipes_dominate)
+		snprintf(subject, nsubject, "--gpus %lld", (long long)a->gpus);
+	else if (a->dps)
+		snprintf(subject, nsubject, "--docs-per-step %lld", (long long)a->dps);
+	else if (a->tps_given && e->mbs > e->docs) /* windows smaller than documents */
+		snprintf(subject, nsubject, "--tokens-per-step %lld with --max-tokens %lld",
+			 (long long)a->tps, (long long)a->max_tokens);
+	else if (a->tps_given)
+		snprintf(subject, nsubject, "--tokens-per-step %lld", (long long)a->tps);
+	else
+		snprintf(subject, nsubject, "--gpus %lld (tokens per step pp*dp*max-tokens = "
+			 "%lld)", (long long)a->gpus, (long long)a->tps);
+}
+
+/* BALPLAN_ESTIMATE: the price alone, for tests/scripts. */
+static void print_estimates(const struct solve_args *a, const struct solve_price *pr,
+			    double nsteps, double mem_steps)
+{
+	for (size_t i = 0; i < a->nm; i++) {
+		const struct solve_price *p = &pr[i];
+		printf("estimate method=%s steps=%lld docs=%.0f mbs=%.0f trials=%lld "
+		       "candidates=%lld s_once=%.6g s_step=%.6g s_own=%.6g s_total=%.6g "
+		       "mem_step=%.6g mem_total=%.6g instr_per_s=%.6g\n", a->list[i]->name,
+		       (long long)a->est_steps, p->docs, p->mbs, (long long)p->trials,
+		       (long long)p->candidates, p->s_once, p->s_step, p->s_own,
+		       p->s_once + nsteps * p->s_step, p->mem_step,
+		       p->mem_once + mem_steps * p->mem_step, SOLVE_INSTR_PER_S);
 	}
-	prof.recompute = recompute;
-	prof.optimizer_replicated = opt_replicated;
-	if (profile && (rc = preflight(list, nm, sc, &prof.model, shard, sched, vstages)) !=
-			       EXIT_OK)
-		goto out;
-	if ((rc = preflight_params(list, nm, params, nparams, batching, sc, dp, gpus,
-				   prof.hw.gpus_per_node, max_tokens, &prof.model, shard)) != EXIT_OK)
-		goto out;
-	if ((rc = cmd_check_nodes("solve", gpus, tp, prof.hw.gpus_per_node)) != EXIT_OK)
-		goto out;
-	rc = EXIT_DATA;
-	for (size_t i = 0; i < nparams; i++)
-		if (!strcmp(params[i].key, "sb_coverage") &&
-		    !strncmp(params[i].value, "measured:", 9)) {
-			if (cmd_load_coverage(params[i].value + 9, &sbcov, &err) < 0) {
-				rc = cmd_error("%s", err.text);
-				goto out;
-			}
-			have_sbcov = 1;
-		}
-	for (size_t i = 0; i < nm; i++)
-		fsp |= list[i]->solve == bp_method_flexsp;
-	if (fsp && !profile) {
-		struct bp_scheme fsc[32];
-		size_t nfsc = 0;
-		long long mg = 0;
-		for (size_t i = 0; i < nparams; i++)
-			if (!strcmp(params[i].key, "max_group")) {
-				int64_t v = 0;
-				if (!bp_parse_int64(params[i].value, &v, "max_group", NULL) && v > 0)
-					mg = v; /* a bad value is the method's error */
-			}
+}
+
+/* Every method's price (solve_limits.h), checked before anything is drawn: a method whose own
+ * work is the larger part of its price is named, else the option that asked for the work. A
+ * run written a window at a time (a plan of lines to a file) holds --chunk-steps steps and
+ * reports its progress: only a window's memory is limited, and its time to the first step (a
+ * method's setup and one step). */
+static int solve_limits(const struct solve_args *a, const struct solve_run *sr)
+{
+	struct bp_model lm;
+	struct bp_error lerr = {""};
+	int layers = !a->profile && cmd_resolve_model(a->model, &lm, &lerr) == 0 ? lm.layers : 0;
+	int64_t nstrat = a->strategies_in ? solve_count_strategies(a->strategies) : 0;
+	struct solve_request rq = {&sr->ds, a->max_tokens, a->tps, a->dps, a->gpus, a->tp, a->cp,
+				   a->pp, a->dp, layers, a->params, a->nparams, 0};
+	struct solve_price pr[64];
+	const double gib = 1073741824.0;
+	int stream_run = plan_lines && (a->out || a->out_dir);
+	double nsteps = (double)a->est_steps, mem_steps = nsteps;
+	if (stream_run && mem_steps > (double)a->chunk_steps)
+		mem_steps = (double)a->chunk_steps;
+	double run_steps = stream_run ? 1.0 : nsteps; /* the steps a run's time counts */
+	double run_max = 0.0, run_sum = 0.0, s_step_max = 0.0, mem_once_max = 0.0;
+	for (size_t i = 0; i < a->nm; i++) {
+		rq.inputs = a->list[i]->input == BP_INPUT_STRATEGIES ? nstrat : 0;
+		solve_price(a->list[i], &rq, &pr[i]);
+		const struct solve_price *p = &pr[i];
+		double own = p->s_once + run_steps * p->s_own;
+		double run = own + run_steps * p->s_common;
+		run_max = fmax(run_max, run);
+		run_sum += run;
+		s_step_max = fmax(s_step_max, p->s_step);
+		mem_once_max = fmax(mem_once_max, p->mem_once);
+	}
+	if (getenv("BALPLAN_ESTIMATE")) {
+		print_estimates(a, pr, nsteps, mem_steps);
+		return EXIT_OK;
+	}
+	const struct solve_price e = pr[0]; /* documents, micro-batches: every method's */
+	char per[160], subject[160];
+	limit_words(a, &e, per, sizeof(per), subject, sizeof(subject));
+	if (e.mem_step > LIMIT_MEM_GIB * gib)
+		return cmd_usage("solve", "%s is beyond the planning limits: an estimated %.1f GiB "
+				 "of memory per step (limit %.0f GiB) for %s", subject,
+				 e.mem_step / gib, LIMIT_MEM_GIB, per);
+	for (size_t i = 0; i < a->nm; i++) {
+		const struct solve_price *p = &pr[i];
+		double own = p->s_once + run_steps * p->s_own;
+		double run = own + run_steps * p->s_common;
+		if (run > LIMIT_TIME_S && 2.0 * own >= run)
+			return method_over_time(a, a->list[i], p, run, run_steps, per);
+		double mem = p->mem_once + mem_steps * p->mem_step;
+		if (mem > LIMIT_MEM_GIB * gib && 2.0 * p->mem_once >= mem)
+			return cmd_usage("solve", "method '%s' is beyond the planning limits: an "
+					 "estimated %.1f GiB of memory (limit %.0f GiB) for %s",
+					 a->list[i]->name, mem / gib, LIMIT_MEM_GIB, per);
+	}
+	if (s_step_max > LIMIT_TIME_S)
+		return cmd_usage("solve", "%s is beyond the planning limits: an estimated %.0f s "
+				 "of planning per step (limit %.0f s) for %s", subject, s_step_max,
+				 LIMIT_TIME_S, per);
+	const char *span = a->steps ? "--steps" : "--epochs";
+	long long nspan = (long long)(a->steps ? a->steps : a->epochs);
+	if (mem_once_max + e.mem_step * mem_steps > LIMIT_MEM_GIB * gib)
+		return cmd_usage("solve", "%s %lld is beyond the planning limits: an estimated "
+				 "%.1f GiB of memory (limit %.0f GiB) for %s", span, nspan,
+				 (mem_once_max + e.mem_step * mem_steps) / gib, LIMIT_MEM_GIB, per);
+	if (!stream_run && run_max > LIMIT_TIME_S)
+		return cmd_usage("solve", "%s %lld is beyond the planning limits: an estimated "
+				 "%.0f s of planning per method (limit %.0f s) for %s", span, nspan,
+				 run_max, LIMIT_TIME_S, per);
+	if (!stream_run && run_sum > LIMIT_TIME_S)
+		return cmd_usage("solve", "--method '%s' (%zu methods) is beyond the planning "
+				 "limits: an estimated %.0f s of planning (limit %.0f s) for %s over "
+				 "%lld steps", cmd_cut(a->methods), a->nm, run_sum, LIMIT_TIME_S, per,
+				 (long long)a->est_steps);
+	return SOLVE_GO;
+}
+
+/* The profile (the file, or analytic for the request), with the run's settings, and what
+ * needs it: the methods' constraints and parameters, the layout against the node size. */
+static int solve_load_profile(const struct solve_args *a, struct solve_run *r)
+{
+	struct bp_error err;
+	struct bp_scheme sc = {(int)a->tp, (int)a->cp, (int)a->pp};
+	int rc;
+	if (a->profile ? cmd_load_profile(a->profile, &r->prof, r->prof_sha, &err)
+		       : cmd_analytic_profile(a->gpu, a->model, &sc, 1, a->max_tokens, &r->prof,
+					      r->prof_sha, &err))
+		return cmd_error("%s", err.text);
+	r->prof.recompute = a->recompute;
+	r->prof.optimizer_replicated = a->opt_replicated;
+	if (a->profile && (rc = preflight(a->list, a->nm, sc, &r->prof.model, a->shard, a->sched,
+					  a->vstages)) != EXIT_OK)
+		return rc;
+	if ((rc = preflight_params(a->list, a->nm, a->params, a->nparams, a->batching, sc, a->dp,
+				   a->gpus, r->prof.hw.gpus_per_node, a->max_tokens,
+				   &r->prof.model, a->shard)) != EXIT_OK)
+		return rc;
+	if ((rc = cmd_check_nodes("solve", a->gpus, a->tp, r->prof.hw.gpus_per_node)) != EXIT_OK)
+		return rc;
+	return SOLVE_GO;
+}
+
+/* The methods' own inputs and profiles, as their rows ask: the measured coverage
+ * (BP_INPUT_COVERAGE), an analytic profile of the schemes a method lists (profile_schemes;
+ * with --profile every method plans on the file's), the candidate strategies and their
+ * profile (BP_INPUT_STRATEGIES). */
+static int solve_prepare(const struct solve_args *a, struct solve_run *r)
+{
+	struct bp_error err;
+	if (a->cov_file) {
+		if (cmd_load_coverage(a->cov_file, &r->sbcov, &err) < 0)
+			return cmd_error("%s", err.text);
+		r->have_sbcov = 1;
+	}
+	for (size_t i = 0; i < a->nm && !a->profile; i++) {
+		const struct bp_method *m = a->list[i];
+		struct bp_scheme sc[32];
 		struct bp_model rmd;
-		const struct bp_model *md = cmd_resolve_model(model, &rmd, &err) == 0 ? &rmd : NULL;
-		long long maxg = md ? bp_flexsp_max_group(md, (int)tp, (int)dp, mg) : 1;
-		for (long long s = 1; s <= maxg && nfsc < BP_ARRAY_LEN(fsc); s *= 2)
-			fsc[nfsc++] = (struct bp_scheme){(int)tp, (int)s, 1};
-		if (cmd_analytic_profile(gpu, model, fsc, nfsc, max_tokens, &fprof, fprof_sha,
-					 &err)) {
-			rc = cmd_error("%s", err.text);
-			goto out;
-		}
+		if (!m->profile_schemes)
+			continue;
+		const struct bp_model *md =
+			cmd_resolve_model(a->model, &rmd, &err) == 0 ? &rmd : NULL;
+		size_t n = m->profile_schemes(md, (struct bp_scheme){(int)a->tp, (int)a->cp,
+								     (int)a->pp},
+					      (int)a->dp, a->params, a->nparams, sc,
+					      BP_ARRAY_LEN(sc));
+		struct own_profile *op = calloc(1, sizeof(*op));
+		if (!op)
+			return cmd_error("out of memory");
+		bp_profile_init(&op->prof);
+		r->own[i] = op;
+		if (cmd_analytic_profile(a->gpu, a->model, sc, n, a->max_tokens, &op->prof,
+					 op->sha, &err))
+			return cmd_error("%s", err.text);
 	}
-	if (hyd) {
-		struct cmd_hyd_req hr = {strategies, &ds, ds_sha, profile, gpu, model, (int)gpus,
-					 sc, max_tokens, tps, dps, overlen};
-		if ((rc = cmd_hyd_candidates(&hr, &hset, &hprof, hprof_sha)) != EXIT_OK)
-			goto out;
+	if (a->strategies_in) {
+		struct cmd_hyd_req hr = {a->strategies, &r->ds, r->ds_sha, a->profile, a->gpu,
+					 a->model, (int)a->gpus,
+					 (struct bp_scheme){(int)a->tp, (int)a->cp, (int)a->pp},
+					 a->max_tokens, a->tps, a->dps, a->overlen};
+		int rc = cmd_hyd_candidates(&hr, &r->hset, &r->hprof, r->hprof_sha);
+		if (rc != EXIT_OK)
+			return rc;
 	}
-	if (out_dir && (rc = outdir_open(out_dir, &tmp_dir)) != EXIT_OK)
-		goto out;
-	rc = EXIT_DATA;
-	/* The setting line heads the text table only: csv and json are the table alone. */
-	if (!quiet && table_format)
-		;
-	else if (!quiet && order != BP_ORDER_DRAW) {
+	return SOLVE_GO;
+}
+
+/* The setting line heads the text table only: csv and json are the table alone. */
+static void print_setting(const struct solve_args *a, const struct solve_run *r)
+{
+	const struct bp_dataset *ds = &r->ds;
+	long long per = (long long)(a->dps ? a->dps : a->tps);
+	if (a->quiet || a->table_format)
+		return;
+	if (a->order != BP_ORDER_DRAW) {
 		char span[64];
-		if (!steps)
-			snprintf(span, sizeof(span), "%lld epoch%s", (long long)epochs,
-				 epochs == 1 ? "" : "s");
+		if (!a->steps)
+			snprintf(span, sizeof(span), "%lld epoch%s", (long long)a->epochs,
+				 a->epochs == 1 ? "" : "s");
 		else
-			snprintf(span, sizeof(span), "%lld steps", (long long)steps);
+			snprintf(span, sizeof(span), "%lld steps", (long long)a->steps);
 		printf("samples %s (%s, %zu samples, order %s), %d x %s (tp %lld cp %lld pp %lld "
 		       "dp %lld), model %s, max %lld tokens, %s of %lld %s, seed %lld, documents "
-		       "%s\n", ds.name, ds.format, ds.nlengths, bp_order_name(order), (int)gpus,
-		       prof.hw.gpu, (long long)tp, (long long)cp, (long long)pp, (long long)dp,
-		       prof.model.name, (long long)max_tokens, span, (long long)(dps ? dps : tps),
-		       dps ? "samples" : "tokens", (long long)seed, bp_documents_name(documents));
-	} else if (!quiet) {
+		       "%s\n", ds->name, ds->format, ds->nlengths, bp_order_name(a->order),
+		       (int)a->gpus, r->prof.hw.gpu, (long long)a->tp, (long long)a->cp,
+		       (long long)a->pp, (long long)a->dp, r->prof.model.name,
+		       (long long)a->max_tokens, span, per, a->dps ? "samples" : "tokens",
+		       (long long)a->seed, bp_documents_name(a->documents));
+	} else {
 		printf("dataset %s, %d x %s (tp %lld cp %lld pp %lld dp %lld), model %s, "
-		       "max %lld tokens, %lld steps of %lld %s, seed %lld, documents %s\n", ds.name,
-		       (int)gpus, prof.hw.gpu, (long long)tp, (long long)cp, (long long)pp,
-		       (long long)dp, prof.model.name, (long long)max_tokens, (long long)steps,
-		       (long long)(dps ? dps : tps), dps ? "documents" : "tokens", (long long)seed,
-		       bp_documents_name(documents));
+		       "max %lld tokens, %lld steps of %lld %s, seed %lld, documents %s\n",
+		       ds->name, (int)a->gpus, r->prof.hw.gpu, (long long)a->tp, (long long)a->cp,
+		       (long long)a->pp, (long long)a->dp, r->prof.model.name,
+		       (long long)a->max_tokens, (long long)a->steps, per,
+		       a->dps ? "documents" : "tokens", (long long)a->seed,
+		       bp_documents_name(a->documents));
 	}
-	for (size_t i = 0; i < nm; i++) {
-		struct bp_plan plan;
-		struct bp_solve_opts o = {
-			.method = list[i]->name,
-			.cluster = {.gpus = (int)gpus, .tp = (int)tp, .cp = (int)cp, .pp = (int)pp,
-				    .dp = (int)dp},
-			.steps = steps, .tokens_per_step = tps, .docs_per_step = dps,
-			.max_tokens = max_tokens, .overlen = overlen, .documents = documents,
-			.order = order, .epochs = epochs, .last = last, .seed = (uint64_t)seed,
-			.shard = shard, .dataset_name = ds.name, .dataset_sha = ds_sha,
-			.profile_sha = prof_sha, .first_step = first_step,
-			.flush_data = flush_data < 0 ? first_set : flush_data,
-			.schedule = sched ? sched->name : NULL, .vstages = (int)vstages,
-		};
-		/* the run's recomputation, applied by every cost model of the plan */
-		prof.recompute = hprof.recompute = fprof.recompute = recompute;
-		prof.optimizer_replicated = fprof.optimizer_replicated = opt_replicated;
-		const struct bp_profile *use = &prof;
-		if (list[i]->solve == bp_method_hydraulis) {
-			use = &hprof;
-			o.profile_sha = hprof_sha;
-			o.method_input = &hset;
-		} else if (list[i]->solve == bp_method_flexsp && !profile) {
-			use = &fprof;
-			o.profile_sha = fprof_sha;
-		} else if (have_sbcov) {
-			o.method_input = &sbcov;
-		}
-		struct bp_param mine[32];
-		size_t nmine = 0;
-		for (size_t k = 0; k < nparams; k++)
-			if (bp_method_takes(list[i], params[k].key, batching))
-				mine[nmine++] = params[k];
-		o.params = mine;
-		o.nparams = nmine;
-		double t0 = now_ms();
-		/* A plan of lines is planned and written a window of steps at a time: memory
-		 * holds one window, not the run. */
-		char spath[4096] = "";
-		if (out)
-			snprintf(spath, sizeof(spath), "%s", out);
-		else if (out_dir)
-			outdir_path(spath, sizeof(spath), tmp_dir, list[i]->name);
-		int streamed = plan_lines && spath[0];
-		struct streamed_out so = {.progress = !quiet, .method = list[i]->name,
-					  .method_i = i, .nmethods = nm, .steps_total = est_steps};
-		so.t0 = so.last = now_ms();
-		/* a plan held whole is planned --chunk-steps at a time too, so that it reports */
-		int r = streamed ? solve_streamed(&ds, use, &o, chunk_steps, &so, &plan, &err)
-				 : bp_solve_progress(&ds, use, &o, (size_t)chunk_steps, solve_progress,
-						     &so, &plan, &err);
-		if (!streamed)
-			report_progress(&so, 1);
-		double t1 = now_ms();
-		if (r < 0) {
-			if (r == BP_INFEASIBLE) {
-				fprintf(stderr, "balplan: error: method '%s' is infeasible: %s\n",
-					list[i]->name, err.text);
-				rc = EXIT_INFEASIBLE;
-			} else {
-				rc = cmd_error("method '%s' failed: %s", list[i]->name, err.text);
-			}
-			goto out;
-		}
-		/* The method's own warning about the finished plan (ILP: steps not proven
-		 * optimal), one line each. */
-		if (list[i]->warn) {
-			char wbuf[1024];
-			list[i]->warn(&plan, wbuf, sizeof(wbuf));
-			for (char *line = wbuf, *nl; *line; line = nl + 1) {
-				nl = strchr(line, '\n');
-				if (nl)
-					*nl = 0;
-				cmd_warn("method '%s': %s", list[i]->name, line);
-				if (!nl)
-					break;
-			}
-		}
-		res[i].method = list[i]->name;
-		res[i].trained = streamed ? (so.cut ? "cut" : "whole")
-					  : bp_plan_documents_trained(&plan);
-		res[i].s = plan.summary;
-		res[i].plan_ms_per_step = (t1 - t0) / (double)(plan.summary.steps ? plan.summary.steps
-										  : 1);
-		int wr = EXIT_OK;
-		if (streamed) {
-			wr = write_streamed(&plan, &so, spath);
-		} else if (out) {
-			wr = write_plan(&plan, out);
-		} else if (out_dir) {
-			char path[4096];
-			outdir_path(path, sizeof(path), tmp_dir, list[i]->name);
-			wr = write_plan(&plan, path);
-		}
-		bp_plan_release(&plan);
-		if (wr != EXIT_OK) {
-			rc = wr;
-			goto out;
-		}
+}
+
+/* The method's own warning about the finished plan (ILP: steps not proven optimal), one
+ * line each. */
+static void print_warning(const struct bp_method *m, const struct bp_plan *plan)
+{
+	char wbuf[1024];
+	if (!m->warn)
+		return;
+	m->warn(plan, wbuf, sizeof(wbuf));
+	for (char *line = wbuf, *nl; *line; line = nl + 1) {
+		nl = strchr(line, '\n');
+		if (nl)
+			*nl = 0;
+		cmd_warn("method '%s': %s", m->name, line);
+		if (!nl)
+			break;
 	}
-	if (tmp_dir) {
-		rc = outdir_commit(out_dir, tmp_dir, list, nm);
+}
+
+/* Method i: its options, profile and input (its row's), planned (a plan of lines to a file
+ * a window of steps at a time: memory holds one window, not the run), its warning, its
+ * result and its plan written. */
+static int run_method(const struct solve_args *a, struct solve_run *r, size_t i)
+{
+	const struct bp_method *m = a->list[i];
+	struct bp_error err;
+	struct bp_plan plan;
+	struct bp_solve_opts o = {
+		.method = m->name,
+		.cluster = {.gpus = (int)a->gpus, .tp = (int)a->tp, .cp = (int)a->cp,
+			    .pp = (int)a->pp, .dp = (int)a->dp},
+		.steps = a->steps, .tokens_per_step = a->tps, .docs_per_step = a->dps,
+		.max_tokens = a->max_tokens, .overlen = a->overlen, .documents = a->documents,
+		.order = a->order, .epochs = a->epochs, .last = a->last,
+		.seed = (uint64_t)a->seed, .shard = a->shard, .dataset_name = r->ds.name,
+		.dataset_sha = r->ds_sha, .profile_sha = r->prof_sha, .first_step = a->first_step,
+		.flush_data = a->flush_data < 0 ? a->first_set : a->flush_data,
+		.schedule = a->sched ? a->sched->name : NULL, .vstages = (int)a->vstages,
+	};
+	/* the run's recomputation, applied by every cost model of the plan */
+	r->prof.recompute = r->hprof.recompute = a->recompute;
+	r->prof.optimizer_replicated = a->opt_replicated;
+	const struct bp_profile *use = &r->prof;
+	switch (m->input) {
+	case BP_INPUT_STRATEGIES:
+		use = &r->hprof;
+		o.profile_sha = r->hprof_sha;
+		o.method_input = &r->hset;
+		break;
+	case BP_INPUT_COVERAGE:
+		o.method_input = r->have_sbcov ? &r->sbcov : NULL;
+		break;
+	case BP_INPUT_NONE:
+		break;
+	}
+	if (r->own[i]) {
+		r->own[i]->prof.recompute = a->recompute;
+		r->own[i]->prof.optimizer_replicated = a->opt_replicated;
+		use = &r->own[i]->prof;
+		o.profile_sha = r->own[i]->sha;
+	}
+	struct bp_param mine[32];
+	size_t nmine = 0;
+	for (size_t k = 0; k < a->nparams; k++)
+		if (bp_method_takes(m, a->params[k].key, a->batching))
+			mine[nmine++] = a->params[k];
+	o.params = mine;
+	o.nparams = nmine;
+	double t0 = now_ms();
+	char spath[4096] = "";
+	if (a->out)
+		snprintf(spath, sizeof(spath), "%s", a->out);
+	else if (a->out_dir)
+		outdir_path(spath, sizeof(spath), r->tmp_dir, m->name);
+	int streamed = plan_lines && spath[0];
+	struct streamed_out so = {.progress = !a->quiet, .method = m->name, .method_i = i,
+				  .nmethods = a->nm, .steps_total = a->est_steps};
+	so.t0 = so.last = now_ms();
+	/* a plan held whole is planned --chunk-steps at a time too, so that it reports */
+	int rs = streamed ? solve_streamed(&r->ds, use, &o, a->chunk_steps, &so, &plan, &err)
+			  : bp_solve_progress(&r->ds, use, &o, (size_t)a->chunk_steps,
+					      solve_progress, &so, &plan, &err);
+	if (!streamed)
+		report_progress(&so, 1);
+	double t1 = now_ms();
+	if (rs < 0) {
+		if (rs == BP_INFEASIBLE) {
+			fprintf(stderr, "balplan: error: method '%s' is infeasible: %s\n", m->name,
+				err.text);
+			return EXIT_INFEASIBLE;
+		}
+		return cmd_error("method '%s' failed: %s", m->name, err.text);
+	}
+	print_warning(m, &plan);
+	struct result *res = &r->res[i];
+	res->method = m->name;
+	res->trained = streamed ? (so.cut ? "cut" : "whole") : bp_plan_documents_trained(&plan);
+	res->s = plan.summary;
+	res->plan_ms_per_step = (t1 - t0) / (double)(plan.summary.steps ? plan.summary.steps : 1);
+	int wr = EXIT_OK;
+	if (streamed)
+		wr = write_streamed(&plan, &so, spath);
+	else if (a->out)
+		wr = write_plan(&plan, a->out);
+	else if (a->out_dir)
+		wr = write_plan(&plan, spath);
+	bp_plan_release(&plan);
+	return wr == EXIT_OK ? SOLVE_GO : wr;
+}
+
+/* After every method: --out-dir's plans moved into place, the documents over the cap said
+ * once (every method sees the same samples, with the counts and the option that decides),
+ * the table. */
+static int solve_finish(const struct solve_args *a, struct solve_run *r)
+{
+	const struct bp_summary *s0 = &r->res[0].s;
+	if (r->tmp_dir) {
+		int rc = outdir_commit(a->out_dir, r->tmp_dir, a->list, a->nm);
 		if (rc != EXIT_OK)
-			goto out;
+			return rc;
 	}
-	/* Documents over the cap are not trained as they are: said once (every method sees the
-	 * same samples), with the counts and the option that decides. */
-	if (nm > 0 && (res[0].s.truncated > 0 || res[0].s.dropped > 0))
+	if (a->nm > 0 && (s0->truncated > 0 || s0->dropped > 0))
 		cmd_warn("%lld document%s longer than --max-tokens %lld %s (--over-length %s)",
-			 (long long)(res[0].s.truncated + res[0].s.dropped),
-			 res[0].s.truncated + res[0].s.dropped == 1 ? "" : "s",
-			 (long long)max_tokens,
-			 res[0].s.dropped > 0 ? "were left out" : "were cut to it",
-			 res[0].s.dropped > 0 ? "drop" : "truncate");
-	if (!quiet)
-		print_table(res, nm, timing, table_format, baseline);
-	rc = EXIT_OK;
-out:
-	if (tmp_dir) {
-		if (rc != EXIT_OK)
-			outdir_abort(tmp_dir, list, nm);
-		free(tmp_dir);
-	}
-	bp_dataset_release(&ds);
-	bp_profile_release(&prof);
-	bp_profile_release(&hprof);
-	bp_profile_release(&fprof);
-	bp_hyd_set_release(&hset);
-	bp_sb_coverage_release(&sbcov);
+			 (long long)(s0->truncated + s0->dropped),
+			 s0->truncated + s0->dropped == 1 ? "" : "s", (long long)a->max_tokens,
+			 s0->dropped > 0 ? "were left out" : "were cut to it",
+			 s0->dropped > 0 ? "drop" : "truncate");
+	if (!a->quiet)
+		print_table(r->res, a->nm, a->timing, a->table_format, a->baseline);
+	return EXIT_OK;
+}
+
+int cmd_solve(int argc, char **argv)
+{
+	struct solve_args a;
+	int rc = solve_parse(argc, argv, &a);
+	if (rc == SOLVE_GO)
+		rc = solve_check(&a);
+	if (rc == SOLVE_GO)
+		rc = solve_pick(&a);
+	if (rc == SOLVE_GO)
+		rc = check_overwrite(&a);
+	if (rc != SOLVE_GO)
+		return rc;
+	struct solve_run run, *r = &run;
+	solve_run_init(r);
+	rc = solve_load_dataset(&a, r);
+	if (rc == SOLVE_GO)
+		rc = solve_limits(&a, r);
+	if (rc == SOLVE_GO)
+		rc = solve_load_profile(&a, r);
+	if (rc == SOLVE_GO)
+		rc = solve_prepare(&a, r);
+	if (rc == SOLVE_GO && a.out_dir && (rc = outdir_open(a.out_dir, &r->tmp_dir)) == EXIT_OK)
+		rc = SOLVE_GO;
+	if (rc == SOLVE_GO)
+		print_setting(&a, r);
+	for (size_t i = 0; i < a.nm && rc == SOLVE_GO; i++)
+		rc = run_method(&a, r, i);
+	if (rc == SOLVE_GO)
+		rc = solve_finish(&a, r);
+	solve_run_release(r, &a, rc);
 	return rc;
 }

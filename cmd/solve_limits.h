@@ -20,7 +20,8 @@ struct solve_request {
 	int layers; /* the model's; 0: not known before the profile is read */
 	const struct bp_param *params; /* every --param given (a method reads the ones it takes) */
 	size_t nparams;
-	int64_t strategies; /* hydraulis: candidates in --strategies; 0: proposed from the data */
+	int64_t inputs; /* items of the method's input known up front (plan/method.h
+			 * bp_price_req): the strategies in --strategies; 0: none or proposed */
 };
 
 /* A method's price for the request. Seconds are instructions over SOLVE_INSTR_PER_S. */
@@ -35,16 +36,19 @@ struct solve_price {
 	int pipes_dominate; /* the empty-pipeline terms are the largest of s_common, mem_step */
 	int64_t trials;    /* hydraulis: dispatch trials per candidate and step */
 	int64_t candidates; /* hydraulis: candidate strategies priced */
+	enum bp_price_grows grows; /* what the method's own work grows with (its message) */
 };
 
 /* The machine constant: instructions (valgrind's Ir) per second of planning. */
 #define SOLVE_INSTR_PER_S 4.0e9
 
-/* Prices one method m for request r. */
+/* Prices one method m for request r: every method's terms here, its own by its row's price
+ * hook (plan/method.h). */
 void solve_price(const struct bp_method *m, const struct solve_request *r,
 		 struct solve_price *p);
 
-/* The strategies in a strategies file, for hydraulis's price; 0 when it cannot be read here
+/* The strategies in a strategies file, for the price of a method whose input they are
+ * (BP_INPUT_STRATEGIES); 0 when it cannot be read here
  * (standard input, or an error the reader reports later). */
 int64_t solve_count_strategies(const char *path);
 

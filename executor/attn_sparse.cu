@@ -3,10 +3,11 @@
  * tests/gpu/test_sparse_attention.cu and by its timing table (executor/README.md
  * "Block-sparse attention kernels"): SparseBalance Sec. II-B Eq. 2 over MoBA's gate (Sec.
  * V-A), at the granularity of a 64-row query tile (a deliberate deviation from MoBA's
- * per-token selection), on the tiles
- * and the online softmax of attn.cu (FlashAttention-2, Dao 2023, Alg. 1 forward and Alg. 2
- * backward, WMMA bf16); written here, no code taken from MoBA, FlashAttention or the
- * public block-sparse kernels.
+ * per-token selection), on the tiles and the online softmax of attn.cu (FlashAttention-2,
+ * Dao 2023, Alg. 1 forward and Alg. 2 backward, WMMA bf16): the tile, its layouts and each
+ * warp's part of a step are attn_tile.cuh's, shared by both files; this one keeps the
+ * selection, which tiles a block visits, and the list search. Written here, no code taken
+ * from MoBA, FlashAttention or the public block-sparse kernels.
  *
  * Three steps per forward:
  *  1. block means: Kbar[block][kv head][d] = mean of K over the block (fp32);
@@ -34,9 +35,9 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "attn_sparse.h"
+#include "attn_tile.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #error "attn_sparse.cu needs bf16 tensor cores (sm_80 or newer)"
@@ -45,24 +46,9 @@
 namespace {
 
 using namespace nvcuda;
-typedef __nv_bfloat16 bf16;
+using namespace attn_tile;
 
-constexpr int BM = 64;              /* query rows per tile */
-constexpr int BN = 64;              /* keys per tile; a block is block / 64 tiles */
-constexpr int NWARP = 4;
-constexpr int NTHREAD = NWARP * 32;
-constexpr int PADH = 8;
-constexpr int LDP = BN + PADH;
-constexpr int LDS = BN + 4;
 constexpr int MAX_SORT = 8192;      /* blocks per document the selection sorts (2M tokens at 256) */
-constexpr float LOG2E = 1.4426950408889634f;
-constexpr float LN2 = 0.6931471805599453f;
-
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> frag_a;
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major> frag_at;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> frag_b;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> frag_bt;
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
 
 struct sel_args {
 	const int32_t *cu, *k_seg;
@@ -94,88 +80,17 @@ struct bwd_args {
 	float scale, scale_log2;
 };
 
-/* Shared memory, as attn.cu's (32-byte aligned regions for WMMA). */
-template <int D> struct fwd_smem {
-	static constexpr int LDH = D + PADH;
-	static constexpr int LDF = D + 4;
-	static constexpr size_t q = 0;
-	static constexpr size_t k = q + (size_t)BM * LDH * 2;
-	static constexpr size_t v = k + (size_t)BN * LDH * 2;
-	static constexpr size_t scr = v + (size_t)BN * LDH * 2;
-	static constexpr size_t p = scr + (size_t)NWARP * 16 * LDF * 4;
-	static constexpr size_t bytes = p + (size_t)NWARP * 16 * LDP * 2;
-};
-
-template <int D> struct bwd_smem {
-	static constexpr int LDH = D + PADH;
-	static constexpr int LDO = D + 4;
-	static constexpr int SCR = 16 * 2 * LDS;
-	static_assert(16 * LDO <= SCR, "per-warp scratch holds a 16 x D fp32 tile");
-	static constexpr size_t k = 0;
-	static constexpr size_t v = k + (size_t)BN * LDH * 2;
-	static constexpr size_t q = v + (size_t)BN * LDH * 2;
-	static constexpr size_t dout = q + (size_t)BM * LDH * 2;
-	static constexpr size_t scr = dout + (size_t)BM * LDH * 2;
-	static constexpr size_t pds = scr + (size_t)NWARP * SCR * 4;
-	static constexpr size_t rows = pds + (size_t)BN * LDP * 2;
-	static constexpr size_t flags = rows + (size_t)2 * BM * 4;
-	static constexpr size_t bytes = flags + NTHREAD;
-};
-
-static_assert(fwd_smem<128>::p % 32 == 0 && fwd_smem<64>::p % 32 == 0, "wmma alignment");
-static_assert(bwd_smem<128>::bytes <= 113 * 1024, "two backward blocks per H100 SM");
-static_assert(bwd_smem<128>::rows % 32 == 0 && bwd_smem<64>::rows % 32 == 0, "wmma alignment");
-
-/* Segment and local index of padded item b (tiles of T rows or blocks of T keys): the
- * largest segment i with cu[i] / T + i <= b (attn.cu's numbering). */
-__device__ __forceinline__ int find_item(const int32_t *cu, int nseg, int t, int64_t b, int *seg)
-{
-	int lo = 0, hi = nseg - 1;
-	while (lo < hi) {
-		int mid = (lo + hi + 1) >> 1;
-		if ((int64_t)(cu[mid] / t) + mid <= b)
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	*seg = lo;
-	return (int)(b - ((int64_t)(cu[lo] / t) + lo));
-}
-
-/* 64 rows of one head into shared memory (leading dimension D + 8); rows at or past len are
- * zero. */
-template <int D>
-__device__ __forceinline__ void load_rows(bf16 *dst, const bf16 *__restrict__ src, int64_t start,
-					  int row0, int len, int nh, int h)
-{
-	constexpr int CH = D / 8;
-	constexpr int LDH = D + PADH;
-	for (int i = threadIdx.x; i < 64 * CH; i += NTHREAD) {
-		int r = i / CH, c = i % CH;
-		uint4 val = make_uint4(0, 0, 0, 0);
-		if (row0 + r < len)
-			val = __ldg(reinterpret_cast<const uint4 *>(
-				src + ((start + row0 + r) * nh + h) * D + c * 8));
-		*reinterpret_cast<uint4 *>(dst + r * LDH + c * 8) = val;
-	}
-}
-
-__device__ __forceinline__ uint4 to_bf16x8(const float *x)
-{
-	__nv_bfloat162 h[4];
-	for (int i = 0; i < 4; i++)
-		h[i] = __floats2bfloat162_rn(x[2 * i], x[2 * i + 1]);
-	uint4 u;
-	memcpy(&u, h, sizeof u);
-	return u;
-}
+/* Shared memory: attn_tile.cuh's layouts; the backward adds its candidate flags, one byte
+ * per thread, at tail. */
+template <int D> using sp_bwd_smem = bwd_smem<D, NTHREAD>;
+static_assert(sp_bwd_smem<128>::bytes <= 113 * 1024, "two backward blocks per H100 SM");
 
 /* Step 1: the mean of K over each block, per kv head (MoBA's mean-pooled keys). One thread
  * per dimension; grid (padded blocks, kv heads). */
 template <int D> __global__ void sp_mean_kernel(sel_args a)
 {
 	int seg;
-	const int b = find_item(a.cu, a.nseg, a.block, blockIdx.x, &seg);
+	const int b = find_tile(a.cu, a.nseg, a.block, blockIdx.x, &seg);
 	const int64_t start = a.cu[seg];
 	const int len = a.cu[seg + 1] - a.cu[seg];
 	const int c0 = b * a.block;
@@ -228,7 +143,7 @@ template <int D> __global__ void __launch_bounds__(NTHREAD) sp_select_kernel(sel
 	const int h = blockIdx.y, kvh = h / (a.heads / a.kv_heads);
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int seg;
-	const int tile = find_item(a.cu, a.nseg, BM, blockIdx.x, &seg);
+	const int tile = find_tile(a.cu, a.nseg, BM, blockIdx.x, &seg);
 	const int64_t start = a.cu[seg];
 	const int len = a.cu[seg + 1] - a.cu[seg];
 	const int q0 = tile * BM;
@@ -295,27 +210,21 @@ template <int D> __global__ void __launch_bounds__(NTHREAD) sp_select_kernel(sel
 }
 
 /* Step 3, forward: FA2 Algorithm 1 over the listed blocks, one block per (64-row query tile,
- * query head); the tile body is attn.cu's (S = Q K^T, online softmax in base 2, O += P V)
- * with the causal mask key <= row. */
+ * query head); attn.cu's tile step (attn_tile.cuh's fwd_tile) with the causal mask
+ * key <= row. */
 template <int D>
 __global__ void __launch_bounds__(NTHREAD) sp_fwd_kernel(fwd_args a)
 {
-	typedef fwd_smem<D> L;
-	constexpr int LDH = L::LDH, LDF = L::LDF;
 	extern __shared__ __align__(128) unsigned char smem[];
-	bf16 *qs = reinterpret_cast<bf16 *>(smem + L::q);
-	bf16 *ks = reinterpret_cast<bf16 *>(smem + L::k);
-	bf16 *vs = reinterpret_cast<bf16 *>(smem + L::v);
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	float *scr = reinterpret_cast<float *>(smem + L::scr) + warp * 16 * LDF;
-	bf16 *ps = reinterpret_cast<bf16 *>(smem + L::p) + warp * 16 * LDP;
+	const fwd_shared<D> sh = fwd_shared_at<D>(smem, warp);
 
 	const int h = blockIdx.y;
 	const int kvh = h / (a.heads / a.kv_heads);
 	/* Reverse order: long documents' last (longest-running) tiles first. */
 	const int64_t gt = (int64_t)gridDim.x - 1 - blockIdx.x;
 	int seg;
-	const int tile = find_item(a.cu, a.nseg, BM, gt, &seg);
+	const int tile = find_tile(a.cu, a.nseg, BM, gt, &seg);
 	const int64_t start = a.cu[seg];
 	const int len = a.cu[seg + 1] - a.cu[seg];
 	const int q0 = tile * BM;
@@ -325,23 +234,13 @@ __global__ void __launch_bounds__(NTHREAD) sp_fwd_kernel(fwd_args a)
 	const int nsel = a.count[gt * a.heads + h];
 	const int32_t *list = a.blocks + (gt * a.heads + h) * a.cap;
 
-	load_rows<D>(qs, a.q, start, q0, len, a.heads, h);
-	__syncthreads();
+	/* Alg. 1 lines 5-6 (fwd_start), 8-11 per KV tile (fwd_tile), 13-16 (fwd_finish). */
 	frag_a qf[D / 16];
-#pragma unroll
-	for (int kk = 0; kk < D / 16; kk++)
-		wmma::load_matrix_sync(qf[kk], qs + warp * 16 * LDH + kk * 16, LDH);
-
-	const int rr = lane >> 1, half = lane & 1;
-	const int row = q0 + warp * 16 + rr;
+	fwd_rows<D> st;
+	fwd_start<D>(qf, st, sh, a.q, start, q0, len, a.heads, h, warp);
+	const int row = q0 + warp * 16 + (lane >> 1);
 	const bool row_ok = row < len;
-	float m = -INFINITY, l = 0.f;
-	float acc[D / 2];
-#pragma unroll
-	for (int j = 0; j < D / 2; j++)
-		acc[j] = 0.f;
 	unsigned long long visited = 0;
-
 	for (int j = 0; j < nsel; j++) {
 		const int b = list[j];
 		/* A past block is whole and before the tile; the own block ends at the tile's
@@ -349,119 +248,25 @@ __global__ void __launch_bounds__(NTHREAD) sp_fwd_kernel(fwd_args a)
 		const int kend = b == own ? min(q0 + BM, len) : min((b + 1) * a.block, len);
 		for (int k0 = b * a.block; k0 < kend; k0 += BN) {
 			visited++;
-			__syncthreads();
-			load_rows<D>(ks, a.k, start, k0, len, a.kv_heads, kvh);
-			load_rows<D>(vs, a.v, start, k0, len, a.kv_heads, kvh);
-			__syncthreads();
-#pragma unroll
-			for (int jj = 0; jj < BN / 16; jj++) {
-				frag_c s;
-				wmma::fill_fragment(s, 0.f);
-#pragma unroll
-				for (int kk = 0; kk < D / 16; kk++) {
-					frag_bt kf;
-					wmma::load_matrix_sync(kf, ks + jj * 16 * LDH + kk * 16,
-							       LDH);
-					wmma::mma_sync(s, qf[kk], kf, s);
-				}
-				wmma::store_matrix_sync(scr + jj * 16, s, LDF, wmma::mem_row_major);
-			}
-			__syncwarp();
-			float sv[BN / 2];
-			float tmax = -INFINITY;
-#pragma unroll
-			for (int jj = 0; jj < BN / 2; jj++) {
-				const int c = half + 2 * jj;
-				const int key = k0 + c;
-				float x = scr[rr * LDF + c] * a.scale_log2;
-				if (!row_ok || key > row || key >= len)
-					x = -INFINITY;
-				sv[jj] = x;
-				tmax = fmaxf(tmax, x);
-			}
-			tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
-			const float m_new = fmaxf(m, tmax);
-			const float m_use = m_new == -INFINITY ? 0.f : m_new;
-			const float alpha = exp2f(m - m_use);
-			float rs = 0.f;
-#pragma unroll
-			for (int jj = 0; jj < BN / 2; jj++) {
-				const float p = exp2f(sv[jj] - m_use);
-				rs += p;
-				ps[rr * LDP + half + 2 * jj] = __float2bfloat16_rn(p);
-			}
-			rs += __shfl_xor_sync(0xffffffffu, rs, 1);
-			l = l * alpha + rs;
-			m = m_new;
-			__syncwarp();
-			frag_a pf[BN / 16];
-#pragma unroll
-			for (int kk = 0; kk < BN / 16; kk++)
-				wmma::load_matrix_sync(pf[kk], ps + kk * 16, LDP);
-#pragma unroll
-			for (int jj = 0; jj < D / 16; jj++) {
-				frag_c o;
-				wmma::fill_fragment(o, 0.f);
-#pragma unroll
-				for (int kk = 0; kk < BN / 16; kk++) {
-					frag_b vf;
-					wmma::load_matrix_sync(vf, vs + kk * 16 * LDH + jj * 16,
-							       LDH);
-					wmma::mma_sync(o, pf[kk], vf, o);
-				}
-				wmma::store_matrix_sync(scr + jj * 16, o, LDF, wmma::mem_row_major);
-			}
-			__syncwarp();
-#pragma unroll
-			for (int jj = 0; jj < D / 2; jj++)
-				acc[jj] = acc[jj] * alpha + scr[rr * LDF + half + 2 * jj];
-			__syncwarp();
+			fwd_tile<D>(st, qf, sh, a.k, a.v, start, k0, len, a.kv_heads, kvh, lane,
+				    row_ok, row, a.scale_log2);
 		}
 	}
 	if (a.visits && threadIdx.x == 0)
 		atomicAdd(a.visits, visited);
 
-	/* Alg. 1 lines 13-16. A row that saw no key (no list: a document longer than max_len)
-	 * gets l = 0, hence NaN, never a silent value. */
-	const float inv = row_ok ? 1.f / l : 0.f;
-#pragma unroll
-	for (int j = 0; j < D / 2; j++)
-		scr[rr * LDF + half + 2 * j] = acc[j] * inv;
-	if (row_ok && half == 0)
-		a.lse[(int64_t)h * a.total + start + row] = (m + log2f(l)) * LN2;
-	__syncwarp();
-	for (int i = lane; i < 16 * (D / 8); i += 32) {
-		const int r = i / (D / 8), c = i % (D / 8);
-		const int orow = q0 + warp * 16 + r;
-		if (orow < len)
-			*reinterpret_cast<uint4 *>(a.o + ((start + orow) * a.heads + h) * D +
-						   c * 8) = to_bf16x8(scr + r * LDF + c * 8);
-	}
+	/* A row that saw no key (no list: a document longer than max_len) gets l = 0, hence NaN,
+	 * never a silent value. */
+	fwd_finish<D>(st, sh, warp, lane, row_ok, a.lse, (int64_t)h * a.total + start + row, a.o,
+		      start, q0, len, a.heads, h);
 }
 
-/* Backward preprocessing (Alg. 2 lines 4-5): dsum = rowsum(dO o O), dQ accumulator = 0. One
- * warp per (token, head). */
+/* Backward preprocessing (Alg. 2 lines 4-5, bwd_pre). */
 template <int D>
 __global__ void sp_bwd_pre_kernel(const bf16 *__restrict__ o, const bf16 *__restrict__ dout,
 				  float *dq_ws, float *dsum, int64_t total, int heads)
 {
-	constexpr int E = D / 32;
-	const int64_t id = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-	const int lane = threadIdx.x & 31;
-	if (id >= total * heads)
-		return;
-	float s = 0.f;
-#pragma unroll
-	for (int e = 0; e < E; e++) {
-		const int64_t at = id * D + lane * E + e;
-		s += __bfloat162float(o[at]) * __bfloat162float(dout[at]);
-		dq_ws[at] = 0.f;
-	}
-#pragma unroll
-	for (int w = 16; w > 0; w >>= 1)
-		s += __shfl_xor_sync(0xffffffffu, s, w);
-	if (lane == 0)
-		dsum[(id % heads) * total + id / heads] = s;
+	bwd_pre<D>(o, dout, dq_ws, dsum, total, heads);
 }
 
 /* Whether query tile gt (padded), head h listed block b: binary search in its ascending
@@ -486,24 +291,15 @@ __device__ __forceinline__ bool listed(const bwd_args &a, int64_t gt, int h, int
 
 /* Backward, FA2 Algorithm 2 over the query tiles that selected this key tile's block: one
  * block per (64-key tile, kv head), heads of the GQA group and query tiles in ascending
- * order, found NTHREAD candidates at a time (file comment). The tile body is attn.cu's. */
+ * order, found NTHREAD candidates at a time (file comment). The tile steps are attn.cu's
+ * (attn_tile.cuh's bwd_tile), with the causal mask key <= row. */
 template <int D>
 __global__ void __launch_bounds__(NTHREAD) sp_bwd_kernel(bwd_args a)
 {
-	typedef bwd_smem<D> L;
-	constexpr int LDH = L::LDH, LDO = L::LDO;
 	extern __shared__ __align__(128) unsigned char smem[];
-	bf16 *ks = reinterpret_cast<bf16 *>(smem + L::k);
-	bf16 *vs = reinterpret_cast<bf16 *>(smem + L::v);
-	bf16 *qs = reinterpret_cast<bf16 *>(smem + L::q);
-	bf16 *dos = reinterpret_cast<bf16 *>(smem + L::dout);
-	bf16 *pds = reinterpret_cast<bf16 *>(smem + L::pds);
-	float *lse2 = reinterpret_cast<float *>(smem + L::rows);
-	float *dsum = lse2 + BM;
-	unsigned char *flags = smem + L::flags;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	float *scr = reinterpret_cast<float *>(smem + L::scr) + warp * L::SCR;
-	float *scr2 = scr + 16 * LDS;
+	const bwd_shared<D> sh = bwd_shared_at<D>(smem, warp);
+	unsigned char *flags = smem + sp_bwd_smem<D>::tail;
 
 	const int kvh = blockIdx.y;
 	const int group = a.heads / a.kv_heads;
@@ -511,7 +307,7 @@ __global__ void __launch_bounds__(NTHREAD) sp_bwd_kernel(bwd_args a)
 	/* Key tiles in their natural order: under the causal mask key tile j is seen by the
 	 * query tiles from j on, so the first tiles carry the most work and start first (the
 	 * forward's reversed order here left the heaviest tiles for the tail). */
-	const int tile = find_item(a.cu, a.nseg, BN, (int64_t)blockIdx.x, &seg);
+	const int tile = find_tile(a.cu, a.nseg, BN, (int64_t)blockIdx.x, &seg);
 	const int64_t start = a.cu[seg];
 	const int len = a.cu[seg + 1] - a.cu[seg];
 	const int n0 = tile * BN;
@@ -523,17 +319,9 @@ __global__ void __launch_bounds__(NTHREAD) sp_bwd_kernel(bwd_args a)
 	const int ncand = group * nmt;
 	const int64_t tbase = (int64_t)(a.cu[seg] / BM) + seg;
 
-	load_rows<D>(ks, a.k, start, n0, len, a.kv_heads, kvh);
-	load_rows<D>(vs, a.v, start, n0, len, a.kv_heads, kvh);
+	/* Alg. 2 lines 7-8 (bwd_start), 10-17 per query tile (bwd_tile), 19 (bwd_finish). */
 	frag_c dk[D / 16], dv[D / 16];
-#pragma unroll
-	for (int j = 0; j < D / 16; j++) {
-		wmma::fill_fragment(dk[j], 0.f);
-		wmma::fill_fragment(dv[j], 0.f);
-	}
-	const int rr = lane >> 1, half = lane & 1;
-	const int key = n0 + warp * 16 + rr;
-
+	bwd_start<D>(dk, dv, sh, a.k, a.v, start, n0, len, a.kv_heads, kvh);
 	for (int c0 = 0; c0 < ncand; c0 += NTHREAD) {
 		__syncthreads(); /* the previous chunk's flags are read */
 		{
@@ -553,159 +341,20 @@ __global__ void __launch_bounds__(NTHREAD) sp_bwd_kernel(bwd_args a)
 			if (!flags[ci])
 				continue;
 			const int hh = (c0 + ci) / nmt, mt = mt0 + (c0 + ci) % nmt;
-			const int h = kvh * group + hh;
-			const int q0 = mt * BM;
-			__syncthreads();
-			load_rows<D>(qs, a.q, start, q0, len, a.heads, h);
-			load_rows<D>(dos, a.dout, start, q0, len, a.heads, h);
-			if (threadIdx.x < BM) {
-				const int r = q0 + threadIdx.x;
-				const int64_t at = (int64_t)h * a.total + start + r;
-				lse2[threadIdx.x] = r < len ? a.lse[at] * LOG2E : 0.f;
-				dsum[threadIdx.x] = r < len ? a.dsum[at] : 0.f;
-			}
-			__syncthreads();
-			/* S^T = K Q^T, dP^T = V dO^T (16 keys x 64 queries per warp). */
-#pragma unroll 1
-			for (int j = 0; j < BM / 16; j++) {
-				frag_c s, dp;
-				wmma::fill_fragment(s, 0.f);
-				wmma::fill_fragment(dp, 0.f);
-#pragma unroll
-				for (int kk = 0; kk < D / 16; kk++) {
-					frag_a x;
-					frag_bt y;
-					wmma::load_matrix_sync(x, ks + warp * 16 * LDH + kk * 16,
-							       LDH);
-					wmma::load_matrix_sync(y, qs + j * 16 * LDH + kk * 16, LDH);
-					wmma::mma_sync(s, x, y, s);
-					wmma::load_matrix_sync(x, vs + warp * 16 * LDH + kk * 16,
-							       LDH);
-					wmma::load_matrix_sync(y, dos + j * 16 * LDH + kk * 16,
-							       LDH);
-					wmma::mma_sync(dp, x, y, dp);
-				}
-				wmma::store_matrix_sync(scr + j * 16, s, LDS, wmma::mem_row_major);
-				wmma::store_matrix_sync(scr2 + j * 16, dp, LDS,
-							wmma::mem_row_major);
-			}
-			__syncwarp();
-			/* P = exp(scale S - L), masked entries 0 (causal, document end). */
-#pragma unroll
-			for (int j = 0; j < BM / 2; j++) {
-				const int c = half + 2 * j;
-				const int r = q0 + c;
-				const bool ok = r < len && key < len && key <= r;
-				const float x = scr[rr * LDS + c] * a.scale_log2 - lse2[c];
-				const float p = ok ? exp2f(x) : 0.f;
-				scr[rr * LDS + c] = p;
-				pds[(warp * 16 + rr) * LDP + c] = __float2bfloat16_rn(p);
-			}
-			__syncwarp();
-			/* dV += P^T dO. */
-#pragma unroll 1
-			for (int kk = 0; kk < BM / 16; kk++) {
-				frag_a x;
-				wmma::load_matrix_sync(x, pds + warp * 16 * LDP + kk * 16, LDP);
-#pragma unroll
-				for (int j = 0; j < D / 16; j++) {
-					frag_b y;
-					wmma::load_matrix_sync(y, dos + kk * 16 * LDH + j * 16,
-							       LDH);
-					wmma::mma_sync(dv[j], x, y, dv[j]);
-				}
-			}
-			__syncwarp();
-			/* dS = P o (dP - D). */
-#pragma unroll
-			for (int j = 0; j < BM / 2; j++) {
-				const int c = half + 2 * j;
-				const float ds = scr[rr * LDS + c] * (scr2[rr * LDS + c] - dsum[c]);
-				pds[(warp * 16 + rr) * LDP + c] = __float2bfloat16_rn(ds);
-			}
-			__syncwarp();
-			/* dK += dS^T Q (scale at the write). */
-#pragma unroll 1
-			for (int kk = 0; kk < BM / 16; kk++) {
-				frag_a x;
-				wmma::load_matrix_sync(x, pds + warp * 16 * LDP + kk * 16, LDP);
-#pragma unroll
-				for (int j = 0; j < D / 16; j++) {
-					frag_b y;
-					wmma::load_matrix_sync(y, qs + kk * 16 * LDH + j * 16, LDH);
-					wmma::mma_sync(dk[j], x, y, dk[j]);
-				}
-			}
-			__syncthreads();
-			/* dQ += scale dS K, added atomically to the fp32 workspace. */
-			const int qrow0 = q0 + warp * 16;
-			for (int j = 0; j < D / 16; j++) {
-				frag_c dq;
-				wmma::fill_fragment(dq, 0.f);
-#pragma unroll
-				for (int kk = 0; kk < BN / 16; kk++) {
-					frag_at x;
-					frag_b y;
-					wmma::load_matrix_sync(x, pds + kk * 16 * LDP + warp * 16,
-							       LDP);
-					wmma::load_matrix_sync(y, ks + kk * 16 * LDH + j * 16, LDH);
-					wmma::mma_sync(dq, x, y, dq);
-				}
-				wmma::store_matrix_sync(scr, dq, LDS, wmma::mem_row_major);
-				__syncwarp();
-				if (qrow0 < len) {
-					for (int e = lane; e < 256; e += 32) {
-						const int i = e >> 4, c = e & 15;
-						if (qrow0 + i < len) {
-							const int64_t qr = start + qrow0 + i;
-							const int64_t at = (qr * a.heads + h) * D;
-							atomicAdd(a.dq_ws + at + j * 16 + c,
-								  scr[i * LDS + c] * a.scale);
-						}
-					}
-				}
-				__syncwarp();
-			}
+			/* q == kv per document: the mask's offset is 0. */
+			bwd_tile<D>(dk, dv, sh, a.q, a.dout, a.lse, a.dsum, a.dq_ws, a.total, start,
+				    mt * BM, len, a.heads, kvh * group + hh, n0, len, 0, a.scale,
+				    a.scale_log2, warp, lane);
 		}
 	}
-
-	/* Write dK (times the scale) and dV, rows below len only. */
-	for (int which = 0; which < 2; which++) {
-#pragma unroll
-		for (int j = 0; j < D / 16; j++)
-			wmma::store_matrix_sync(scr + j * 16, which ? dv[j] : dk[j], LDO,
-						wmma::mem_row_major);
-		__syncwarp();
-		bf16 *out = which ? a.dv : a.dk;
-		const float mul = which ? 1.f : a.scale;
-		for (int i = lane; i < 16 * (D / 8); i += 32) {
-			const int r = i / (D / 8), c = i % (D / 8);
-			const int krow = n0 + warp * 16 + r;
-			if (krow < len) {
-				float x[8];
-				for (int e = 0; e < 8; e++)
-					x[e] = scr[r * LDO + c * 8 + e] * mul;
-				*reinterpret_cast<uint4 *>(
-					out + ((start + krow) * a.kv_heads + kvh) * D + c * 8) =
-					to_bf16x8(x);
-			}
-		}
-		__syncwarp();
-	}
+	bwd_finish<D>(dk, dv, sh, a.dk, a.dv, a.scale, warp, lane, start, n0, len, a.kv_heads,
+		      kvh);
 }
 
-/* dQ: fp32 workspace to bf16, four values per thread. */
+/* dQ: fp32 workspace to bf16 (dq_convert). */
 __global__ void sp_dq_convert_kernel(const float4 *__restrict__ ws, uint2 *dq, int64_t n4)
 {
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4;
-	     i += (int64_t)gridDim.x * blockDim.x) {
-		const float4 x = ws[i];
-		__nv_bfloat162 h[2] = {__floats2bfloat162_rn(x.x, x.y),
-				       __floats2bfloat162_rn(x.z, x.w)};
-		uint2 u;
-		memcpy(&u, h, sizeof u);
-		dq[i] = u;
-	}
+	dq_convert(ws, dq, n4);
 }
 
 /* ---- host side ---- */
@@ -733,16 +382,8 @@ int check_and_layout(const struct bp_sparse_shape *s, const char *what, struct w
 		return bp_errorf(err, "%s: negative size in shape (nseg %d, heads %d, kv_heads %d, "
 				 "total %lld, max_len %d, max_k %d)", what, s->nseg, s->heads,
 				 s->kv_heads, (long long)s->total, s->max_len, s->max_k);
-	if (s->head_dim != 64 && s->head_dim != 128)
-		return bp_errorf(err, "%s: unsupported head_dim %d (64 or 128)", what, s->head_dim);
-	if (s->heads == 0 || s->kv_heads == 0)
-		return bp_errorf(err, "%s: heads (%d) and kv_heads (%d) must be positive", what,
-				 s->heads, s->kv_heads);
-	if (s->heads % s->kv_heads != 0)
-		return bp_errorf(err, "%s: heads (%d) is not a multiple of kv_heads (%d)", what,
-				 s->heads, s->kv_heads);
-	if (s->heads > 65535)
-		return bp_errorf(err, "%s: heads %d above the grid limit 65535", what, s->heads);
+	if (check_heads(s->head_dim, s->heads, s->kv_heads, what, err))
+		return -1;
 	if (s->block < BN || s->block % BN != 0)
 		return bp_errorf(err, "%s: block %d is not a positive multiple of %d tokens (the "
 				 "kernel's key tile)", what, s->block, BN);
@@ -783,24 +424,6 @@ int check_and_layout(const struct bp_sparse_shape *s, const char *what, struct w
 	w->dsum = align256(w->dq + T * H * D * 4);
 	w->bytes = align256(w->dsum + T * H * 4);
 	return 0;
-}
-
-int check_ptr(const void *p, int align, const char *what, const char *name, struct bp_error *err)
-{
-	if (!align)
-		return 0;
-	if (!p)
-		return bp_errorf(err, "%s: '%s' is null", what, name);
-	if ((uintptr_t)p % (uintptr_t)align != 0)
-		return bp_errorf(err, "%s: '%s' is not %d-byte aligned", what, name, align);
-	return 0;
-}
-
-int cuda_check(cudaError_t e, const char *what, struct bp_error *err)
-{
-	if (e == cudaSuccess)
-		return 0;
-	return bp_errorf(err, "%s: cuda error: %s", what, cudaGetErrorString(e));
 }
 
 template <int D>
@@ -977,7 +600,7 @@ int launch_bwd(const struct bp_sparse_shape *s, const ws_layout &w, const bwd_ar
 							    s->heads);
 	if (cuda_check(cudaGetLastError(), what, err))
 		return -1;
-	const size_t bytes = bwd_smem<D>::bytes;
+	const size_t bytes = sp_bwd_smem<D>::bytes;
 	if (cuda_check(cudaFuncSetAttribute(sp_bwd_kernel<D>,
 					    cudaFuncAttributeMaxDynamicSharedMemorySize,
 					    (int)bytes), what, err))

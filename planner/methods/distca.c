@@ -661,6 +661,46 @@ int bp_distca_check_request(struct bp_scheme sc, const struct bp_model *m,
 	return 0;
 }
 
+/* What every step shares (bp_method_each_step's arg): the options and the servers. */
+struct dc_run {
+	const struct dc_opts *o;
+	const int *srv; /* (stage, pipeline)'s server: r * dp + k */
+	int nservers, pp, dp;
+};
+
+/* One step: its placement, one scheduler call per tick and nano-batch, its record and its
+ * memory checks. */
+static int distca_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
+		       struct bp_step *st, const struct bp_plan *out, void *arg,
+		       struct bp_error *err)
+{
+	const struct dc_run *dr = arg;
+	const struct dc_opts *o = dr->o;
+	struct bp_ca_record *rec = bp_step_set_record(st, &bp_record_distca, err);
+	struct dc_nano *nanos = NULL;
+	size_t m = 0;
+	if (!rec)
+		return -1;
+	rec->max_shards = o->ca.max_shards;
+	struct dc_calls calls = {rec, 0};
+	int r = place_step(b, dr->dp, o->rank_tokens, o, ctx->shard, st, rec, &nanos, &m, err);
+	if (r == 0)
+		r = schedule_step(nanos, m, dr->pp, dr->dp, dr->srv, dr->nservers, o, st, &calls,
+				  err);
+	rec->resend = o->resend;
+	if (r == 0 && ctx->cm)
+		r = ticks_memory(ctx, st, dr->pp, o->rank_tokens, err);
+	if (r == 0 && !o->resend && ctx->cm) {
+		int fits;
+		r = kept_fits(ctx, out, st, dr->dp, dr->srv, dr->nservers, &fits, err);
+		rec->resend = !fits;
+	}
+	for (size_t j = 0; j < 2 * m; j++)
+		bp_ca_placement_release(&nanos[j].pl);
+	free(nanos);
+	return r;
+}
+
 int bp_method_distca(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		     struct bp_plan *out, struct bp_error *err)
 {
@@ -705,38 +745,8 @@ int bp_method_distca(const struct bp_method_ctx *ctx, const struct bp_batches *i
 				srv[i] = s;
 	free(ranks);
 	snprintf(l->schedule, sizeof(l->schedule), "%s", BP_SCHEDULE_TICKS);
-	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
-		goto out;
-	for (size_t s = 0; s < in->n; s++) {
-		struct bp_step *st = &out->steps[s];
-		struct bp_ca_record *rec = bp_step_set_record(st, &bp_record_distca, err);
-		struct dc_nano *nanos = NULL;
-		size_t m = 0;
-		if (!rec)
-			goto out;
-		rec->max_shards = o.ca.max_shards;
-		struct dc_calls calls = {rec, 0};
-		int r = place_step(&in->b[s], dp, o.rank_tokens, &o, ctx->shard, st,
-				   rec, &nanos, &m, err);
-		if (r == 0)
-			r = schedule_step(nanos, m, pp, dp, srv, nservers, &o, st, &calls, err);
-		rec->resend = o.resend;
-		if (r == 0 && ctx->cm)
-			r = ticks_memory(ctx, st, pp, o.rank_tokens, err);
-		if (r == 0 && !o.resend && ctx->cm) {
-			int fits;
-			r = kept_fits(ctx, out, st, dp, srv, nservers, &fits, err);
-			rec->resend = !fits;
-		}
-		for (size_t j = 0; j < 2 * m; j++)
-			bp_ca_placement_release(&nanos[j].pl);
-		free(nanos);
-		if (r < 0) {
-			rc = r;
-			goto out;
-		}
-	}
-	rc = 0;
+	struct dc_run dr = {&o, srv, nservers, pp, dp};
+	rc = bp_method_each_step(ctx, in, out, distca_step, &dr, err);
 out:
 	free(srv);
 	return rc;
@@ -954,6 +964,21 @@ void bp_distca_warn(const struct bp_plan *p, char *buf, size_t n)
 			 "O and LSE would pass the memory cap", back, p->nsteps);
 }
 
+/* Its price (cmd/cmd_solve_limits.c), in instructions: per step D pp (40,000 + 10,000
+ * log2 S) over S = dp pp servers (its scheduler per tick and nano-batch); once 3 S^2 (servers
+ * matched to ranks). Its own work grows with the GPUs. */
+#define I_CA_DOC_STAGE 40e3
+#define I_CA_DOC_STAGE_LOG 10e3
+#define I_CA_SERVER_PAIR 3.0
+
+static void distca_price(const struct bp_price_req *r, struct bp_price *p)
+{
+	double pp = (double)r->pp, servers = (double)r->dp * pp;
+	p->grows = BP_GROWS_GPUS;
+	p->own = r->docs * pp * (I_CA_DOC_STAGE + I_CA_DOC_STAGE_LOG * log2(servers + 1.0));
+	p->once += I_CA_SERVER_PAIR * servers * servers;
+}
+
 static const char *const distca_params[] = {"tolerance", "ca_block", "ca_comm", "pingpong",
 					    "escalate", "ca_buffer_bytes", "rank_tokens",
 					    "two_sided", "max_shards", "resend", NULL};
@@ -971,4 +996,5 @@ BP_METHOD_ROW(distca) = {
 	.check_params = bp_distca_check_params,
 	.check_request = bp_distca_check_request,
 	.rank = 130,
+	.price = distca_price,
 };

@@ -119,15 +119,17 @@ out:
 }
 
 static int ffd_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
-		    struct bp_step *st, const struct bp_plan *out, struct bp_error *err)
+		    struct bp_step *st, const struct bp_plan *out, void *arg,
+		    struct bp_error *err)
 {
+	(void)arg;
 	return bp_pack_step_rr(bp_pack_ffd, b, st, out->max_tokens, ctx->shard, err);
 }
 
 int bp_method_ffd(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		  struct bp_plan *out, struct bp_error *err)
 {
-	return bp_method_each_step(ctx, in, out, ffd_step, err);
+	return bp_method_each_step(ctx, in, out, ffd_step, NULL, err);
 }
 
 /* The method's row of the table (plan/method.h struct bp_method). */
@@ -139,4 +141,5 @@ BP_METHOD_ROW(ffd) = {
 	.schedules = 1,
 	.in_all = 1,
 	.rank = 60,
+	.price = bp_price_sort_packer,
 };

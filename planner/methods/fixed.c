@@ -10,6 +10,7 @@
  * batch"; blocks/window.h), the window's steps sharing its micro-batches. */
 #include "method.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "pack.h"
@@ -61,6 +62,22 @@ int bp_method_fixed(const struct bp_method_ctx *ctx, const struct bp_batches *in
 	return bp_pack_windowed(ctx, in, out, window, fixed_step, NULL, err);
 }
 
+/* Its price (cmd/cmd_solve_limits.c): 4,500 D + 35 D mb0 window instructions per step
+ * (costliest first into the least loaded micro-batch of the window). */
+#define I_FIXED_DOC 4.5e3
+#define I_FIXED_DOC_MB 35.0
+
+double bp_fixed_pack_price(const struct bp_price_req *r)
+{
+	double window = fmax(1.0, bp_price_param(r, "window", 1));
+	return I_FIXED_DOC * r->docs + I_FIXED_DOC_MB * r->docs * r->mb0 * window;
+}
+
+static void fixed_price(const struct bp_price_req *r, struct bp_price *p)
+{
+	p->own = p->pack = bp_fixed_pack_price(r);
+}
+
 static const char *const fixed_params[] = {"window", NULL};
 
 /* The method's row of the table (plan/method.h struct bp_method). */
@@ -75,4 +92,5 @@ BP_METHOD_ROW(fixed) = {
 	.schedules = 1,
 	.in_all = 1,
 	.rank = 20,
+	.price = fixed_price,
 };

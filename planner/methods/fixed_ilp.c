@@ -13,6 +13,7 @@
  * blocks/window.h), its record on the window's first step. */
 #include "method.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "ilp_pack.h"
@@ -51,6 +52,14 @@ int bp_method_fixed_ilp(const struct bp_method_ctx *ctx, const struct bp_batches
 	return bp_pack_windowed(ctx, in, out, window, ilp_window, &o, err);
 }
 
+/* Its price: fixed's greedy (bp_fixed_pack_price), and GLPK's search per window where the
+ * window's binaries fit (bp_price_ilp_pack), at most ilp_time_limit_s, which ends the run. */
+static void fixed_ilp_price(const struct bp_price_req *r, struct bp_price *p)
+{
+	p->own = p->pack = bp_fixed_pack_price(r);
+	p->own += bp_price_ilp_pack(r, fmax(1.0, bp_price_param(r, "window", 1)));
+}
+
 static const char *const fixed_ilp_params[] = {"ilp_time_limit_s", "ilp_gap",
 					       "ilp_node_limit", "ilp_work_limit",
 					       "ilp_max_vars", "window", NULL};
@@ -68,4 +77,5 @@ BP_METHOD_ROW(fixed_ilp) = {
 	.schedules = 1,
 	.in_all = 1,
 	.rank = 40,
+	.price = fixed_ilp_price,
 };

@@ -862,6 +862,46 @@ out:
 	return rc;
 }
 
+size_t bp_flexsp_profile_schemes(const struct bp_model *m, struct bp_scheme sc, int dp,
+				 const struct bp_param *params, size_t nparams,
+				 struct bp_scheme *out, size_t cap)
+{
+	/* one scheme {tp, s, 1} per group size s, a power of two up to its largest group (the
+	 * schemes of the layouts its plans hold: catalog_layouts) */
+	int64_t mg = 0;
+	size_t n = 0;
+	for (size_t i = 0; i < nparams; i++)
+		if (!strcmp(params[i].key, "max_group")) {
+			int64_t v = 0;
+			if (!bp_parse_int64(params[i].value, &v, "max_group", NULL) && v > 0)
+				mg = v; /* a bad value is read_params's error */
+		}
+	long long maxg = m ? bp_flexsp_max_group(m, sc.tp, dp, mg) : 1;
+	for (long long s = 1; s <= maxg && n < cap; s *= 2)
+		out[n++] = (struct bp_scheme){sc.tp, (int)s, 1};
+	return n;
+}
+
+/* Its price (cmd/cmd_solve_limits.c), in instructions per step: its MILP, W (60 + 1.5 u) over
+ * u = dp units (62 a work unit measured at 8 units, 149 at 64) at most ilp_time_limit_s, plus
+ * 1e5 u^2 + 5,000 D; once 2e8. Its own work grows with the GPUs. */
+#define I_FSP_WORK 60.0
+#define I_FSP_WORK_UNIT 1.5
+#define I_FSP_UNIT_PAIR 1e5
+#define I_FSP_DOC 5e3
+#define I_FSP_ONCE 2e8
+
+static void flexsp_price(const struct bp_price_req *r, struct bp_price *p)
+{
+	double dp = (double)r->dp;
+	double w = bp_price_param(r, "ilp_work_limit", BP_ILP_WORK_LIMIT_M) * 1e6;
+	double tl = bp_price_param(r, "ilp_time_limit_s", 300.0);
+	p->grows = BP_GROWS_GPUS;
+	p->own = fmin(w * (I_FSP_WORK + I_FSP_WORK_UNIT * dp), tl * r->instr_per_s) +
+		 I_FSP_UNIT_PAIR * dp * dp + I_FSP_DOC * r->docs;
+	p->once += I_FSP_ONCE;
+}
+
 static const char *const flexsp_params[] = {"buckets", "max_group", "ilp_time_limit_s",
 					    "ilp_gap", "ilp_node_limit", "ilp_work_limit",
 					    "ilp_max_vars", NULL};
@@ -880,4 +920,6 @@ BP_METHOD_ROW(flexsp) = {
 	.check_request = bp_flexsp_check_request,
 	.own_memory = 1,
 	.rank = 140,
+	.profile_schemes = bp_flexsp_profile_schemes,
+	.price = flexsp_price,
 };

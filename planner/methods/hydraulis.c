@@ -747,6 +747,48 @@ static const char *const hyd_params[] = {"trials", "hyd_c", "prune", "v_tries", 
 					 "ilp_node_limit", "ilp_work_limit", "ilp_time_limit_s",
 					 "ilp_gap", "sync", NULL};
 
+/* Its price (cmd/cmd_solve_limits.c), in instructions: per step C D (150 trials + 25,000)
+ * over the C candidates (--strategies, or 32 when proposed: 30 at solve's default tokens per
+ * step, up to 98 in our scans), and their dispatch ILP (bp_price_ilp_search at 5 M work
+ * units) where D max(2, GPUs/8) <= 2 ilp_max_vars (a candidate holds GPUs/8 pipelines or
+ * more, a short document fits them all); once 1e8 + 2e6 C, a cost model per candidate
+ * pipeline pair as every method's (20 C (GPUs/8)^2) and, proposed, the proposal's DP,
+ * 3e8 + 2,500 N_u^2 L_b (units and length buckets of bp_hyd_default_steps; 0.2-11.6 G
+ * measured at 16-4,096 GPUs); memory 4 bytes a trial and document (its shuffles, up to
+ * 2^24) and 128 a document and candidate. Its own work grows with its trials. */
+#define I_HYD_TRIAL 150.0
+#define I_HYD_DOC 25e3
+#define I_HYD_ONCE 1e8
+#define I_HYD_STRATEGY 2e6
+#define I_HYD_PIPE_PAIR 20.0
+#define I_HYD_PROPOSE 3e8
+#define I_HYD_PROPOSE_CELL 2.5e3
+#define HYD_PROPOSED 32 /* candidates assumed when proposed */
+
+static void hyd_price(const struct bp_price_req *r, struct bp_price *p)
+{
+	double d = r->docs, gpus = (double)r->gpus;
+	double c = r->inputs > 0 ? (double)r->inputs : HYD_PROPOSED;
+	double trials = bp_price_param(r, "trials", 100);
+	double mv = bp_price_param(r, "ilp_max_vars", 400);
+	p->trials = (int64_t)trials;
+	p->candidates = (int64_t)c;
+	p->grows = BP_GROWS_TRIALS;
+	p->own = c * d * (I_HYD_TRIAL * trials + I_HYD_DOC);
+	if (mv > 0 && d * fmax(2.0, gpus / 8.0) <= 2.0 * mv)
+		p->own += c * bp_price_ilp_search(r, 5, 300.0);
+	p->once += I_HYD_ONCE + I_HYD_STRATEGY * c +
+		   c * I_HYD_PIPE_PAIR * (gpus / 8) * (gpus / 8);
+	if (r->inputs <= 0) {
+		int gs = 1;
+		int64_t ls = 1;
+		bp_hyd_default_steps((int)r->gpus, r->max_tokens, &gs, &ls);
+		double nu = floor(gpus / (double)gs), lb = ceil((double)r->max_tokens / ls);
+		p->once += I_HYD_PROPOSE + I_HYD_PROPOSE_CELL * nu * nu * lb;
+	}
+	p->mem_once = 4.0 * fmin(trials * d, 16777216.0) + 128.0 * d * c;
+}
+
 /* The method's row of the table (plan/method.h struct bp_method). */
 BP_METHOD_ROW(hydraulis) = {
 	.name = "hydraulis",
@@ -760,4 +802,6 @@ BP_METHOD_ROW(hydraulis) = {
 	.check_params = bp_hyd_check_params,
 	.carries = 1,
 	.rank = 100,
+	.input = BP_INPUT_STRATEGIES,
+	.price = hyd_price,
 };

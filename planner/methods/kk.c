@@ -14,6 +14,7 @@
  * Written from the algorithm's description, not from verl's code. */
 #include "method.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -245,8 +246,10 @@ out:
 }
 
 static int kk_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
-		      struct bp_step *st, const struct bp_plan *out, struct bp_error *err)
+		      struct bp_step *st, const struct bp_plan *out, void *arg,
+		      struct bp_error *err)
 {
+	(void)arg;
 	int dp = bp_plan_dp(out);
 	int64_t cap = out->max_tokens;
 	size_t n = b->ndocs;
@@ -321,7 +324,20 @@ out:
 int bp_method_kk(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		   struct bp_plan *out, struct bp_error *err)
 {
-	return bp_method_each_step(ctx, in, out, kk_step, err);
+	return bp_method_each_step(ctx, in, out, kk_step, NULL, err);
+}
+
+/* Its price (cmd/cmd_solve_limits.c): 40 D k log2 k instructions per step over k = mb0
+ * rounded up to dp bins, times the Karmarkar-Karp runs: one more each time its repair finds
+ * no room and a micro-batch is added, 2 + 100 x the share of documents of at least
+ * max-tokens / 2, at most 9 (5-6 measured at 4K context). */
+#define I_KK_MERGE 40.0
+
+static void kk_price(const struct bp_price_req *r, struct bp_price *p)
+{
+	double dp = (double)r->dp, k = dp * ceil(r->mb0 / dp);
+	double runs = 2.0 + fmin(7.0, 100.0 * r->long_share);
+	p->own = p->pack = I_KK_MERGE * r->docs * k * log2(k + 1.0) * runs;
 }
 
 /* The method's row of the table (plan/method.h struct bp_method). */
@@ -333,4 +349,5 @@ BP_METHOD_ROW(kk) = {
 	.schedules = 1,
 	.in_all = 1,
 	.rank = 90,
+	.price = kk_price,
 };

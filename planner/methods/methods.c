@@ -4,6 +4,7 @@
 
 #include "ilp_pack.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,51 @@ int bp_method_in_all(const struct bp_method *m)
 int bp_method_own_memory(const struct bp_method *m)
 {
 	return m->own_memory;
+}
+
+/* The price hooks' shared terms, in instructions (cmd/cmd_solve_limits.c says how they were
+ * counted): a GLPK work unit; a sorting packer's document and log2 step. */
+#define I_ILP_WORK 30.0
+#define I_SORT_DOC 100.0
+
+double bp_price_param(const struct bp_price_req *r, const char *key, double def)
+{
+	for (size_t i = 0; i < r->nparams; i++)
+		if (!strcmp(r->params[i].key, key)) {
+			double v;
+			if (bp_parse_double(r->params[i].value, &v, key, NULL) == 0 && isfinite(v))
+				return v;
+		}
+	return def;
+}
+
+const char *bp_price_param_text(const struct bp_price_req *r, const char *key)
+{
+	for (size_t i = 0; i < r->nparams; i++)
+		if (!strcmp(r->params[i].key, key))
+			return r->params[i].value;
+	return NULL;
+}
+
+double bp_price_ilp_search(const struct bp_price_req *r, double work_m, double time_s)
+{
+	double w = bp_price_param(r, "ilp_work_limit", work_m) * 1e6;
+	double tl = bp_price_param(r, "ilp_time_limit_s", time_s);
+	return fmin(I_ILP_WORK * w, tl * r->instr_per_s);
+}
+
+double bp_price_ilp_pack(const struct bp_price_req *r, double window)
+{
+	double mv = bp_price_param(r, "ilp_max_vars", 10000);
+	if (mv > 0 && r->docs * window * r->mb0 * window > 2.0 * mv)
+		return 0.0;
+	return bp_price_ilp_search(r, BP_ILP_WORK_LIMIT_M, 300.0) / window;
+}
+
+void bp_price_sort_packer(const struct bp_price_req *r, struct bp_price *p)
+{
+	double d = r->docs;
+	p->own = p->pack = I_SORT_DOC * d * log2(d + 2.0);
 }
 
 int bp_method_takes(const struct bp_method *m, const char *key, const char *batching)

@@ -75,8 +75,10 @@ out:
 }
 
 static int multipack_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
-		      struct bp_step *st, const struct bp_plan *out, struct bp_error *err)
+		      struct bp_step *st, const struct bp_plan *out, void *arg,
+		      struct bp_error *err)
 {
+	(void)arg;
 	int dp = bp_plan_dp(out);
 	int64_t cap = out->max_tokens;
 	size_t n = b->ndocs;
@@ -145,7 +147,7 @@ out:
 int bp_method_multipack(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		   struct bp_plan *out, struct bp_error *err)
 {
-	return bp_method_each_step(ctx, in, out, multipack_step, err);
+	return bp_method_each_step(ctx, in, out, multipack_step, NULL, err);
 }
 
 /* The method's row of the table (plan/method.h struct bp_method). */
@@ -157,4 +159,5 @@ BP_METHOD_ROW(multipack) = {
 	.schedules = 1,
 	.in_all = 1,
 	.rank = 80,
+	.price = bp_price_sort_packer,
 };

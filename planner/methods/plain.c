@@ -121,72 +121,80 @@ int bp_plain_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 	return read_deal(scratch, err) < 0 ? -1 : 0;
 }
 
-int bp_method_plain(const struct bp_method_ctx *ctx, const struct bp_batches *in,
-		    struct bp_plan *out, struct bp_error *err)
+/* What plain keeps between steps (bp_method_each_step's arg): its scratch and parameter. */
+struct plain_run {
+	struct windows W;
+	int *pipe_of; /* [cap_pipe]: window w's pipeline */
+	size_t cap_pipe;
+	int balanced; /* deal=balanced */
+};
+
+/* One step: the batch's documents in the loader's order into windows, dealt to pipelines. */
+static int plain_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
+		      struct bp_step *st, const struct bp_plan *out, void *arg,
+		      struct bp_error *err)
 {
+	struct plain_run *pr = arg;
+	struct windows *W = &pr->W;
 	int dp = bp_plan_dp(out);
 	int64_t cap = out->max_tokens;
 	int cut = out->documents == BP_DOCS_PER_METHOD;
-	struct windows W;
-	int *pipe_of = NULL;
-	size_t cap_pipe = 0;
-	int rc = -1;
-	memset(&W, 0, sizeof(W));
-	int balanced = read_deal(out, err);
-	if (balanced < 0)
-		return -1;
-	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
-		return -1;
-	for (size_t s = 0; s < in->n; s++) {
-		const struct bp_batch *b = &in->b[s];
-		struct bp_step *st = &out->steps[s];
-		int64_t fill = 0;
-		W.n = W.nw = 0;
-		for (size_t i = 0; i < b->ndocs; i++) {
-			int64_t off = 0, len = b->docs[i].len;
-			if (!cut && fill && len > cap - fill) { /* next-fit: close the window */
-				if (close_window(&W, err) < 0)
-					goto out;
+	int64_t fill = 0;
+	W->n = W->nw = 0;
+	for (size_t i = 0; i < b->ndocs; i++) {
+		int64_t off = 0, len = b->docs[i].len;
+		if (!cut && fill && len > cap - fill) { /* next-fit: close the window */
+			if (close_window(W, err) < 0)
+				return -1;
+			fill = 0;
+		}
+		while (off < len) {
+			int64_t take = len - off;
+			if (take > cap - fill)
+				take = cap - fill;
+			if (add_span(W, (struct bp_span){b->docs[i].id, off, take}, err) < 0)
+				return -1;
+			off += take;
+			fill += take;
+			if (fill == cap) {
+				if (close_window(W, err) < 0)
+					return -1;
 				fill = 0;
 			}
-			while (off < len) {
-				int64_t take = len - off;
-				if (take > cap - fill)
-					take = cap - fill;
-				if (add_span(&W, (struct bp_span){b->docs[i].id, off, take}, err) < 0)
-					goto out;
-				off += take;
-				fill += take;
-				if (fill == cap) {
-					if (close_window(&W, err) < 0)
-						goto out;
-					fill = 0;
-				}
-			}
 		}
-		if (close_window(&W, err) < 0)
-			goto out;
-		if (W.nw > cap_pipe) {
-			int *np = bp_realloc_array(pipe_of, W.nw, sizeof(*np), err);
-			if (!np)
-				goto out;
-			pipe_of = np;
-			cap_pipe = W.nw;
-		}
-		for (size_t w = 0; w < W.nw; w++) /* window w to pipeline w mod dp */
-			pipe_of[w] = (int)(w % (size_t)dp);
-		if (balanced && deal_balanced(ctx, &W, dp, pipe_of, err) < 0)
-			goto out;
-		for (size_t w = 0; w < W.nw; w++)
-			if (bp_pipe_add_mb(&st->pipes[pipe_of[w]], W.spans + W.start[w],
-					   W.start[w + 1] - W.start[w], ctx->shard, err) < 0)
-				goto out;
 	}
-	rc = 0;
-out:
-	free(W.spans);
-	free(W.start);
-	free(pipe_of);
+	if (close_window(W, err) < 0)
+		return -1;
+	if (W->nw > pr->cap_pipe) {
+		int *np = bp_realloc_array(pr->pipe_of, W->nw, sizeof(*np), err);
+		if (!np)
+			return -1;
+		pr->pipe_of = np;
+		pr->cap_pipe = W->nw;
+	}
+	for (size_t w = 0; w < W->nw; w++) /* window w to pipeline w mod dp */
+		pr->pipe_of[w] = (int)(w % (size_t)dp);
+	if (pr->balanced && deal_balanced(ctx, W, dp, pr->pipe_of, err) < 0)
+		return -1;
+	for (size_t w = 0; w < W->nw; w++)
+		if (bp_pipe_add_mb(&st->pipes[pr->pipe_of[w]], W->spans + W->start[w],
+				   W->start[w + 1] - W->start[w], ctx->shard, err) < 0)
+			return -1;
+	return 0;
+}
+
+int bp_method_plain(const struct bp_method_ctx *ctx, const struct bp_batches *in,
+		    struct bp_plan *out, struct bp_error *err)
+{
+	struct plain_run pr;
+	memset(&pr, 0, sizeof(pr));
+	pr.balanced = read_deal(out, err);
+	if (pr.balanced < 0)
+		return -1;
+	int rc = bp_method_each_step(ctx, in, out, plain_step, &pr, err) < 0 ? -1 : 0;
+	free(pr.W.spans);
+	free(pr.W.start);
+	free(pr.pipe_of);
 	return rc;
 }
 

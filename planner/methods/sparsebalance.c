@@ -1187,6 +1187,33 @@ static const char *const sb_params[] = {"sb_block", "sb_k_base", "sb_k_set", "sb
 					"sb_cardinality", "sb_time", "sb_refresh", "sb_packer",
 					NULL};
 
+/* Its price (cmd/cmd_solve_limits.c), in instructions per step: layers (3,500 D + 200 pp B)
+ * + 4 D^2 over B = tokens / sb_block + D blocks (the per-layer tuning and the batching,
+ * quadratic in D: 393 M a step at 4,096 one-token documents, 2.3 G at 16,384), and the
+ * packing of a method named by sb_batching (its price's pack). Its own work grows with the
+ * square of the documents per step. */
+#define I_SB_DOC_LAYER 3.5e3
+#define I_SB_BLOCK_STAGE_LAYER 200.0
+#define I_SB_DOC_PAIR 4.0
+
+static void sb_price(const struct bp_price_req *r, struct bp_price *p)
+{
+	double d = r->docs, pp = (double)r->pp;
+	double layers = r->layers > 0 ? (double)r->layers : 128.0;
+	double blocks = r->tokens / fmax(1.0, bp_price_param(r, "sb_block", 256)) + d;
+	p->grows = BP_GROWS_DOCS_SQUARED;
+	p->own = layers * (I_SB_DOC_LAYER * d + I_SB_BLOCK_STAGE_LAYER * pp * blocks) +
+		 I_SB_DOC_PAIR * d * d;
+	const char *b = bp_price_param_text(r, "sb_batching");
+	const struct bp_method *in = b ? bp_method_find(b) : NULL;
+	if (in && in->price && in->price != sb_price) {
+		struct bp_price q;
+		memset(&q, 0, sizeof(q));
+		in->price(r, &q);
+		p->own += q.pack;
+	}
+}
+
 /* The method's row of the table (plan/method.h struct bp_method). */
 BP_METHOD_ROW(sparsebalance) = {
 	.name = "sparsebalance",
@@ -1200,6 +1227,8 @@ BP_METHOD_ROW(sparsebalance) = {
 	.check_request = bp_sb_check_request,
 	.carries = 1,
 	.rank = 110,
+	.input = BP_INPUT_COVERAGE,
+	.price = sb_price,
 };
 
 /* The method's row of the table (plan/method.h struct bp_method). */
@@ -1214,4 +1243,6 @@ BP_METHOD_ROW(sb_lbb) = {
 	.check_request = bp_sb_check_request,
 	.carries = 1,
 	.rank = 120,
+	.input = BP_INPUT_COVERAGE,
+	.price = sb_price,
 };

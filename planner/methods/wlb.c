@@ -849,6 +849,20 @@ int bp_method_wlb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 static const char *const wlb_params[] = {"queues", "thresholds", "max_len_factor",
 					 "max_delay", "release", NULL};
 
+/* Its price (cmd/cmd_solve_limits.c): 5,000 instructions a document per step (the queues
+ * and the greedy packing). */
+#define I_WLB_DOC 5e3
+
+double bp_wlb_pack_price(const struct bp_price_req *r)
+{
+	return I_WLB_DOC * r->docs;
+}
+
+static void wlb_price(const struct bp_price_req *r, struct bp_price *p)
+{
+	p->own = p->pack = bp_wlb_pack_price(r);
+}
+
 /* The method's row of the table (plan/method.h struct bp_method). */
 BP_METHOD_ROW(wlb) = {
 	.name = "wlb",
@@ -861,4 +875,5 @@ BP_METHOD_ROW(wlb) = {
 	.schedules = 1,
 	.in_all = 1,
 	.rank = 30,
+	.price = wlb_price,
 };

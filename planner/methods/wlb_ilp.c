@@ -36,6 +36,14 @@ int bp_method_wlb_ilp(const struct bp_method_ctx *ctx, const struct bp_batches *
 	return bp_wlb_plan(ctx, in, out, ilp_repack, &o, err);
 }
 
+/* Its price: wlb's queues (bp_wlb_pack_price), and GLPK's search per step where the step's
+ * binaries fit (bp_price_ilp_pack), at most ilp_time_limit_s, which ends the run. */
+static void wlb_ilp_price(const struct bp_price_req *r, struct bp_price *p)
+{
+	p->own = p->pack = bp_wlb_pack_price(r);
+	p->own += bp_price_ilp_pack(r, 1.0);
+}
+
 static const char *const wlb_ilp_params[] = {"ilp_time_limit_s", "ilp_gap", "ilp_node_limit",
 					     "ilp_work_limit", "ilp_max_vars", "queues",
 					     "thresholds", "max_len_factor", "max_delay",
@@ -55,4 +63,5 @@ BP_METHOD_ROW(wlb_ilp) = {
 	.schedules = 1,
 	.in_all = 1,
 	.rank = 50,
+	.price = wlb_ilp_price,
 };

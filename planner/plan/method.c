@@ -35,12 +35,12 @@ int bp_method_alloc_steps(struct bp_plan *out, const struct bp_batches *in, size
 }
 
 int bp_method_each_step(const struct bp_method_ctx *ctx, const struct bp_batches *in,
-			struct bp_plan *out, bp_step_fn fn, struct bp_error *err)
+			struct bp_plan *out, bp_step_fn fn, void *arg, struct bp_error *err)
 {
 	if (bp_method_alloc_steps(out, in, in->n, err) < 0)
 		return -1;
 	for (size_t s = 0; s < in->n; s++) {
-		int rc = fn(ctx, &in->b[s], &out->steps[s], out, err);
+		int rc = fn(ctx, &in->b[s], &out->steps[s], out, arg, err);
 		if (rc < 0)
 			return rc;
 	}

@@ -1,5 +1,6 @@
-/* method.h: the method table. Each method is one file under planner/ named after it and one
- * line in methods.c; cmd/ lists and calls methods only through this table.
+/* method.h: the method table. Each method is one file under planner/methods/ named after it,
+ * holding its row (BP_METHOD_ROW below); cmd/ lists, prepares, prices and calls methods only
+ * through this table.
  *
  * A method turns the drawn global batches into steps: for each step, the documents drawn
  * (copied from the batch), which of them it delays and to which step, and per pipeline the
@@ -58,6 +59,58 @@ static inline int bp_plan_dp(const struct bp_plan *p)
 typedef int (*bp_method_fn)(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 			    struct bp_plan *out, struct bp_error *err);
 
+/* A method's own input from the front end (ctx->input, bp_solve_opts.method_input): which one
+ * the front end prepares and hands it. */
+enum bp_method_input {
+	BP_INPUT_NONE = 0,
+	/* candidate strategies (struct bp_hyd_set, balplan.strategies/v1): `solve --strategies
+	 * FILE` reads them, else the front end proposes them from the data, and the method plans
+	 * on the profile of the request's and every candidate's schemes (cmd/cmd_propose.c
+	 * cmd_hyd_candidates) */
+	BP_INPUT_STRATEGIES,
+	/* measured coverage (struct bp_sb_coverage, balplan.coverage/v1) when the parameter
+	 * sb_coverage is measured:FILE, else NULL */
+	BP_INPUT_COVERAGE,
+};
+
+/* A `balplan solve` request as a method's price sees it (the front end's planning limits,
+ * cmd/solve_limits.h), before anything is drawn: per step docs (D) documents of tokens
+ * tokens, mb0 = ceil(tokens / max_tokens). */
+struct bp_price_req {
+	double docs, tokens, mb0;
+	double long_share; /* the share of documents at least max_tokens / 2 long once cut */
+	int64_t max_tokens, gpus, tp, cp, pp, dp;
+	int layers;        /* the model's; 0: not known before the profile is read */
+	const struct bp_param *params; /* every --param given (bp_price_param reads one) */
+	size_t nparams;
+	int64_t inputs;    /* items of its input known up front (BP_INPUT_STRATEGIES: the
+			    * strategies in --strategies); 0: none, or proposed from the data */
+	double instr_per_s; /* the front end's machine constant: a time limit in instructions */
+};
+
+/* What a method's own planning time grows with: how the front end's limits message names it
+ * when its own work is the larger part of a price over the limit. */
+enum bp_price_grows {
+	BP_GROWS_STEPS = 0,    /* the steps and what each holds ("method 'NAME' is beyond ...") */
+	BP_GROWS_GPUS,         /* the GPUs ("NAME at --gpus N is beyond ...") */
+	BP_GROWS_DOCS_SQUARED, /* the square of the documents per step */
+	BP_GROWS_TRIALS,       /* its parameter trials ("--param trials=N is beyond ...") */
+};
+
+/* A method's price (its row's price hook), in instructions (valgrind's Ir) as
+ * cmd/cmd_solve_limits.c counts them. */
+struct bp_price {
+	double own;      /* per step, its own work (0 before the hook) */
+	double pack;     /* of own, its packing alone: what a method packing with it pays
+			  * (sparsebalance's sb_batching=NAME) */
+	double once;     /* once per run: before the hook every method's setup, to which the
+			  * hook adds its own */
+	double mem_once; /* bytes it holds for the run (its scratch, tables) */
+	int64_t trials;     /* hydraulis: dispatch trials per candidate and step, as priced */
+	int64_t candidates; /* hydraulis: candidate strategies priced */
+	enum bp_price_grows grows;
+};
+
 struct bp_method {
 	const char *name;
 	bp_method_fn solve;
@@ -98,6 +151,20 @@ struct bp_method {
 			 * request's pipelines); 0: solve refuses a max_tokens document that does
 			 * not fit one pipeline of the request first */
 	int rank;       /* its place in the table's order (-m all, presets, tables): ascending */
+	/* Its own input from the front end in ctx->input (BP_INPUT_NONE: none). */
+	enum bp_method_input input;
+	/* The schemes of every layout it may add, when the front end makes the analytic profile
+	 * (NULL: the request's scheme alone): the profile it plans on is made of exactly these
+	 * (in place of the request's), so `check`, which regenerates an analytic profile from a
+	 * plan's layouts, prices the same. m is the model (NULL: not known, the fewest), sc and
+	 * dp the request's layout, params every --param given (a bad value is the method's own
+	 * error, later). Writes at most cap schemes to out and returns how many. */
+	size_t (*profile_schemes)(const struct bp_model *m, struct bp_scheme sc, int dp,
+				  const struct bp_param *params, size_t nparams,
+				  struct bp_scheme *out, size_t cap);
+	/* Its price (NULL: nothing beyond every method's draw, plan and predict): adds its own
+	 * work to p (zeroed, but for p->once) from the request r alone. */
+	void (*price)(const struct bp_price_req *r, struct bp_price *p);
 };
 
 /* A method's row, defined in its own file under planner/methods/ as
@@ -131,6 +198,27 @@ int bp_method_in_all(const struct bp_method *m);
  * check (flexsp: a long document runs on a sequence-parallel group of several pipelines of
  * the request, and a document no group holds is the method's infeasibility). */
 int bp_method_own_memory(const struct bp_method *m);
+
+/* What the price hooks share (methods/methods.c). A --param's value as a number, or def when
+ * absent or not a number (the method's own reader reports a bad value before anything runs);
+ * its text, or NULL. */
+double bp_price_param(const struct bp_price_req *r, const char *key, double def);
+const char *bp_price_param_text(const struct bp_price_req *r, const char *key);
+/* One GLPK search within a method's budget, in instructions: ilp_work_limit million work
+ * units [work_m] at 30 instructions each (14-24 measured), at most ilp_time_limit_s
+ * [time_s]. */
+double bp_price_ilp_search(const struct bp_price_req *r, double work_m, double time_s);
+/* The packing ILP of fixed-ilp and wlb-ilp per step, packing window global batches at once:
+ * one search per window where a window's binaries (D mb0 window^2) fit twice ilp_max_vars (a
+ * step may draw fewer documents than the mean says), else none. */
+double bp_price_ilp_pack(const struct bp_price_req *r, double window);
+/* The price hook of a packer that sorts the documents (ffd, bfd, multipack): 100 D log2 D
+ * instructions per step, all of it packing. */
+void bp_price_sort_packer(const struct bp_price_req *r, struct bp_price *p);
+/* fixed's and wlb's packing per step (methods/fixed.c, wlb.c), which fixed-ilp and wlb-ilp
+ * run before their ILP */
+double bp_fixed_pack_price(const struct bp_price_req *r);
+double bp_wlb_pack_price(const struct bp_price_req *r);
 
 /* The record codec of a kind ("ilp"), searched in the method table; NULL when unknown. */
 const struct bp_record_ops *bp_record_find(const char *kind);
@@ -212,9 +300,12 @@ int bp_fixed_ilp_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 void bp_flexsp_warn(const struct bp_plan *p, char *buf, size_t n);
 /* flexsp's largest group, in units of tp GPUs: max_group when > 0 (a power of two), else
  * the largest power of two dividing the model's heads / tp (Ulysses gives each rank whole
- * heads); at most the largest power of two <= units. cmd_solve.c makes flexsp's analytic
- * profile with a scheme per size up to it. */
+ * heads); at most the largest power of two <= units. Its row's profile_schemes
+ * (bp_flexsp_profile_schemes) lists a scheme per size up to it. */
 int bp_flexsp_max_group(const struct bp_model *m, int tp, int units, int64_t max_group);
+size_t bp_flexsp_profile_schemes(const struct bp_model *m, struct bp_scheme sc, int dp,
+				 const struct bp_param *params, size_t nparams,
+				 struct bp_scheme *out, size_t cap);
 
 /* Reads an integer / real method parameter from the plan, or records the default there.
  * Fails naming the parameter when the value is not a number in [lo, hi]. */
@@ -224,13 +315,16 @@ int bp_method_param_real(struct bp_plan *p, const char *key, double def, double 
 			 double hi, double *out, struct bp_error *err);
 
 /* One step of a method that plans each global batch on its own: fills st (its pipelines)
- * from batch b; out gives the cluster and caps. Returns 0, -1 or BP_INFEASIBLE. */
+ * from batch b; out gives the cluster and caps, arg is the method's own (its parameters as
+ * read, scratch kept between steps; bp_method_each_step's). Returns 0, -1 or BP_INFEASIBLE. */
 typedef int (*bp_step_fn)(const struct bp_method_ctx *ctx, const struct bp_batch *b,
-			  struct bp_step *st, const struct bp_plan *out, struct bp_error *err);
+			  struct bp_step *st, const struct bp_plan *out, void *arg,
+			  struct bp_error *err);
 
-/* Runs fn on every drawn batch, one step each, after bp_method_alloc_steps. */
+/* Runs fn(..., arg, ...) on every drawn batch in order, one step each, after
+ * bp_method_alloc_steps; stops at the first step that fails and returns its status. */
 int bp_method_each_step(const struct bp_method_ctx *ctx, const struct bp_batches *in,
-			struct bp_plan *out, bp_step_fn fn, struct bp_error *err);
+			struct bp_plan *out, bp_step_fn fn, void *arg, struct bp_error *err);
 
 /* In a window of a run (ctx->run): moves out's steps (numbered from 0 by
  * bp_method_alloc_steps) to the run's numbers from step0, delays included, and sets

@@ -119,8 +119,12 @@ static int check_ca(const struct bp_plan *p, const struct bp_step *st, size_t i,
 	if (!bp_ticks_resend(st) && l->npipes && l->pipes[0].sc.pp > 1)
 		return bp_errorf(err, "step %zu runs non-resend mode on pp %d (only pp 1 may keep "
 				 "Q, K and V on the servers)", i, l->pipes[0].sc.pp);
+	/* A plan whose parameter resend is 1 resends at every step. The mode is the step's
+	 * record's (bp_ticks_resend), and the parameter is the record's method's: the method
+	 * whose row keeps that record, named as the record's kind. */
 	const char *asked = bp_plan_param(p, "resend");
-	if (!bp_ticks_resend(st) && !strcmp(p->method, "distca") && asked && !strcmp(asked, "1"))
+	if (!bp_ticks_resend(st) && !strcmp(p->method, st->record_ops->name) && asked &&
+	    !strcmp(asked, "1"))
 		return bp_errorf(err, "step %zu runs non-resend mode but the plan's parameter "
 				 "resend is 1", i);
 	sp = bp_calloc(nsp + 1, sizeof(*sp), err);

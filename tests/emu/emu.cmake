@@ -1,7 +1,8 @@
 # The attention kernels' tests on a CPU emulation of the CUDA they use (tests/emu/README.md),
 # label emu. include()d from tests/CMakeLists.txt in every build, CUDA or not: the kernels
-# (executor/attn.cu, executor/attn_sparse.cu) and their GPU tests (tests/gpu/*.cu, --small)
-# go unchanged through emu_prep and a C++17 compiler, against the emulator's headers
+# (executor/attn.cu, executor/attn_sparse.cu, and the tile header both include,
+# executor/attn_tile.cuh) and their GPU tests (tests/gpu/*.cu, --small) go unchanged through
+# emu_prep and a C++17 compiler, against the emulator's headers
 # (tests/emu/include, first on the include path) and runtime.
 include(CheckLanguage)
 check_language(CXX)
@@ -20,13 +21,19 @@ file(MAKE_DIRECTORY ${BP_EMU_GEN})
 add_executable(emu_prep ${BP_EMU_DIR}/emu_prep.c)
 
 # Each .cu becomes NAME.cu.cc (what the compiler reads) and NAME.cu.sites (its barriers, for
-# test-barrier-drop --survey).
-foreach(cu executor/attn.cu executor/attn_sparse.cu tests/gpu/test_attention.cu
-    tests/gpu/test_sparse_attention.cu tests/emu/emu_checks.cu)
+# test-barrier-drop --survey). The tile header both kernel files include
+# (executor/attn_tile.cuh: the tile steps, with their __syncwarp, shuffles and WMMA calls) goes
+# the same way to attn_tile.cuh beside them, which their #include "attn_tile.cuh" finds first
+# (a quoted include looks in the including file's folder, the build's, whatever #line says).
+foreach(cu executor/attn.cu executor/attn_sparse.cu executor/attn_tile.cuh
+    tests/gpu/test_attention.cu tests/gpu/test_sparse_attention.cu tests/emu/emu_checks.cu)
   get_filename_component(name ${cu} NAME)
-  add_custom_command(OUTPUT ${BP_EMU_GEN}/${name}.cc ${BP_EMU_GEN}/${name}.sites
-    COMMAND emu_prep --sites ${BP_EMU_GEN}/${name}.sites ${CMAKE_SOURCE_DIR}/${cu}
-            ${BP_EMU_GEN}/${name}.cc
+  set(out ${BP_EMU_GEN}/${name}.cc)
+  if(name MATCHES "[.]cuh$")
+    set(out ${BP_EMU_GEN}/${name})
+  endif()
+  add_custom_command(OUTPUT ${out} ${BP_EMU_GEN}/${name}.sites
+    COMMAND emu_prep --sites ${BP_EMU_GEN}/${name}.sites ${CMAKE_SOURCE_DIR}/${cu} ${out}
     DEPENDS emu_prep ${CMAKE_SOURCE_DIR}/${cu}
     COMMENT "emu_prep ${cu}"
     VERBATIM)
@@ -44,7 +51,9 @@ add_library(balplan_emu STATIC ${BP_EMU_DIR}/fiber.cpp ${BP_EMU_DIR}/sched.cpp
   ${BP_EMU_DIR}/runtime.cpp)
 target_include_directories(balplan_emu PUBLIC ${BP_EMU_DIR}/include)
 
-add_library(balplan_emu_attn STATIC ${BP_EMU_GEN}/attn.cu.cc ${BP_EMU_GEN}/attn_sparse.cu.cc)
+# (the prepared header is listed so that it is made before the files that include it)
+add_library(balplan_emu_attn STATIC ${BP_EMU_GEN}/attn.cu.cc ${BP_EMU_GEN}/attn_sparse.cu.cc
+  ${BP_EMU_GEN}/attn_tile.cuh)
 target_include_directories(balplan_emu_attn PUBLIC ${CMAKE_SOURCE_DIR}/executor ${BP_PLANNER_INC})
 target_link_libraries(balplan_emu_attn PUBLIC balplan_emu balplan_core)
 
