@@ -443,23 +443,15 @@ static int take_params(const struct balplan_solve_opts *o, struct bp_param **out
 	return 0;
 }
 
-/* flexsp's analytic profile (cmd/cmd_solve.c): one scheme {tp, s, 1} for every power of two
- * s up to its largest group, so every layout its plans hold is priced. */
-static int flexsp_profile(const balplan_costmodel *cm, const struct bp_param *params,
-			  size_t nparams, struct bp_profile *p, char sha[65], struct bp_error *err)
+/* The analytic profile of a method whose row lists its own schemes (flexsp's group sizes;
+ * as cmd/cmd_solve.c makes it), so every layout its plans hold is priced. */
+static int method_profile(const struct bp_method *m, const balplan_costmodel *cm,
+			  const struct bp_param *params, size_t nparams, struct bp_profile *p,
+			  char sha[65], struct bp_error *err)
 {
 	struct bp_scheme fsc[32];
-	size_t nfsc = 0;
-	int64_t mg = 0;
-	for (size_t i = 0; i < nparams; i++)
-		if (!strcmp(params[i].key, "max_group")) {
-			int64_t v = 0;
-			if (!bp_parse_int64(params[i].value, &v, "max_group", NULL) && v > 0)
-				mg = v; /* a bad value is the method's error */
-		}
-	long long maxg = bp_flexsp_max_group(&cm->model, cm->sc.tp, cm->dp, mg);
-	for (long long s = 1; s <= maxg && nfsc < BP_ARRAY_LEN(fsc); s *= 2)
-		fsc[nfsc++] = (struct bp_scheme){.tp = cm->sc.tp, .cp = (int)s, .pp = 1};
+	size_t nfsc = m->profile_schemes(&cm->model, cm->sc, cm->dp, params, nparams, fsc,
+					 BP_ARRAY_LEN(fsc));
 	if (analytic_profile(&cm->gpu, &cm->model, fsc, nfsc, cm->max_tokens, p, sha, err) < 0)
 		return -1;
 	p->recompute = cm->prof.recompute;
@@ -511,10 +503,10 @@ static int run_solve(const balplan_costmodel *cm, const balplan_dataset *d,
 	const struct bp_method *m = o->method ? bp_method_find(o->method) : NULL;
 	if (!m)
 		return bp_errorf(err, "unknown method '%s'", o->method ? o->method : "(null)");
-	if (m->solve == bp_method_hydraulis)
-		return bp_errorf(err, "method 'hydraulis' plans over candidate strategies that "
+	if (m->input == BP_INPUT_STRATEGIES)
+		return bp_errorf(err, "method '%s' plans over candidate strategies that "
 				 "`balplan solve` (or `balplan propose`) makes; the library does "
-				 "not run it");
+				 "not run it", m->name);
 	struct bp_solve_opts so = {
 		.method = m->name,
 		.cluster = {.gpus = cm->sc.tp * cm->sc.cp * cm->sc.pp * cm->dp, .tp = cm->sc.tp,
@@ -562,8 +554,8 @@ static int run_solve(const balplan_costmodel *cm, const balplan_dataset *d,
 	const struct bp_profile *prof = &cm->prof;
 	bp_profile_init(&fprof);
 	int rc = -1;
-	if (m->solve == bp_method_flexsp && cm->analytic) {
-		if (flexsp_profile(cm, params, o->nparams, &fprof, fsha, err) < 0)
+	if (m->profile_schemes && cm->analytic) {
+		if (method_profile(m, cm, params, o->nparams, &fprof, fsha, err) < 0)
 			goto done;
 		prof = &fprof;
 		so.profile_sha = fsha;
