@@ -116,8 +116,17 @@ static const struct gpu_preset gpus[] = {
 	 "GB/s, NVLink 400 GB/s; Hydraulis Sec. 8.1: InfiniBand 200 GB/s per node (8 GPUs)"},
 	{{"H20", 148.0, 96 * GIB, 4000.0, 450.0, 50.0, 8},
 	 "NVIDIA HGX H20 product brief: BF16 296 TFLOPS sparse, 96GB HBM3 at 4.0 TB/s, NVLink "
-	 "900 GB/s; network assumed 400 Gb/s per GPU (a later H20 with 141GB HBM3e exists; "
-	 "plan it with a measured profile)"},
+	 "900 GB/s; network assumed 400 Gb/s per GPU (a later H20 with 141GB HBM3e exists: "
+	 "H20-141G)"},
+	/* The later H20 with 141GB of HBM3e, SparseBalance's second testbed (Sec. V-A: "8 x H20
+	 * GPUs with 141GB of HBM3e memory"). NVIDIA publishes no datasheet for it: the compute,
+	 * NVLink and network are the H20's (same GH100 part, only the memory changes), and the
+	 * HBM3e stacks are the H200's (141GB), so its bandwidth and usable bytes are taken as the
+	 * H200 row's: both assumptions. */
+	{{"H20-141G", 148.0, 140 * GIB, 4800.0, 450.0, 50.0, 8},
+	 "SparseBalance Sec. V-A (H20 with 141GB HBM3e); no NVIDIA datasheet: BF16 296 TFLOPS "
+	 "sparse and NVLink 900 GB/s as the HGX H20 product brief (assumed unchanged), HBM3e "
+	 "4.8 TB/s and 140GB usable as the H200 row (assumed), network assumed 400 Gb/s per GPU"},
 	/* Blackwell. The dense BF16 figure: NVIDIA's HGX B200 specification gives 36 PFLOPS FP16/
 	 * BF16 per 8 GPUs with sparsity, 4.5 PF per GPU, so 2250 TFLOPS dense. */
 	{{"B200", 2250.0, 180 * GIB, 8000.0, 900.0, 50.0, 8},
