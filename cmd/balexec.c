@@ -295,7 +295,118 @@ static int rdv_address(const char *flag, char *host, size_t hostn, int *port)
 	return 1;
 }
 
-int main(int argc, char **argv)
+/* main's steps return this to go on, EXEC_HINT for a usage error that points at --help, or
+ * an exit status to stop with. */
+#define EXEC_GO (-1)
+#define EXEC_HINT (-2)
+
+/* The command line as parsed (exec_parse) and checked (exec_check_args). */
+struct exec_args {
+	const char *backend, *trace_path, *profile_path, *steps, *rdv_flag, *gpu_times;
+	const char *plan_path;
+	struct bp_engine_opts eo;
+	int64_t f_rank, f_world, f_local, absent_rank;
+	const struct bp_backend *be;
+};
+
+/* What a run reads and starts, released by exec_release. */
+struct exec_run {
+	struct bp_plan plan;
+	struct bp_profile prof;
+	struct bp_costs cm;
+	struct bp_trace tr;
+	void *st;           /* the backend's state */
+	char *text, sha[65], uid[4096];
+	size_t uid_len;
+	int have_cm, started, rt_rank, rt_world;
+	int64_t l_rank, l_world, l_local; /* the launcher's view: flags, else Slurm */
+	const char *src;                  /* which of them said the world */
+};
+
+/* An integer option (--warmup, --max-bytes, --rank, --world, --local-rank, --debug-*). */
+static int parse_int_opt(struct exec_args *a, int c, const char *arg)
+{
+	struct bp_error err;
+	int64_t v;
+	if (bp_parse_int64(arg, &v, "", &err) < 0 || v < 0 ||
+	    v > (c == 'B' ? (1 << 30) : INT32_MAX - 1) || (c == 'B' && v < 64) ||
+	    (c == 'W' && v < 1)) {
+		exec_error("bad value '%s' for --%s", cmd_cut(arg),
+			   c == 'w'   ? "warmup"
+			   : c == 'B' ? "max-bytes (64 to 2^30)"
+			   : c == 'r' ? "rank"
+			   : c == 'W' ? "world"
+			   : c == 'L' ? "local-rank"
+			   : c == 'H' ? "debug-hang-rank"
+			   : c == 'E' ? "debug-exit-rank"
+				      : "debug-absent-rank");
+		return EXEC_HINT;
+	}
+	if (c == 'w')
+		a->eo.warmup = (int)v;
+	else if (c == 'B')
+		a->eo.max_bytes = v;
+	else if (c == 'r')
+		a->f_rank = v;
+	else if (c == 'W')
+		a->f_world = v;
+	else if (c == 'L')
+		a->f_local = v;
+	else if (c == 'H')
+		a->eo.hang_rank = (int)v;
+	else if (c == 'E')
+		a->eo.exit_rank = (int)v;
+	else
+		a->absent_rank = v;
+	return EXEC_GO;
+}
+
+/* One option c with its argument arg (getopt's optarg). */
+static int parse_opt(struct exec_args *a, int c, const char *arg)
+{
+	struct bp_error err;
+	double x;
+	switch (c) {
+	case 'b': a->backend = arg; break;
+	case 's': a->steps = arg; break;
+	case 't': a->trace_path = arg; break;
+	case 'p': a->profile_path = arg; break;
+	case 'R': a->rdv_flag = arg; break;
+	case 'G': a->gpu_times = arg; break;
+	case 'w':
+	case 'B':
+	case 'r':
+	case 'W':
+	case 'L':
+	case 'H':
+	case 'E':
+	case 'A':
+		return parse_int_opt(a, c, arg);
+	case 'x':
+	case 'T':
+		if (bp_parse_double(arg, &x, "", &err) < 0 || !(x > 0) || x > 1e6) {
+			exec_error("bad value '%s' for --%s (a positive number)", cmd_cut(arg),
+				   c == 'x' ? "time-scale" : "timeout");
+			return EXEC_HINT;
+		}
+		if (c == 'x')
+			a->eo.time_scale = x;
+		else
+			a->eo.timeout_s = x;
+		break;
+	case 'h':
+		usage(stdout);
+		return cmd_finish(EXIT_OK) == EXIT_OK ? EXIT_OK : EXIT_DATA;
+	case 'V':
+		printf("balexec %s\n", BALPLAN_VERSION);
+		return cmd_finish(EXIT_OK) == EXIT_OK ? EXIT_OK : EXIT_DATA;
+	default:
+		return EXEC_HINT;
+	}
+	return EXEC_GO;
+}
+
+static int exec_parse(int argc, char **argv, struct exec_args *a)
 {
 	static const struct option opts[] = {
 		{"backend", required_argument, NULL, 'b'},
@@ -318,319 +429,269 @@ int main(int argc, char **argv)
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *backend = "host", *trace_path = NULL, *profile_path = NULL, *steps = NULL;
-	const char *rdv_flag = NULL, *gpu_times = NULL;
-	struct bp_engine_opts eo = {1.0, 300.0, -1, 0, 0, 1, -1, -1};
-	int64_t f_rank = -1, f_world = -1, f_local = -1, absent_rank = -1, v;
-	struct bp_error err;
-	struct bp_plan plan;
-	struct bp_profile prof;
-	struct bp_costs cm;
-	struct bp_trace tr;
-	struct bp_engine *eng = NULL;
-	const struct bp_backend *be = NULL;
-	void *st = NULL;
-	char *text = NULL, sha[65] = "", uid[4096], rdv_host[256] = "";
-	size_t uid_len = 0;
-	int c, rc = EXIT_USAGE, rt_rank = 0, rt_world = 0, have_cm = 0, started = 0, port = 0;
-	double x;
-
-	bp_plan_init(&plan);
-	bp_profile_init(&prof);
-	bp_trace_init(&tr);
-	memset(&cm, 0, sizeof(cm));
-	/* Until the launcher's view is settled, errors name SLURM_PROCID when there is one. */
-	if (env_int("SLURM_PROCID", &v) == 1 && v >= 0 && v < INT32_MAX)
-		g_rank = (int)v;
-	if (gethostname(g_host, sizeof(g_host)) < 0)
-		snprintf(g_host, sizeof(g_host), "?");
-	g_host[sizeof(g_host) - 1] = 0;
+	int c;
+	memset(a, 0, sizeof(*a));
+	a->backend = "host";
+	a->eo = (struct bp_engine_opts){1.0, 300.0, -1, 0, 0, 1, -1, -1};
+	a->f_rank = a->f_world = a->f_local = a->absent_rank = -1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'b':
-			backend = optarg;
-			break;
-		case 's':
-			steps = optarg;
-			break;
-		case 't':
-			trace_path = optarg;
-			break;
-		case 'p':
-			profile_path = optarg;
-			break;
-		case 'R':
-			rdv_flag = optarg;
-			break;
-		case 'G':
-			gpu_times = optarg;
-			break;
-		case 'w':
-		case 'B':
-		case 'r':
-		case 'W':
-		case 'L':
-		case 'H':
-		case 'E':
-		case 'A':
-			if (bp_parse_int64(optarg, &v, "", &err) < 0 || v < 0 ||
-			    v > (c == 'B' ? (1 << 30) : INT32_MAX - 1) || (c == 'B' && v < 64) ||
-			    (c == 'W' && v < 1)) {
-				exec_error("bad value '%s' for --%s", cmd_cut(optarg),
-					   c == 'w'   ? "warmup"
-					   : c == 'B' ? "max-bytes (64 to 2^30)"
-					   : c == 'r' ? "rank"
-					   : c == 'W' ? "world"
-					   : c == 'L' ? "local-rank"
-					   : c == 'H' ? "debug-hang-rank"
-					   : c == 'E' ? "debug-exit-rank"
-						      : "debug-absent-rank");
-				goto usage;
-			}
-			if (c == 'w')
-				eo.warmup = (int)v;
-			else if (c == 'B')
-				eo.max_bytes = v;
-			else if (c == 'r')
-				f_rank = v;
-			else if (c == 'W')
-				f_world = v;
-			else if (c == 'L')
-				f_local = v;
-			else if (c == 'H')
-				eo.hang_rank = (int)v;
-			else if (c == 'E')
-				eo.exit_rank = (int)v;
-			else
-				absent_rank = v;
-			break;
-		case 'x':
-		case 'T':
-			if (bp_parse_double(optarg, &x, "", &err) < 0 || !(x > 0) || x > 1e6) {
-				exec_error("bad value '%s' for --%s (a positive number)",
-					   cmd_cut(optarg),
-					   c == 'x' ? "time-scale" : "timeout");
-				goto usage;
-			}
-			if (c == 'x')
-				eo.time_scale = x;
-			else
-				eo.timeout_s = x;
-			break;
-		case 'h':
-			usage(stdout);
-			return cmd_finish(EXIT_OK) == EXIT_OK ? EXIT_OK : EXIT_DATA;
-		case 'V':
-			printf("balexec %s\n", BALPLAN_VERSION);
-			return cmd_finish(EXIT_OK) == EXIT_OK ? EXIT_OK : EXIT_DATA;
-		default:
-			goto usage;
-		}
+		int r = parse_opt(a, c, optarg);
+		if (r != EXEC_GO)
+			return r;
 	}
 	if (optind != argc - 1) {
 		exec_error(optind >= argc ? "no plan given" : "more than one plan given");
-		goto usage;
+		return EXEC_HINT;
 	}
-	if (profile_path && !strcmp(profile_path, "-") && !strcmp(argv[optind], "-")) {
+	a->plan_path = argv[optind];
+	return EXEC_GO;
+}
+
+/* The output files against the inputs: none may overwrite the plan or the profile. */
+static int check_outputs(const struct exec_args *a)
+{
+	const char *plan = a->plan_path, *prof = a->profile_path, *trace = a->trace_path;
+	if (prof && !strcmp(prof, "-") && !strcmp(plan, "-")) {
 		exec_error("the plan and --profile cannot both be standard input ('-')");
-		goto usage;
+		return EXEC_HINT;
 	}
-	if (trace_path && cmd_same_file(trace_path, argv[optind])) {
+	if (trace && cmd_same_file(trace, plan)) {
 		exec_error("--trace '%s' is the plan being read: refusing to overwrite it",
-			   cmd_cut(trace_path));
-		goto usage;
+			   cmd_cut(trace));
+		return EXEC_HINT;
 	}
-	if (trace_path && profile_path && cmd_same_file(trace_path, profile_path)) {
+	if (trace && prof && cmd_same_file(trace, prof)) {
 		exec_error("--trace '%s' is the profile being read: refusing to overwrite it",
-			   cmd_cut(trace_path));
-		goto usage;
+			   cmd_cut(trace));
+		return EXEC_HINT;
 	}
-	if (gpu_times && (cmd_same_file(gpu_times, argv[optind]) ||
-			  (profile_path && cmd_same_file(gpu_times, profile_path)) ||
-			  (trace_path && cmd_same_file(gpu_times, trace_path)))) {
+	if (a->gpu_times && (cmd_same_file(a->gpu_times, plan) ||
+			     (prof && cmd_same_file(a->gpu_times, prof)) ||
+			     (trace && cmd_same_file(a->gpu_times, trace)))) {
 		exec_error("--gpu-times '%s' is the plan, the profile or the trace: refusing to "
-			   "overwrite it", cmd_cut(gpu_times));
-		goto usage;
+			   "overwrite it", cmd_cut(a->gpu_times));
+		return EXEC_HINT;
 	}
-	if ((f_rank >= 0) != (f_world >= 0)) {
+	return EXEC_GO;
+}
+
+/* The options against each other, and the backend they name, before any input is read. */
+static int exec_check_args(struct exec_args *a)
+{
+	int r = check_outputs(a);
+	if (r != EXEC_GO)
+		return r;
+	if ((a->f_rank >= 0) != (a->f_world >= 0)) {
 		exec_error("--rank and --world go together");
-		goto usage;
+		return EXEC_HINT;
 	}
-	if (f_rank >= 0 && f_rank >= f_world) {
-		exec_error("--rank %lld is outside --world %lld", (long long)f_rank,
-			   (long long)f_world);
-		goto usage;
+	if (a->f_rank >= 0 && a->f_rank >= a->f_world) {
+		exec_error("--rank %lld is outside --world %lld", (long long)a->f_rank,
+			   (long long)a->f_world);
+		return EXEC_HINT;
 	}
-	be = bp_backend_find(backend);
-	if (!be) {
-		exec_error("unknown backend '%s' (built in: %s)", cmd_cut(backend),
+	a->be = bp_backend_find(a->backend);
+	if (!a->be) {
+		exec_error("unknown backend '%s' (built in: %s)", cmd_cut(a->backend),
 			   bp_backend_names()[0] ? bp_backend_names() : "none");
-		goto usage;
+		return EXEC_HINT;
 	}
-	if (gpu_times && strcmp(be->name, "cuda")) {
+	if (a->gpu_times && strcmp(a->be->name, "cuda")) {
 		exec_error("--gpu-times needs --backend cuda (the %s backend runs no kernels)",
-			   be->name);
-		goto usage;
+			   a->be->name);
+		return EXEC_HINT;
 	}
 	/* Host: 4 KiB (Open MPI's shared-memory eager limit) keeps 64 emulated ranks on one
 	 * machine with a collective per layer: at 64 KiB the copies of a plain <tp 2, cp 2,
 	 * pp 2> replay's 48 collectives per op cost 8 ranks on 2 cores 0.4 s of CPU per step and
 	 * put its step error at 4-16% (ASan) instead of 2-3.5%. A real backend moves the plan's
 	 * real byte counts (up to 1 GiB per buffer). */
-	if (eo.max_bytes < 0)
-		eo.max_bytes = be->idle_until ? (int64_t)1 << 12 : (int64_t)1 << 30;
+	if (a->eo.max_bytes < 0)
+		a->eo.max_bytes = a->be->idle_until ? (int64_t)1 << 12 : (int64_t)1 << 30;
+	return EXEC_GO;
+}
 
-	/* The launcher's view: flags, else Slurm. */
-	int64_t l_rank = f_rank, l_world = f_world, l_local = f_local;
-	const char *src = "--world";
-	if (f_world < 0) {
-		int a = env_int("SLURM_PROCID", &l_rank), b = env_int("SLURM_NTASKS", &l_world);
-		int d = f_local < 0 ? env_int("SLURM_LOCALID", &l_local) : 1;
-		if (a < 0 || b < 0 || d < 0) {
+/* The launcher's view: flags, else Slurm. */
+static int exec_launcher(const struct exec_args *a, struct exec_run *r)
+{
+	r->l_rank = a->f_rank;
+	r->l_world = a->f_world;
+	r->l_local = a->f_local;
+	r->src = "--world";
+	if (a->f_world < 0) {
+		int ra = env_int("SLURM_PROCID", &r->l_rank);
+		int rb = env_int("SLURM_NTASKS", &r->l_world);
+		int rd = a->f_local < 0 ? env_int("SLURM_LOCALID", &r->l_local) : 1;
+		if (ra < 0 || rb < 0 || rd < 0) {
 			exec_error("malformed SLURM_PROCID, SLURM_NTASKS or SLURM_LOCALID");
 			return EXIT_USAGE;
 		}
-		if (a == 0 || b == 0) {
-			l_rank = -1;
-			l_world = -1;
+		if (ra == 0 || rb == 0) {
+			r->l_rank = -1;
+			r->l_world = -1;
 		}
-		if (d == 0)
-			l_local = -1;
-		src = "SLURM_NTASKS";
+		if (rd == 0)
+			r->l_local = -1;
+		r->src = "SLURM_NTASKS";
 	}
-	g_rank = l_rank >= 0 ? (int)l_rank : -1;
+	g_rank = r->l_rank >= 0 ? (int)r->l_rank : -1;
+	return EXEC_GO;
+}
 
-	/* Local checks: every rank has the same inputs, so every rank reaches the same answer
-	 * and exits with it on its own; the launcher reports the non-zero status. */
+/* Reads the plan and checks it against the launcher and the options. */
+static int exec_read_plan(struct exec_args *a, struct exec_run *r)
+{
+	struct bp_error err;
 	size_t len = 0;
-	if (cmd_read_file(argv[optind], &text, &len, &err) < 0) {
-		exec_error("cannot read plan '%s': %s", argv[optind], err.text);
-		rc = EXIT_DATA;
-		goto done;
+	const struct bp_plan *plan = &r->plan;
+	if (cmd_read_file(a->plan_path, &r->text, &len, &err) < 0) {
+		exec_error("cannot read plan '%s': %s", a->plan_path, err.text);
+		return EXIT_DATA;
 	}
-	bp_sha256_hex(text, len, sha);
-	if (cmd_parse_plan(argv[optind], text, len, &plan, &err) < 0) { /* one read: '-' too */
+	bp_sha256_hex(r->text, len, r->sha);
+	if (cmd_parse_plan(a->plan_path, r->text, len, &r->plan, &err) < 0) { /* '-' too */
 		exec_error("%s", err.text);
-		rc = EXIT_DATA;
-		goto done;
+		return EXIT_DATA;
 	}
-	if (l_world > 0 && l_world != plan.cluster.gpus) {
-		exec_error("the plan needs %d ranks (one per GPU), %s says %lld", plan.cluster.gpus,
-			   src, (long long)l_world);
-		rc = EXIT_USAGE;
-		goto done;
+	if (r->l_world > 0 && r->l_world != plan->cluster.gpus) {
+		exec_error("the plan needs %d ranks (one per GPU), %s says %lld", plan->cluster.gpus,
+			   r->src, (long long)r->l_world);
+		return EXIT_USAGE;
 	}
-	eo.step_lo = 0;
-	eo.step_hi = plan.nsteps;
-	if (steps && parse_steps(steps, plan.nsteps, &eo.step_lo, &eo.step_hi) < 0) {
+	a->eo.step_lo = 0;
+	a->eo.step_hi = plan->nsteps;
+	if (a->steps && parse_steps(a->steps, plan->nsteps, &a->eo.step_lo, &a->eo.step_hi) < 0) {
 		exec_error("bad --steps '%s': want A:B with 0 <= A < B <= %zu (the plan's steps)",
-			   cmd_cut(steps), plan.nsteps);
-		rc = EXIT_USAGE;
-		goto done;
+			   cmd_cut(a->steps), plan->nsteps);
+		return EXIT_USAGE;
 	}
-	if (eo.hang_rank >= plan.cluster.gpus || eo.exit_rank >= plan.cluster.gpus ||
-	    absent_rank >= plan.cluster.gpus) {
-		exec_error("a --debug-*-rank is outside the plan's %d ranks", plan.cluster.gpus);
-		rc = EXIT_USAGE;
-		goto done;
+	if (a->eo.hang_rank >= plan->cluster.gpus || a->eo.exit_rank >= plan->cluster.gpus ||
+	    a->absent_rank >= plan->cluster.gpus) {
+		exec_error("a --debug-*-rank is outside the plan's %d ranks", plan->cluster.gpus);
+		return EXIT_USAGE;
 	}
-	if (cmd_plan_profile(&plan, profile_path, 1, &prof, &err) < 0) {
+	return EXEC_GO;
+}
+
+/* Local checks: every rank has the same inputs, so every rank reaches the same answer and
+ * exits with it on its own; the launcher reports the non-zero status. */
+static int exec_load(struct exec_args *a, struct exec_run *r)
+{
+	struct bp_error err;
+	int rc = exec_read_plan(a, r);
+	if (rc != EXEC_GO)
+		return rc;
+	if (cmd_plan_profile(&r->plan, a->profile_path, 1, &r->prof, &err) < 0) {
 		exec_error("cannot get the plan's profile: %s", err.text);
-		rc = EXIT_DATA;
-		goto done;
+		return EXIT_DATA;
 	}
 	/* The same validation as balplan check, on every rank before anything starts: an
 	 * invalid or edited plan never replays. */
-	if (bp_plan_check(&plan, &prof, &err) < 0) {
-		exec_error("plan '%s' is invalid: %s", argv[optind], err.text);
-		rc = EXIT_DATA;
-		goto done;
+	if (bp_plan_check(&r->plan, &r->prof, &err) < 0) {
+		exec_error("plan '%s' is invalid: %s", a->plan_path, err.text);
+		return EXIT_DATA;
 	}
 	/* What the backend cannot replay (an attention kind it has no kernel for) is refused
 	 * here, on every rank alike, before anything starts. */
-	if (bp_engine_check(&plan, be, eo.step_lo, eo.step_hi, &err) < 0) {
-		exec_error("cannot replay plan '%s': %s", argv[optind], err.text);
-		rc = EXIT_DATA;
-		goto done;
+	if (bp_engine_check(&r->plan, a->be, a->eo.step_lo, a->eo.step_hi, &err) < 0) {
+		exec_error("cannot replay plan '%s': %s", a->plan_path, err.text);
+		return EXIT_DATA;
 	}
-	have_cm = 1;
-	if (bp_plan_costs(&plan, &prof, &cm, &err) < 0) {
+	r->have_cm = 1;
+	if (bp_plan_costs(&r->plan, &r->prof, &r->cm, &err) < 0) {
 		exec_error("cannot make the cost model: %s", err.text);
-		rc = EXIT_DATA;
-		goto done;
+		return EXIT_DATA;
 	}
+	return EXEC_GO;
+}
 
-	/* The rendezvous (executor/rendezvous.h): every rank shows up with the same plan and
-	 * steps before any backend starts, and rank 0 hands out what the backend needs (the
-	 * NCCL unique id). A rank that never comes ends the others at the timeout. */
-	int found = rdv_address(rdv_flag, rdv_host, sizeof(rdv_host), &port);
-	if (found < 0) {
-		rc = EXIT_USAGE;
-		goto done;
-	}
-	if (!found && be->make_uid && plan.cluster.gpus > 1) {
+/* The rendezvous (executor/rendezvous.h): every rank shows up with the same plan and steps
+ * before any backend starts, and rank 0 hands out what the backend needs (the NCCL unique
+ * id). A rank that never comes ends the others at the timeout. */
+static int exec_rendezvous(const struct exec_args *a, struct exec_run *r)
+{
+	const struct bp_backend *be = a->be;
+	struct bp_error err;
+	char host[256] = "";
+	int port = 0, found = rdv_address(a->rdv_flag, host, sizeof(host), &port);
+	if (found < 0)
+		return EXIT_USAGE;
+	if (!found && be->make_uid && r->plan.cluster.gpus > 1) {
 		exec_error("the %s backend needs a rendezvous: run under 'srun --resv-ports=1' or "
 			   "pass --rendezvous HOST:PORT (rank 0's node)", be->name);
-		rc = EXIT_USAGE;
-		goto done;
+		return EXIT_USAGE;
 	}
-	if (found && l_rank < 0) {
+	if (found && r->l_rank < 0) {
 		exec_error("a rendezvous needs this process's rank: run under srun or pass --rank "
 			   "and --world");
-		rc = EXIT_USAGE;
-		goto done;
+		return EXIT_USAGE;
 	}
-	if (l_rank == 0 && be->make_uid && be->make_uid(uid, sizeof(uid), &uid_len, &err) < 0) {
+	if (r->l_rank == 0 && be->make_uid &&
+	    be->make_uid(r->uid, sizeof(r->uid), &r->uid_len, &err) < 0) {
 		exec_error("cannot make the %s backend's id: %s", be->name, err.text);
-		rc = EXIT_DATA;
-		goto done;
+		return EXIT_DATA;
 	}
-	if (l_rank >= 0 && l_rank == absent_rank) {
+	if (r->l_rank >= 0 && r->l_rank == a->absent_rank) {
 		/* Debug: this rank never joins the rendezvous (ours, or without one MPI's inside
 		 * MPI_Init); the others must give up at the timeout. */
-		struct timespec ts = {(time_t)eo.timeout_s + 5, 0};
+		struct timespec ts = {(time_t)a->eo.timeout_s + 5, 0};
 		nanosleep(&ts, NULL);
 		exec_error("did not join the rendezvous (--debug-absent-rank)");
-		rc = EXIT_DATA;
-		goto done;
+		return EXIT_DATA;
 	}
-	if (found && l_world > 1) {
+	if (found && r->l_world > 1) {
 		char check[128];
-		snprintf(check, sizeof(check), "%.64s steps %zu:%zu", sha, eo.step_lo, eo.step_hi);
-		struct bp_rdv_opts ro = {rdv_host, port, (int)l_rank, (int)l_world, eo.timeout_s,
-					 check, g_host};
-		rc = bp_rendezvous(&ro, uid, &uid_len, sizeof(uid), &err);
+		snprintf(check, sizeof(check), "%.64s steps %zu:%zu", r->sha, a->eo.step_lo,
+			 a->eo.step_hi);
+		struct bp_rdv_opts ro = {host, port, (int)r->l_rank, (int)r->l_world,
+					 a->eo.timeout_s, check, g_host};
+		int rc = bp_rendezvous(&ro, r->uid, &r->uid_len, sizeof(r->uid), &err);
 		if (rc != 0) {
 			exec_error("%s", err.text);
-			rc = rc == BP_EXEC_TIMEOUT ? EXIT_TIMEOUT : EXIT_DATA;
-			goto done;
+			return rc == BP_EXEC_TIMEOUT ? EXIT_TIMEOUT : EXIT_DATA;
 		}
 	}
+	return EXEC_GO;
+}
 
-	struct bp_backend_args ba = {(int)l_rank, (int)l_world, (int)l_local, eo.timeout_s,
-				     uid_len ? uid : NULL, uid_len, gpu_times};
-	watchdog_arm(eo.timeout_s + 5, "starting the backend");
-	if (be->init(&st, &ba, &rt_rank, &rt_world, g_host, sizeof(g_host), &err) < 0) {
+/* Starts the backend and checks its world against the launcher's and the plan's. */
+static int exec_start(const struct exec_args *a, struct exec_run *r)
+{
+	const struct bp_backend *be = a->be;
+	struct bp_error err;
+	struct bp_backend_args ba = {(int)r->l_rank, (int)r->l_world, (int)r->l_local,
+				     a->eo.timeout_s, r->uid_len ? r->uid : NULL, r->uid_len,
+				     a->gpu_times};
+	watchdog_arm(a->eo.timeout_s + 5, "starting the backend");
+	if (be->init(&r->st, &ba, &r->rt_rank, &r->rt_world, g_host, sizeof(g_host), &err) < 0) {
 		exec_error("cannot start the %s backend: %s", be->name, err.text);
-		rc = EXIT_DATA;
-		goto done;
+		return EXIT_DATA;
 	}
-	started = 1;
-	be->set_timeout(st, eo.timeout_s);
-	rc = check_world(rt_rank, rt_world, l_rank, l_world, src, plan.cluster.gpus);
+	r->started = 1;
+	be->set_timeout(r->st, a->eo.timeout_s);
+	int rc = check_world(r->rt_rank, r->rt_world, r->l_rank, r->l_world, r->src,
+			     r->plan.cluster.gpus);
 	if (rc)
-		goto done;
-	g_rank = rt_rank;
+		return rc;
+	g_rank = r->rt_rank;
+	return EXEC_GO;
+}
 
-	/* From here on every rank runs the same collective calls: a failure ends them all. */
-	watchdog_arm(eo.timeout_s + 5, "making the communication groups");
-	eng = bp_engine_new(&plan, &cm, be, st, rt_rank, rt_world, &eo, &err);
+/* The replay: from here on every rank runs the same collective calls, so a failure ends
+ * them all (the backend's abort). Rank 0 writes the trace and prints the summary. */
+static int exec_replay(const struct exec_args *a, struct exec_run *r)
+{
+	const struct bp_backend *be = a->be;
+	struct bp_error err;
+	watchdog_arm(a->eo.timeout_s + 5, "making the communication groups");
+	struct bp_engine *eng = bp_engine_new(&r->plan, &r->cm, be, r->st, r->rt_rank,
+					      r->rt_world, &a->eo, &err);
 	watchdog_disarm();
 	if (!eng) {
 		exec_error("%s", err.text);
-		be->abort(st, EXIT_DATA);
+		be->abort(r->st, EXIT_DATA);
 	}
-	rc = bp_engine_run(eng, &err);
+	int rc = bp_engine_run(eng, &err);
 	if (rc == BP_EXEC_EXIT) {
 		/* Debug: a rank that dies mid-replay, without telling anyone. */
 		exec_error("%s", err.text);
@@ -638,36 +699,79 @@ int main(int argc, char **argv)
 		_exit(EXIT_DATA);
 	}
 	if (rc == 0)
-		rc = bp_engine_gather(eng, sha, &tr, &err);
+		rc = bp_engine_gather(eng, r->sha, &r->tr, &err);
 	if (rc != 0) {
 		exec_error("%s", err.text);
-		be->abort(st, rc == BP_EXEC_TIMEOUT ? EXIT_TIMEOUT : EXIT_DATA);
+		be->abort(r->st, rc == BP_EXEC_TIMEOUT ? EXIT_TIMEOUT : EXIT_DATA);
 	}
-	if (rt_rank == 0) {
-		if (trace_path && write_trace(&tr, trace_path) != EXIT_OK)
-			be->abort(st, EXIT_DATA);
+	if (r->rt_rank == 0) {
+		if (a->trace_path && write_trace(&r->tr, a->trace_path) != EXIT_OK)
+			be->abort(r->st, EXIT_DATA);
 		struct bp_exec_stats xs;
 		bp_engine_stats(eng, &xs);
-		if (print_summary(&tr, &xs, eo.step_lo, eo.step_hi) != EXIT_OK)
-			be->abort(st, EXIT_DATA);
+		if (print_summary(&r->tr, &xs, a->eo.step_lo, a->eo.step_hi) != EXIT_OK)
+			be->abort(r->st, EXIT_DATA);
 	}
 	bp_engine_free(eng);
-	rc = EXIT_OK;
-done:
+	return EXIT_OK;
+}
+
+static void exec_run_init(struct exec_run *r)
+{
+	memset(r, 0, sizeof(*r));
+	bp_plan_init(&r->plan);
+	bp_profile_init(&r->prof);
+	bp_trace_init(&r->tr);
+}
+
+/* Releases what the run holds and finalizes a started backend; the exit status. */
+static int exec_release(const struct exec_args *a, struct exec_run *r, int rc)
+{
+	struct bp_error err;
 	watchdog_disarm();
-	if (have_cm)
-		bp_costs_release(&cm);
-	bp_profile_release(&prof);
-	bp_plan_release(&plan);
-	bp_trace_release(&tr);
-	free(text);
-	if (started && be->finalize(st, &err) < 0) {
+	if (r->have_cm)
+		bp_costs_release(&r->cm);
+	bp_profile_release(&r->prof);
+	bp_plan_release(&r->plan);
+	bp_trace_release(&r->tr);
+	free(r->text);
+	if (r->started && a->be->finalize(r->st, &err) < 0) {
 		exec_error("%s", err.text);
 		if (rc == EXIT_OK)
 			rc = EXIT_DATA;
 	}
 	return rc;
-usage:
-	fprintf(stderr, "run 'balexec --help' for usage\n");
-	return EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+	struct exec_args a;
+	struct exec_run r;
+	int64_t v;
+	/* Until the launcher's view is settled, errors name SLURM_PROCID when there is one. */
+	if (env_int("SLURM_PROCID", &v) == 1 && v >= 0 && v < INT32_MAX)
+		g_rank = (int)v;
+	if (gethostname(g_host, sizeof(g_host)) < 0)
+		snprintf(g_host, sizeof(g_host), "?");
+	g_host[sizeof(g_host) - 1] = 0;
+	int rc = exec_parse(argc, argv, &a);
+	if (rc == EXEC_GO)
+		rc = exec_check_args(&a);
+	if (rc == EXEC_HINT) {
+		fprintf(stderr, "run 'balexec --help' for usage\n");
+		return EXIT_USAGE;
+	}
+	if (rc != EXEC_GO)
+		return rc;
+	exec_run_init(&r);
+	rc = exec_launcher(&a, &r);
+	if (rc == EXEC_GO)
+		rc = exec_load(&a, &r);
+	if (rc == EXEC_GO)
+		rc = exec_rendezvous(&a, &r);
+	if (rc == EXEC_GO)
+		rc = exec_start(&a, &r);
+	if (rc == EXEC_GO)
+		rc = exec_replay(&a, &r);
+	return exec_release(&a, &r, rc);
 }

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "cmd_propose.h"
+#include "cmd_workload.h"
 #include "cmdutil.h"
 #include "commands.h"
 #include "costmodel.h"
@@ -68,20 +69,38 @@ static int parse_schemes(const char *s, struct bp_scheme *out, size_t cap, size_
 	return 0;
 }
 
-/* The proposal: S^ on prof with the options, and the dataset's names. */
-static int propose(const struct bp_profile *prof, const struct bp_scheme *sc, size_t nsc,
-		   const struct bp_dataset *ds, const char *ds_sha, int gpus, int64_t max_tokens,
-		   enum bp_overlen ov, int64_t tps, int64_t dps, const struct prop_opts *po,
-		   struct bp_hyd_set *set, struct bp_error *err)
+/* A proposal's request: the schemes on a profile, the dataset, the GPUs and the step. */
+struct prop_req {
+	const struct bp_profile *prof;
+	const struct bp_scheme *sc;
+	size_t nsc;
+	const struct bp_dataset *ds;
+	const char *ds_sha;
+	int gpus;
+	int64_t max_tokens, tps, dps;
+	enum bp_overlen ov;
+	const struct prop_opts *po;
+};
+
+/* The DP's options (planner/blocks/hyd.h) of a request. */
+static struct bp_hyd_space_opts space_opts(const struct prop_req *q)
 {
-	struct bp_hyd_space_opts o = {
-		{gpus, po->gpu_step, po->relaxed, po->warmup, po->keep_dominated, po->min_prob,
+	const struct prop_opts *po = q->po;
+	return (struct bp_hyd_space_opts){
+		{q->gpus, po->gpu_step, po->relaxed, po->warmup, po->keep_dominated, po->min_prob,
 		 po->relax_slack, po->indivisible},
 		po->len_step, po->align, po->theta};
-	if (bp_hyd_propose_profile(prof, sc, nsc, ds, max_tokens, ov, tps, dps, &o, set, err) < 0)
+}
+
+/* The proposal: S^ on the request's profile with its options, and the dataset's names. */
+static int propose(const struct prop_req *q, struct bp_hyd_set *set, struct bp_error *err)
+{
+	struct bp_hyd_space_opts o = space_opts(q);
+	if (bp_hyd_propose_profile(q->prof, q->sc, q->nsc, q->ds, q->max_tokens, q->ov, q->tps,
+				   q->dps, &o, set, err) < 0)
 		return -1;
-	snprintf(set->dataset, sizeof(set->dataset), "%s", ds->name);
-	snprintf(set->dataset_sha, sizeof(set->dataset_sha), "%s", ds_sha);
+	snprintf(set->dataset, sizeof(set->dataset), "%s", q->ds->name);
+	snprintf(set->dataset_sha, sizeof(set->dataset_sha), "%s", q->ds_sha);
 	return 0;
 }
 
@@ -108,101 +127,113 @@ static int set_cb(void *out, json_t *root, struct bp_error *err)
 	return bp_hyd_set_from_json(out, root, err);
 }
 
-int cmd_hyd_candidates(const struct cmd_hyd_req *r, struct bp_hyd_set *set,
-		       struct bp_profile *prof, char sha[65])
+/* The candidates of a strategies file, each checked to fit the cluster and the model
+ * (Sec. 5.1's D_T, D_P) where they are known: the profile's, else the presets'. sp is the
+ * profile read, if any. An exit status, printed. */
+static int cands_read(const struct cmd_hyd_req *r, struct bp_hyd_set *set,
+		      struct bp_profile *sp, char sha[65])
 {
 	struct bp_error err;
-	struct bp_profile sp;
-	int rc = EXIT_DATA;
-	bp_profile_init(&sp);
-	if (r->strategies) {
-		char *buf = NULL;
-		size_t len = 0;
-		if (cmd_read_file(r->strategies, &buf, &len, &err) < 0 ||
-		    bp_json_parse_text(buf, len, set_cb, set, &err) < 0) {
-			free(buf);
-			return cmd_error("cannot read strategies '%s': %s", r->strategies, err.text);
-		}
+	char *buf = NULL;
+	size_t len = 0;
+	if (cmd_read_file(r->strategies, &buf, &len, &err) < 0 ||
+	    bp_json_parse_text(buf, len, set_cb, set, &err) < 0) {
 		free(buf);
-		/* Every strategy must fit the cluster and the model (Sec. 5.1's D_T, D_P). */
-		const struct bp_model *m = NULL;
-		struct bp_model rm;
-		int gpn = 0;
-		if (r->profile) {
-			if (cmd_load_profile(r->profile, &sp, sha, &err) < 0)
-				goto fail;
-			m = &sp.model;
-			gpn = sp.hw.gpus_per_node;
-		} else if (cmd_resolve_model(r->model, &rm, &err) == 0 && bp_gpu_preset(r->gpu)) {
-			m = &rm;
-			gpn = bp_gpu_preset(r->gpu)->gpus_per_node;
-		}
-		for (size_t i = 0; m && i < set->n; i++)
-			if (bp_hyd_strategy_check(&set->s[i], r->gpus, gpn, m, &err) < 0) {
-				bp_error_prefix(&err, "strategies '%s'", r->strategies);
-				goto fail;
-			}
-	} else {
-		/* Propose on the fly, on the profile given or the analytic one of the space. */
-		struct bp_scheme sc[64];
-		size_t nsc;
-		if (r->profile) {
-			if (cmd_load_profile(r->profile, &sp, sha, &err) < 0)
-				goto fail;
-			nsc = bp_hyd_space(&sp.model, sp.hw.gpus_per_node, r->gpus,
-					   prop_defaults.max_pp, sc, 64);
-		} else {
-			struct bp_model rm;
-			const struct bp_model *m = &rm;
-			const struct bp_gpu *g = bp_gpu_preset(r->gpu);
-			if (cmd_resolve_model(r->model, &rm, &err) < 0)
-				goto fail;
-			if (!g) {
-				snprintf(err.text, sizeof(err.text), "unknown GPU '%s' (see 'balplan "
-					 "presets')", r->gpu);
-				goto fail;
-			}
-			nsc = bp_hyd_space(m, g->gpus_per_node, r->gpus, prop_defaults.max_pp, sc,
-					   64);
-			if (cmd_analytic_profile(r->gpu, r->model, sc, nsc, r->max_tokens, &sp, sha,
-						 &err) < 0)
-				goto fail;
-		}
-		size_t k = 0;
-		for (size_t i = 0; i < nsc; i++) /* what the profile can price */
-			if (!bp_profile_check_scheme(&sp, sc[i].tp, 1, sc[i].pp, 1,
-						     sp.hw.gpus_per_node, NULL))
-				sc[k++] = sc[i];
-		if (propose(&sp, sc, k, r->ds, r->ds_sha, r->gpus, r->max_tokens, r->overlen,
-			    r->tokens_per_step, r->docs_per_step, &prop_defaults, set, &err) < 0) {
-			bp_error_prefix(&err, "cannot propose strategies");
-			goto fail;
-		}
+		return cmd_error("cannot read strategies '%s': %s", r->strategies, err.text);
 	}
+	free(buf);
+	const struct bp_model *m = NULL;
+	struct bp_model rm;
+	int gpn = 0;
+	if (r->profile) {
+		if (cmd_load_profile(r->profile, sp, sha, &err) < 0)
+			return cmd_error("%s", err.text);
+		m = &sp->model;
+		gpn = sp->hw.gpus_per_node;
+	} else if (cmd_resolve_model(r->model, &rm, &err) == 0 && bp_gpu_preset(r->gpu)) {
+		m = &rm;
+		gpn = bp_gpu_preset(r->gpu)->gpus_per_node;
+	}
+	for (size_t i = 0; m && i < set->n; i++)
+		if (bp_hyd_strategy_check(&set->s[i], r->gpus, gpn, m, &err) < 0) {
+			bp_error_prefix(&err, "strategies '%s'", r->strategies);
+			return cmd_error("%s", err.text);
+		}
+	return EXIT_OK;
+}
+
+/* The candidates proposed on the fly with the default options, on the profile given or the
+ * analytic one of the space (sp). An exit status, printed. */
+static int cands_propose(const struct cmd_hyd_req *r, struct bp_hyd_set *set,
+			 struct bp_profile *sp, char sha[65])
+{
+	struct bp_error err;
+	struct bp_scheme sc[64];
+	size_t nsc;
+	if (r->profile) {
+		if (cmd_load_profile(r->profile, sp, sha, &err) < 0)
+			return cmd_error("%s", err.text);
+		nsc = bp_hyd_space(&sp->model, sp->hw.gpus_per_node, r->gpus, prop_defaults.max_pp,
+				   sc, 64);
+	} else {
+		struct bp_model rm;
+		const struct bp_gpu *g = bp_gpu_preset(r->gpu);
+		if (cmd_resolve_model(r->model, &rm, &err) < 0)
+			return cmd_error("%s", err.text);
+		if (!g)
+			return cmd_error("unknown GPU '%s' (see 'balplan presets')", r->gpu);
+		nsc = bp_hyd_space(&rm, g->gpus_per_node, r->gpus, prop_defaults.max_pp, sc, 64);
+		if (cmd_analytic_profile(r->gpu, r->model, sc, nsc, r->max_tokens, sp, sha,
+					 &err) < 0)
+			return cmd_error("%s", err.text);
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < nsc; i++) /* what the profile can price */
+		if (!bp_profile_check_scheme(sp, sc[i].tp, 1, sc[i].pp, 1, sp->hw.gpus_per_node,
+					     NULL))
+			sc[k++] = sc[i];
+	const struct prop_req q = {sp, sc, k, r->ds, r->ds_sha, r->gpus, r->max_tokens,
+				   r->tokens_per_step, r->docs_per_step, r->overlen,
+				   &prop_defaults};
+	if (propose(&q, set, &err) < 0) {
+		bp_error_prefix(&err, "cannot propose strategies");
+		return cmd_error("%s", err.text);
+	}
+	return EXIT_OK;
+}
+
+/* The profile hydraulis plans with: the file, or the analytic profile of the request's
+ * scheme and every candidate's schemes. An exit status, printed. */
+static int cands_profile(const struct cmd_hyd_req *r, const struct bp_hyd_set *set,
+			 struct bp_profile *prof, char sha[65])
+{
+	struct bp_error err;
 	if (r->profile) {
 		if (cmd_load_profile(r->profile, prof, sha, &err) < 0)
-			goto fail;
-	} else {
-		/* one more than the limit, to tell a set that passes it */
-		struct bp_scheme sc[CMD_PLAN_MAX_SCHEMES + 1];
-		size_t n = plan_schemes(&r->request, set, sc, BP_ARRAY_LEN(sc));
-		if (n > CMD_PLAN_MAX_SCHEMES) {
-			snprintf(err.text, sizeof(err.text),
-				 "the plan's layouts use more than %d schemes (the request's and "
+			return cmd_error("%s", err.text);
+		return EXIT_OK;
+	}
+	/* one more than the limit, to tell a set that passes it */
+	struct bp_scheme sc[CMD_PLAN_MAX_SCHEMES + 1];
+	size_t n = plan_schemes(&r->request, set, sc, BP_ARRAY_LEN(sc));
+	if (n > CMD_PLAN_MAX_SCHEMES)
+		return cmd_error("the plan's layouts use more than %d schemes (the request's and "
 				 "the candidate strategies'), which check, simulate and balexec "
 				 "cannot price with the analytic profile; give fewer strategies "
 				 "or --profile", CMD_PLAN_MAX_SCHEMES);
-			goto fail;
-		}
-		if (cmd_analytic_profile(r->gpu, r->model, sc, n, r->max_tokens, prof, sha,
-					 &err) < 0)
-			goto fail;
-	}
-	rc = EXIT_OK;
-	goto out;
-fail:
-	rc = cmd_error("%s", err.text);
-out:
+	if (cmd_analytic_profile(r->gpu, r->model, sc, n, r->max_tokens, prof, sha, &err) < 0)
+		return cmd_error("%s", err.text);
+	return EXIT_OK;
+}
+
+int cmd_hyd_candidates(const struct cmd_hyd_req *r, struct bp_hyd_set *set,
+		       struct bp_profile *prof, char sha[65])
+{
+	struct bp_profile sp;
+	bp_profile_init(&sp);
+	int rc = r->strategies ? cands_read(r, set, &sp, sha) : cands_propose(r, set, &sp, sha);
+	if (rc == EXIT_OK)
+		rc = cands_profile(r, set, prof, sha);
 	bp_profile_release(&sp);
 	return rc;
 }
@@ -251,17 +282,15 @@ out:
 
 /* Refuses a proposal whose estimated memory or time is over the limits (EXIT_USAGE); the
  * estimated seconds in *est_s. */
-static int propose_guard(const struct bp_profile *prof, const struct bp_scheme *sc, size_t nsc,
-			 const struct bp_dataset *ds, int gpus, int64_t max_tokens,
-			 const struct prop_opts *po, double *est_s)
+static int propose_guard(const struct prop_req *q, double *est_s)
 {
-	struct bp_hyd_space_opts so = {
-		{gpus, po->gpu_step, po->relaxed, po->warmup, po->keep_dominated, po->min_prob,
-		 po->relax_slack, po->indivisible},
-		po->len_step, po->align, po->theta};
+	const struct prop_opts *po = q->po;
+	struct bp_hyd_space_opts so = space_opts(q);
 	struct bp_hyd_cost c;
 	struct bp_error err;
-	if (bp_hyd_propose_cost(prof, sc, nsc, ds, max_tokens, &so, &c, &err) < 0)
+	int gpus = q->gpus;
+	int64_t max_tokens = q->max_tokens;
+	if (bp_hyd_propose_cost(q->prof, q->sc, q->nsc, q->ds, max_tokens, &so, &c, &err) < 0)
 		return cmd_error("cannot propose strategies: %s", err.text);
 	const double gib = 1073741824.0;
 	double secs = S_PER_ITER * c.iters + S_PER_EVAL * c.evals + S_PER_WALK * c.walk +
@@ -307,15 +336,13 @@ static void propose_usage(FILE *f)
 		"      --jsonl-field KEY    token-count field of JSONL input [auto]\n"
 		"  -p, --profile FILE       profile; without it an analytic one of the scheme\n"
 		"                           space is made from --gpu and --model\n"
-		"      --gpu NAME           GPU preset for the analytic profile [H100]\n"
-		"      --model NAME         model preset or a Hugging Face config.json (dense\n"
-		"                           Llama-style or GPT-2) for the analytic profile\n"
-		"                           [llama3-8b]\n"
-		"  -g, --gpus N             GPUs in all [64]\n"
+		CMD_WORKLOAD_HELP_GPU
+		CMD_WORKLOAD_HELP_MODEL
+		CMD_WORKLOAD_HELP_GPUS
 		"  -L, --max-tokens N       context cap: the longest sequence [131072]\n"
 		"      --tokens-per-step N  tokens per step, scales the expected times\n"
 		"                           [3125 per GPU: Table 2's 200K on 64 GPUs]\n"
-		"                           (token counts take k, M, G: 128k = 131072)\n"
+		CMD_WORKLOAD_HELP_UNITS
 		"      --docs-per-step N    documents per step instead\n"
 		"      --over-length MODE   truncate|drop documents over the cap [truncate]\n"
 		"proposal:\n"
@@ -382,19 +409,85 @@ static void print_tables(const struct bp_hyd_set *set, const struct bp_profile *
 	}
 }
 
-int cmd_propose(int argc, char **argv)
+/* The command line of `balplan propose`. */
+struct prop_args {
+	struct cmd_workload w;
+	struct prop_opts po;
+	const char *out;
+	int quiet, timing;
+};
+
+/* What a proposal reads and makes. */
+struct prop_run {
+	struct bp_dataset ds;
+	struct bp_profile prof;
+	struct bp_hyd_set set;
+	char ds_sha[65], prof_sha[65];
+	struct bp_scheme sc[128];
+	size_t nsc;
+	struct bp_model rm;
+	const struct bp_model *m; /* the profile's model or rm */
+	int gpn;                  /* GPUs per node */
+};
+
+#define PROP_GO (-1)  /* propose's steps: go on, else the exit status */
+#define PROP_OTHER (-2) /* prop_opt: not a proposal option */
+
+static const struct cmd_workload_spec prop_workload = {
+	.cmd = "propose", .gpus_max = 1 << 16, .tokens_min = 384, .tokens_max = 1 << 24};
+
+/* --util-threshold, --min-prob, --relax-slack: c names which. */
+static int prop_fraction(struct prop_opts *po, int c, const char *arg)
+{
+	struct bp_error e;
+	double x;
+	if (c == 'U') {
+		if (bp_parse_double(arg, &x, "--util-threshold", &e) < 0 || !(x > 0) || x > 1)
+			return cmd_usage("propose", "--util-threshold '%s' is not a number in "
+					 "(0, 1]", cmd_cut(arg));
+		po->theta = x;
+		return PROP_GO;
+	}
+	const char *name = c == 'b' ? "--min-prob" : "--relax-slack";
+	if (bp_parse_double(arg, &x, name, &e) < 0 || x < 0 || (c == 'b' && x >= 1) || x > 1e6)
+		return cmd_usage("propose", "%s '%s' is not a number in %s", name, cmd_cut(arg),
+				 c == 'b' ? "[0, 1)" : "[0, 1e6]");
+	*(c == 'b' ? &po->min_prob : &po->relax_slack) = x;
+	return PROP_GO;
+}
+
+/* One option of the proposal's (the group "proposal:" of --help). */
+static int prop_opt(struct prop_opts *po, int c, const char *arg)
+{
+	int64_t v = 0;
+	int bad = 0;
+	switch (c) {
+	case 'u': bad = cmd_opt_int("propose", "--gpu-step", arg, 1, 1 << 16, &v);
+		po->gpu_step = (int)v;
+		break;
+	case 'l': bad = cmd_opt_tokens("propose", "--len-step", arg, 1, 1 << 24, &po->len_step);
+		break;
+	case 'P': bad = cmd_opt_int("propose", "--max-pp", arg, 1, 1 << 10, &v);
+		po->max_pp = (int)v;
+		break;
+	case 'S': po->schemes = arg; break;
+	case 'a': bad = cmd_opt_int("propose", "--align", arg, 1, 1 << 20, &po->align); break;
+	case 'U':
+	case 'b':
+	case 'x': return prop_fraction(po, c, arg);
+	case 'r': po->relaxed = 0; break;
+	case 'e': po->indivisible = 0; break;
+	case 'w': po->warmup = 1; break;
+	case 'k': po->keep_dominated = 1; break;
+	default: return PROP_OTHER;
+	}
+	return bad ? EXIT_USAGE : PROP_GO;
+}
+
+static int prop_parse(int argc, char **argv, struct prop_args *a)
 {
 	static const struct option opts[] = {
-		{"dataset", required_argument, NULL, 'd'},
-		{"jsonl-field", required_argument, NULL, 'J'},
-		{"profile", required_argument, NULL, 'p'},
-		{"gpu", required_argument, NULL, 'G'},
-		{"model", required_argument, NULL, 'M'},
-		{"gpus", required_argument, NULL, 'g'},
-		{"max-tokens", required_argument, NULL, 'L'},
-		{"tokens-per-step", required_argument, NULL, 'K'},
-		{"docs-per-step", required_argument, NULL, 'D'},
-		{"over-length", required_argument, NULL, 'O'},
+		CMD_WORKLOAD_OPTIONS,
 		{"gpu-step", required_argument, NULL, 'u'},
 		{"len-step", required_argument, NULL, 'l'},
 		{"max-pp", required_argument, NULL, 'P'},
@@ -413,236 +506,192 @@ int cmd_propose(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *dataset = "synthetic-longtail", *jsonl_field = NULL, *profile = NULL;
-	const char *gpu = "H100", *model = "llama3-8b", *out = NULL;
-	int64_t gpus = 64, max_tokens = 131072, tps = -1, dps = 0, v;
-	int quiet = 0, timing = 0, gpu_set = 0, model_set = 0;
-	enum bp_overlen ov = BP_OVERLEN_TRUNCATE;
-	struct prop_opts po = prop_defaults;
-	const int64_t big = (int64_t)1 << 40;
 	int c;
+	memset(a, 0, sizeof(*a));
+	cmd_workload_defaults(&a->w);
+	a->po = prop_defaults;
 	while ((c = getopt_long(argc, argv, "d:p:g:L:o:qh", opts, NULL)) != -1) {
-		int bad = 0;
+		int r = cmd_workload_opt(&a->w, &prop_workload, c, optarg);
+		if (r == CMD_WORKLOAD_OTHER)
+			r = prop_opt(&a->po, c, optarg);
+		else if (r == 0)
+			r = PROP_GO;
+		if (r != PROP_OTHER) {
+			if (r != PROP_GO)
+				return r;
+			continue;
+		}
 		switch (c) {
-		case 'd': dataset = optarg; break;
-		case 'J': jsonl_field = optarg; break;
-		case 'p': profile = optarg; break;
-		case 'G': gpu = optarg; gpu_set = 1; break;
-		case 'M': model = optarg; model_set = 1; break;
-		case 'g': bad = cmd_opt_int("propose", "--gpus", optarg, 1, 1 << 16, &gpus); break;
-		case 'L': bad = cmd_opt_tokens("propose", "--max-tokens", optarg, 384, 1 << 24,
-					    &max_tokens);
-			break;
-		case 'K': bad = cmd_opt_tokens("propose", "--tokens-per-step", optarg, 1, big, &tps);
-			break;
-		case 'D': bad = cmd_opt_int("propose", "--docs-per-step", optarg, 1, 1 << 24, &dps);
-			break;
-		case 'O':
-			if (!strcmp(optarg, "truncate"))
-				ov = BP_OVERLEN_TRUNCATE;
-			else if (!strcmp(optarg, "drop"))
-				ov = BP_OVERLEN_DROP;
-			else
-				return cmd_usage("propose", "--over-length '%s' is not truncate or "
-						 "drop", cmd_cut(optarg));
-			break;
-		case 'u': bad = cmd_opt_int("propose", "--gpu-step", optarg, 1, 1 << 16, &v);
-			po.gpu_step = (int)v;
-			break;
-		case 'l': bad = cmd_opt_tokens("propose", "--len-step", optarg, 1, 1 << 24,
-					    &po.len_step);
-			break;
-		case 'P': bad = cmd_opt_int("propose", "--max-pp", optarg, 1, 1 << 10, &v);
-			po.max_pp = (int)v;
-			break;
-		case 'S': po.schemes = optarg; break;
-		case 'a': bad = cmd_opt_int("propose", "--align", optarg, 1, 1 << 20, &po.align);
-			break;
-		case 'U': {
-			struct bp_error e;
-			double x;
-			if (bp_parse_double(optarg, &x, "--util-threshold", &e) < 0 || !(x > 0) ||
-			    x > 1)
-				return cmd_usage("propose", "--util-threshold '%s' is not a number "
-						 "in (0, 1]", cmd_cut(optarg));
-			po.theta = x;
-			break;
-		}
-		case 'b':
-		case 'x': {
-			struct bp_error e;
-			double x;
-			const char *name = c == 'b' ? "--min-prob" : "--relax-slack";
-			if (bp_parse_double(optarg, &x, name, &e) < 0 || x < 0 ||
-			    (c == 'b' && x >= 1) || x > 1e6)
-				return cmd_usage("propose", "%s '%s' is not a number in %s", name,
-						 cmd_cut(optarg), c == 'b' ? "[0, 1)" : "[0, 1e6]");
-			*(c == 'b' ? &po.min_prob : &po.relax_slack) = x;
-			break;
-		}
-		case 'r': po.relaxed = 0; break;
-		case 'e': po.indivisible = 0; break;
-		case 'w': po.warmup = 1; break;
-		case 'k': po.keep_dominated = 1; break;
-		case 'o': out = optarg; break;
-		case 't': timing = 1; break;
-		case 'q': quiet = 1; break;
+		case 'o': a->out = optarg; break;
+		case 't': a->timing = 1; break;
+		case 'q': a->quiet = 1; break;
 		case 'h': propose_usage(stdout); return EXIT_OK;
 		default:
 			return cmd_usage("propose", "unknown or incomplete option '%s'",
 					 cmd_cut(argv[optind - 1]));
 		}
-		if (bad)
-			return EXIT_USAGE;
 	}
 	if (optind < argc)
 		return cmd_usage("propose", "unexpected argument '%s'", cmd_cut(argv[optind]));
-	if (profile && (gpu_set || model_set))
-		return cmd_usage("propose", "--profile cannot be combined with --gpu or --model");
-	if (tps >= 0 && dps > 0)
-		return cmd_usage("propose", "--tokens-per-step and --docs-per-step exclude each "
-				 "other");
-	if (po.gpu_step > gpus)
-		return cmd_usage("propose", "--gpu-step %d is more than --gpus %lld", po.gpu_step,
-				 (long long)gpus);
-	{
-		const char *names[] = {"--dataset", "--profile"}, *paths[] = {dataset, profile};
-		int r = cmd_one_stdin("propose", 2, names, paths);
-		if (r)
-			return r;
-	}
-	if (out) {
-		if (cmd_refuse_overwrite("propose", "--out", out, "profile", profile))
-			return EXIT_USAGE;
-		if (!bp_dataset_preset_text(dataset, &(size_t){0}) &&
-		    cmd_refuse_overwrite("propose", "--out", out, "dataset", dataset))
-			return EXIT_USAGE;
-		if (!strcmp(out, "-"))
-			quiet = 1;
-	}
-	if (tps < 0 && !dps)
-		tps = 3125 * gpus;
-	if (tps < 0)
-		tps = 0;
+	return PROP_GO;
+}
 
+/* The options against each other, before any input is read. */
+static int prop_check(struct prop_args *a)
+{
+	struct cmd_workload *w = &a->w;
+	int r;
+	if ((r = cmd_workload_check_inputs(w, "propose")) ||
+	    (r = cmd_workload_check_step(w, "propose")))
+		return r;
+	if (a->po.gpu_step > w->gpus)
+		return cmd_usage("propose", "--gpu-step %d is more than --gpus %lld",
+				 a->po.gpu_step, (long long)w->gpus);
+	const char *names[] = {"--dataset", "--profile"}, *paths[] = {w->dataset, w->profile};
+	if ((r = cmd_one_stdin("propose", 2, names, paths)))
+		return r;
+	if (a->out) {
+		if (cmd_refuse_overwrite("propose", "--out", a->out, "profile", w->profile))
+			return EXIT_USAGE;
+		if (!bp_dataset_preset_text(w->dataset, &(size_t){0}) &&
+		    cmd_refuse_overwrite("propose", "--out", a->out, "dataset", w->dataset))
+			return EXIT_USAGE;
+		if (!strcmp(a->out, "-"))
+			a->quiet = 1;
+	}
+	if (w->tps < 0 && !w->dps)
+		w->tps = 3125 * w->gpus;
+	if (w->tps < 0)
+		w->tps = 0;
+	return PROP_GO;
+}
+
+/* Reads the listed schemes, the dataset and the profile (or the analytic profile's GPU
+ * and model), and checks the GPUs against the node size. */
+static int prop_load(const struct prop_args *a, struct prop_run *r)
+{
+	const struct cmd_workload *w = &a->w;
 	struct bp_error err;
-	struct bp_dataset ds;
-	struct bp_profile prof;
-	struct bp_hyd_set set;
-	char ds_sha[65], prof_sha[65];
-	int rc = EXIT_DATA;
-	bp_dataset_init(&ds);
-	bp_profile_init(&prof);
-	bp_hyd_set_init(&set);
-	struct bp_scheme sc[128];
-	size_t nsc = 0;
-	const struct bp_model *m = NULL;
-	struct bp_model rm;
-	int gpn = 0;
-	if (po.schemes && parse_schemes(po.schemes, sc, 128, &nsc, &err) < 0) {
-		rc = cmd_usage("propose", "%s", err.text);
-		goto out;
-	}
-	if (cmd_load_dataset(dataset, &(struct bp_read_opts){.length_field = jsonl_field}, &ds,
-			     ds_sha, &err) < 0) {
-		rc = cmd_error("%s", err.text);
-		goto out;
-	}
-	if (profile) {
-		if (cmd_load_profile(profile, &prof, prof_sha, &err) < 0) {
-			rc = cmd_error("%s", err.text);
-			goto out;
-		}
-		m = &prof.model;
-		gpn = prof.hw.gpus_per_node;
+	int rc;
+	if (a->po.schemes && parse_schemes(a->po.schemes, r->sc, 128, &r->nsc, &err) < 0)
+		return cmd_usage("propose", "%s", err.text);
+	if (cmd_load_dataset(w->dataset, &(struct bp_read_opts){.length_field = w->jsonl_field},
+			     &r->ds, r->ds_sha, &err) < 0)
+		return cmd_error("%s", err.text);
+	if (w->profile) {
+		if (cmd_load_profile(w->profile, &r->prof, r->prof_sha, &err) < 0)
+			return cmd_error("%s", err.text);
+		r->m = &r->prof.model;
+		r->gpn = r->prof.hw.gpus_per_node;
 	} else {
-		const struct bp_gpu *g = bp_gpu_preset(gpu);
-		if (!g) {
-			rc = cmd_usage("propose", "unknown GPU '%s' (see 'balplan presets')",
-				       cmd_cut(gpu));
-			goto out;
-		}
-		if (cmd_resolve_model(model, &rm, &err) < 0) {
-			rc = !strncmp(err.text, "unknown model", 13) ? cmd_usage("propose", "%s", err.text)
-								      : cmd_error("%s", err.text);
-			goto out;
-		}
-		m = &rm;
-		gpn = g->gpus_per_node;
+		if ((rc = cmd_workload_hardware(w, "propose", &r->rm, &r->gpn)))
+			return rc;
+		r->m = &r->rm;
 	}
-	if ((rc = cmd_check_nodes("propose", gpus, 1, gpn)) != EXIT_OK)
-		goto out;
-	rc = EXIT_DATA;
-	if (po.schemes) {
-		/* each listed scheme must be one balplan can place for this model */
-		for (size_t i = 0; i < nsc; i++) {
+	if ((rc = cmd_check_nodes("propose", w->gpus, 1, r->gpn)) != EXIT_OK)
+		return rc;
+	return PROP_GO;
+}
+
+/* The scheme space: the listed schemes (each one balplan can place for the model) or
+ * Hydraulis's; the analytic profile of it; and of it, what the profile can price. */
+static int prop_space(const struct prop_args *a, struct prop_run *r)
+{
+	const struct cmd_workload *w = &a->w;
+	struct bp_error err;
+	if (a->po.schemes) {
+		for (size_t i = 0; i < r->nsc; i++) {
 			struct bp_hyd_strategy st;
 			memset(&st, 0, sizeof(st));
-			st.g[0] = (struct bp_hyd_group){sc[i].tp, sc[i].pp, 1};
+			st.g[0] = (struct bp_hyd_group){r->sc[i].tp, r->sc[i].pp, 1};
 			st.ng = 1;
-			if (bp_hyd_strategy_check(&st, (int)gpus, gpn, m, &err) < 0) {
-				rc = cmd_error("--schemes: %s", err.text);
-				goto out;
-			}
+			if (bp_hyd_strategy_check(&st, (int)w->gpus, r->gpn, r->m, &err) < 0)
+				return cmd_error("--schemes: %s", err.text);
 		}
 	} else {
-		nsc = bp_hyd_space(m, gpn, (int)gpus, po.max_pp, sc, 128);
+		r->nsc = bp_hyd_space(r->m, r->gpn, (int)w->gpus, a->po.max_pp, r->sc, 128);
 	}
-	if (!profile && cmd_analytic_profile(gpu, model, sc, nsc, max_tokens, &prof, prof_sha,
-					     &err) < 0) {
-		rc = cmd_error("%s", err.text);
-		goto out;
-	}
+	if (!w->profile && cmd_analytic_profile(w->gpu, w->model, r->sc, r->nsc, w->max_tokens,
+						&r->prof, r->prof_sha, &err) < 0)
+		return cmd_error("%s", err.text);
 	size_t k = 0;
-	for (size_t i = 0; i < nsc; i++) {
+	for (size_t i = 0; i < r->nsc; i++) {
 		struct bp_error e2;
-		if (!bp_profile_check_scheme(&prof, sc[i].tp, 1, sc[i].pp, 1, gpn, &e2))
-			sc[k++] = sc[i];
-		else if (po.schemes) {
-			rc = cmd_error("--schemes: profile '%s' cannot price <%d,%d>: %s", prof.name,
-				       sc[i].tp, sc[i].pp, e2.text);
-			goto out;
-		}
+		const struct bp_scheme *s = &r->sc[i];
+		if (!bp_profile_check_scheme(&r->prof, s->tp, 1, s->pp, 1, r->gpn, &e2))
+			r->sc[k++] = *s;
+		else if (a->po.schemes)
+			return cmd_error("--schemes: profile '%s' cannot price <%d,%d>: %s",
+					 r->prof.name, s->tp, s->pp, e2.text);
 	}
+	r->nsc = k;
+	return PROP_GO;
+}
+
+static int prop_write(const struct bp_hyd_set *set, const char *out)
+{
+	struct bp_error err;
+	json_t *j = bp_hyd_set_to_json(set);
+	char *text = j ? bp_json_dump_lines(j) : NULL;
+	json_decref(j);
+	if (!text)
+		return cmd_error("cannot encode strategies '%s': out of memory", out);
+	int wr = cmd_write_file(out, text, strlen(text), &err);
+	free(text);
+	if (wr < 0)
+		return cmd_error("cannot write strategies '%s': %s", out, err.text);
+	return PROP_GO;
+}
+
+/* The proposal within the limits, its tables and its file. */
+static int prop_run(const struct prop_args *a, struct prop_run *r)
+{
+	const struct cmd_workload *w = &a->w;
+	const struct prop_req q = {&r->prof, r->sc, r->nsc, &r->ds, r->ds_sha, (int)w->gpus,
+				   w->max_tokens, w->tps, w->dps, w->overlen, &a->po};
+	struct bp_error err;
 	double est_s = 0.0;
-	if ((rc = propose_guard(&prof, sc, k, &ds, (int)gpus, max_tokens, &po, &est_s)) != EXIT_OK)
-		goto out;
-	rc = EXIT_DATA;
+	int rc;
+	if ((rc = propose_guard(&q, &est_s)) != EXIT_OK)
+		return rc;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	int r = propose(&prof, sc, k, &ds, ds_sha, (int)gpus, max_tokens, ov, tps, dps, &po, &set,
-			&err);
+	int pr = propose(&q, &r->set, &err);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	if (r < 0) {
-		rc = cmd_error("cannot propose strategies: %s", err.text);
-		goto out;
-	}
-	if (!quiet)
-		print_tables(&set, &prof, (int)gpus, ds.name);
-	if (timing)
+	if (pr < 0)
+		return cmd_error("cannot propose strategies: %s", err.text);
+	if (!a->quiet)
+		print_tables(&r->set, &r->prof, (int)w->gpus, r->ds.name);
+	if (a->timing)
 		fprintf(stderr, "balplan: proposal took %.1f ms (%zu schemes, %zu candidates; "
 			"estimated %.1f ms, limit %.0f s)\n",
-			(t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6, k, set.n,
-			est_s * 1e3, PROPOSE_LIMIT_S);
-	if (out) {
-		json_t *j = bp_hyd_set_to_json(&set);
-		char *text = j ? bp_json_dump_lines(j) : NULL;
-		json_decref(j);
-		if (!text) {
-			rc = cmd_error("cannot encode strategies '%s': out of memory", out);
-			goto out;
-		}
-		int wr = cmd_write_file(out, text, strlen(text), &err);
-		free(text);
-		if (wr < 0) {
-			rc = cmd_error("cannot write strategies '%s': %s", out, err.text);
-			goto out;
-		}
-	}
-	rc = EXIT_OK;
-out:
-	bp_hyd_set_release(&set);
-	bp_dataset_release(&ds);
-	bp_profile_release(&prof);
+			(t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6, r->nsc,
+			r->set.n, est_s * 1e3, PROPOSE_LIMIT_S);
+	if (a->out && (rc = prop_write(&r->set, a->out)) != PROP_GO)
+		return rc;
+	return EXIT_OK;
+}
+
+int cmd_propose(int argc, char **argv)
+{
+	struct prop_args a;
+	struct prop_run r;
+	int rc = prop_parse(argc, argv, &a);
+	if (rc == PROP_GO)
+		rc = prop_check(&a);
+	if (rc != PROP_GO)
+		return rc;
+	memset(&r, 0, sizeof(r));
+	bp_dataset_init(&r.ds);
+	bp_profile_init(&r.prof);
+	bp_hyd_set_init(&r.set);
+	rc = prop_load(&a, &r);
+	if (rc == PROP_GO)
+		rc = prop_space(&a, &r);
+	if (rc == PROP_GO)
+		rc = prop_run(&a, &r);
+	bp_hyd_set_release(&r.set);
+	bp_dataset_release(&r.ds);
+	bp_profile_release(&r.prof);
 	return rc;
 }

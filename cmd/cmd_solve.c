@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cmd_propose.h"
+#include "cmd_workload.h"
 #include "cmdutil.h"
 #include "commands.h"
 #include "jsonutil.h"
@@ -42,14 +43,12 @@ static void solve_usage(FILE *f)
 		"                           warning; refused otherwise\n"
 		"  -p, --profile FILE       profile; without it an analytic one is made from\n"
 		"                           --gpu and --model\n"
-		"      --gpu NAME           GPU preset for the analytic profile [H100]\n"
+		CMD_WORKLOAD_HELP_GPU
 		"      --gpus-per-node N    GPUs per node, for which groups cross nodes [the\n"
 		"                           GPU preset's, 8]\n"
-		"      --model NAME         model preset or a Hugging Face config.json (dense\n"
-		"                           Llama-style or GPT-2) for the analytic profile\n"
-		"                           [llama3-8b]\n"
+		CMD_WORKLOAD_HELP_MODEL
 		"cluster:\n"
-		"  -g, --gpus N             GPUs in all [64]\n"
+		CMD_WORKLOAD_HELP_GPUS
 		"      --tp N, --cp N, --pp N  tensor, context, pipeline degrees [8, 2, 4];\n"
 		"                           dp = gpus / (tp cp pp)\n"
 		"sampling:\n"
@@ -58,7 +57,7 @@ static void solve_usage(FILE *f)
 		"                           permitting (--param max_len_factor=1 keeps -L)\n"
 		"      --tokens-per-step N  token budget per global batch [pp*dp*max-tokens]\n"
 		"      --docs-per-step N    fixed documents per global batch instead\n"
-		"                           (token counts take k, M, G: 128k = 131072)\n"
+		CMD_WORKLOAD_HELP_UNITS
 		"  -n, --steps N            global batches [20; with --epochs: until the data\n"
 		"                           ends]\n"
 		"      --order MODE         where samples come from: file (the index's samples\n"
@@ -235,36 +234,6 @@ static int preflight(const struct bp_method *const *list, size_t nm, struct bp_s
 	return EXIT_OK;
 }
 
-/* Every method's parameter values as solve and check read them (bp_method_check_params), on
- * a plan of the request's cluster, model and layout, before any method runs: a bad value is
- * a usage error naming the method (issue 26 item 5: it was exit 1, after other methods ran). */
-static int preflight_params(const struct bp_method *const *list, size_t nm,
-			    const struct bp_param *params, size_t nparams, const char *batching,
-			    struct bp_scheme sc, int64_t dp, int64_t gpus, int gpn,
-			    int64_t max_tokens, const struct bp_model *m, enum bp_shard shard)
-{
-	for (size_t i = 0; i < nm; i++) {
-		struct bp_error err = {""};
-		struct bp_plan p;
-		int bad;
-		bp_plan_init(&p);
-		p.cluster.gpus = (int)gpus;
-		p.cluster.gpus_per_node = gpn;
-		p.model = *m;
-		p.max_tokens = max_tokens;
-		bad = bp_plan_set_param(&p, "cp_shard", bp_shard_name(shard), &err) < 0 ||
-		      bp_plan_add_megatron(&p, sc, (int)dp, max_tokens, &err) < 0;
-		for (size_t k = 0; !bad && k < nparams; k++)
-			if (bp_method_takes(list[i], params[k].key, batching))
-				bad = bp_plan_set_param(&p, params[k].key, params[k].value, &err) < 0;
-		bad = bad || bp_method_check_params(list[i], &p, &err) < 0;
-		bp_plan_release(&p);
-		if (bad)
-			return cmd_usage("solve", "method '%s': %s", list[i]->name, err.text);
-	}
-	return EXIT_OK;
-}
-
 /* --out-dir is all or nothing: the plans go into a fresh directory beside DIR
  * (DIR.tmp.XXXXXX) and move into DIR only when every method succeeded, so a failing method
  * leaves DIR as it was. */
@@ -409,8 +378,11 @@ static void print_table(const struct result *r, size_t n, int timing, enum cmd_f
 	 * documents) would win on tokens per second alone. With the same work it equals the
 	 * ratio of ktok/s. */
 	double base = 0.0, wmin = INFINITY, wmax = 0.0;
+	const struct bp_method *bm = bp_method_baseline();
+	if (!baseline)
+		baseline = bm ? bm->name : "";
 	for (size_t i = 0; i < n; i++) {
-		if (!strcmp(r[i].method, baseline ? baseline : "plain"))
+		if (!strcmp(r[i].method, baseline))
 			base = r[i].s.model_tflops_per_gpu;
 		wmin = fmin(wmin, r[i].s.model_tflop);
 		wmax = fmax(wmax, r[i].s.model_tflop);
@@ -568,13 +540,14 @@ out:
 
 /* The options of a run as parsed (solve_parse) and completed (solve_check, solve_pick). */
 struct solve_args {
-	const char *dataset, *jsonl_field, *tokens_field, *id_field, *profile, *gpu, *model;
+	struct cmd_workload w; /* the options propose takes too */
+	const char *tokens_field, *id_field;
 	const char *methods, *out, *out_dir, *strategies;
 	const char *baseline; /* --baseline: speedup's reference method [plain] */
 	int skip_empty;
 	struct bp_param params[32];
 	size_t nparams;
-	int64_t gpus, tp, cp, pp, max_tokens, tps, dps;
+	int64_t tp, cp, pp;
 	int64_t steps, seed, epochs, chunk_steps, first_step;
 	int flush_data, first_set;              /* --flush: -1 not given */
 	const struct bp_schedule *sched;        /* --schedule; NULL: 1f1b */
@@ -582,12 +555,11 @@ struct solve_args {
 	enum bp_order order;
 	enum bp_last_batch last;
 	int order_set, steps_set, last_set;
-	int timing, quiet, gpu_set, model_set, tps_given;
+	int timing, quiet;
 	enum cmd_format table_format;
 	enum bp_recompute recompute;
 	int opt_replicated;
 	int64_t gpn_opt;
-	enum bp_overlen overlen;
 	enum bp_documents documents;
 	enum bp_shard shard;
 	/* completed */
@@ -630,8 +602,7 @@ struct solve_run {
 #define SOLVE_UNKNOWN (-2) /* parse_opt: not an option of solve's */
 
 static const struct option solve_opts[] = {
-	{"dataset", required_argument, NULL, 'd'},
-	{"jsonl-field", required_argument, NULL, 'J'},
+	CMD_WORKLOAD_OPTIONS,
 	{"length-field", required_argument, NULL, 'J'},
 	{"tokens-field", required_argument, NULL, 'j'},
 	{"id-field", required_argument, NULL, 'I'},
@@ -639,19 +610,11 @@ static const struct option solve_opts[] = {
 	{"order", required_argument, NULL, 'X'},
 	{"epochs", required_argument, NULL, 'E'},
 	{"last-batch", required_argument, NULL, 'B'},
-	{"profile", required_argument, NULL, 'p'},
-	{"gpu", required_argument, NULL, 'G'},
-	{"model", required_argument, NULL, 'M'},
-	{"gpus", required_argument, NULL, 'g'},
 	{"tp", required_argument, NULL, 'T'},
 	{"cp", required_argument, NULL, 'C'},
 	{"pp", required_argument, NULL, 'P'},
-	{"max-tokens", required_argument, NULL, 'L'},
-	{"tokens-per-step", required_argument, NULL, 'K'},
-	{"docs-per-step", required_argument, NULL, 'D'},
 	{"steps", required_argument, NULL, 'n'},
 	{"seed", required_argument, NULL, 's'},
-	{"over-length", required_argument, NULL, 'O'},
 	{"documents", required_argument, NULL, 'W'},
 	{"method", required_argument, NULL, 'm'},
 	{"shard", required_argument, NULL, 'S'},
@@ -679,16 +642,11 @@ static const struct option solve_opts[] = {
 static void solve_defaults(struct solve_args *a)
 {
 	memset(a, 0, sizeof(*a));
-	a->dataset = "synthetic-longtail";
-	a->gpu = "H100";
-	a->model = "llama3-8b";
+	cmd_workload_defaults(&a->w);
 	a->methods = "all";
-	a->gpus = 64;
 	a->tp = 8;
 	a->cp = 2;
 	a->pp = 4;
-	a->max_tokens = 131072;
-	a->tps = -1;
 	a->steps = 20;
 	a->seed = 1;
 	a->chunk_steps = 64;
@@ -697,7 +655,6 @@ static void solve_defaults(struct solve_args *a)
 	a->last = BP_LAST_KEEP;
 	a->table_format = CMD_FORMAT_TEXT;
 	a->recompute = BP_RECOMPUTE_NONE;
-	a->overlen = BP_OVERLEN_TRUNCATE;
 	a->documents = BP_DOCS_WHOLE;
 	a->shard = BP_SHARD_SEQUENCE;
 }
@@ -729,14 +686,17 @@ static int add_param(struct solve_args *a, const char *arg)
 	return SOLVE_GO;
 }
 
+static const struct cmd_workload_spec solve_workload = {
+	.cmd = "solve", .gpus_max = 1 << 20, .tokens_min = 1, .tokens_max = (int64_t)1 << 40,
+	.overlen_error = 1};
+
 /* One option c with its argument arg (getopt's optarg). */
 static int parse_opt(struct solve_args *a, int c, const char *arg)
 {
-	const int64_t big = (int64_t)1 << 40;
-	int bad = 0;
+	int wr = cmd_workload_opt(&a->w, &solve_workload, c, arg), bad = 0;
+	if (wr != CMD_WORKLOAD_OTHER)
+		return wr ? wr : SOLVE_GO;
 	switch (c) {
-	case 'd': a->dataset = arg; break;
-	case 'J': a->jsonl_field = arg; break;
 	case 'j': a->tokens_field = arg; break;
 	case 'I': a->id_field = arg; break;
 	case 'e': a->skip_empty = 1; break;
@@ -753,34 +713,13 @@ static int parse_opt(struct solve_args *a, int c, const char *arg)
 					 cmd_cut(arg));
 		a->last_set = 1;
 		break;
-	case 'p': a->profile = arg; break;
-	case 'G': a->gpu = arg; a->gpu_set = 1; break;
-	case 'M': a->model = arg; a->model_set = 1; break;
-	case 'g': bad = cmd_opt_int("solve", "--gpus", arg, 1, 1 << 20, &a->gpus); break;
 	case 'T': bad = cmd_opt_int("solve", "--tp", arg, 1, 1 << 20, &a->tp); break;
 	case 'C': bad = cmd_opt_int("solve", "--cp", arg, 1, 1 << 20, &a->cp); break;
 	case 'P': bad = cmd_opt_int("solve", "--pp", arg, 1, 1 << 20, &a->pp); break;
-	case 'L': bad = cmd_opt_tokens("solve", "--max-tokens", arg, 1, big, &a->max_tokens);
-		break;
-	case 'K': bad = cmd_opt_tokens("solve", "--tokens-per-step", arg, 1, big, &a->tps);
-		a->tps_given = 1;
-		break;
-	case 'D': bad = cmd_opt_int("solve", "--docs-per-step", arg, 1, 1 << 24, &a->dps); break;
 	case 'n': bad = cmd_opt_int("solve", "--steps", arg, 1, 1000000, &a->steps);
 		a->steps_set = 1;
 		break;
 	case 's': bad = cmd_opt_int("solve", "--seed", arg, 0, INT64_MAX, &a->seed); break;
-	case 'O':
-		if (!strcmp(arg, "truncate"))
-			a->overlen = BP_OVERLEN_TRUNCATE;
-		else if (!strcmp(arg, "drop"))
-			a->overlen = BP_OVERLEN_DROP;
-		else if (!strcmp(arg, "error"))
-			a->overlen = BP_OVERLEN_ERROR;
-		else
-			return cmd_usage("solve", "--over-length '%s' is not truncate, drop or error",
-					 cmd_cut(arg));
-		break;
 	case 'W':
 		if (bp_documents_parse(arg, &a->documents) < 0)
 			return cmd_usage("solve", "--documents '%s' is not whole, cut or per-method",
@@ -873,27 +812,20 @@ static int solve_parse(int argc, char **argv, struct solve_args *a)
 /* The options against each other, before any input is read. */
 static int solve_check(struct solve_args *a)
 {
-	if (a->profile && (a->gpu_set || a->model_set))
-		return cmd_usage("solve", "--profile cannot be combined with --gpu or --model");
-	if (a->profile && a->gpn_opt)
+	int r = cmd_workload_check_inputs(&a->w, "solve");
+	if (r)
+		return r;
+	if (a->w.profile && a->gpn_opt)
 		return cmd_usage("solve", "--gpus-per-node is for the analytic profile: a profile "
 				 "file gives its own (hardware.gpus_per_node)");
 	cmd_analytic_gpus_per_node((int)a->gpn_opt);
 	/* Unknown names are usage errors, found before any work (a config.json that cannot be
 	 * read is a data error). */
-	if (!a->profile) {
-		struct bp_model chk;
-		struct bp_error merr = {""};
-		if (!bp_gpu_preset(a->gpu))
-			return cmd_usage("solve", "unknown GPU '%s' (see 'balplan presets')",
-					 cmd_cut(a->gpu));
-		if (cmd_resolve_model(a->model, &chk, &merr) < 0)
-			return !strncmp(merr.text, "unknown model", 13)
-				       ? cmd_usage("solve", "%s", merr.text)
-				       : cmd_error("%s", merr.text);
-	}
-	if (a->tps >= 0 && a->dps > 0)
-		return cmd_usage("solve", "--tokens-per-step and --docs-per-step exclude each other");
+	struct bp_model chk;
+	if (!a->w.profile && (r = cmd_workload_hardware(&a->w, "solve", &chk, NULL)) != 0)
+		return r;
+	if ((r = cmd_workload_check_step(&a->w, "solve")) != 0)
+		return r;
 	if (a->out && a->out_dir)
 		return cmd_usage("solve", "--out and --out-dir exclude each other");
 	/* the coverage file (--param sb_coverage=measured:FILE, BP_INPUT_COVERAGE): an input
@@ -905,33 +837,32 @@ static int solve_check(struct solve_args *a)
 	{
 		const char *names[] = {"--dataset", "--profile", "--strategies",
 				       "--param sb_coverage=measured:"};
-		const char *paths[] = {a->dataset, a->profile, a->strategies, a->cov_file};
-		int r = cmd_one_stdin("solve", 4, names, paths);
+		const char *paths[] = {a->w.dataset, a->w.profile, a->strategies, a->cov_file};
+		r = cmd_one_stdin("solve", 4, names, paths);
 		if (r)
 			return r;
 	}
 	if (a->out && !strcmp(a->out, "-"))
 		a->quiet = 1; /* the plan is standard output: no table mixed into it */
 	int64_t tp = a->tp, cp = a->cp, pp = a->pp;
-	if (a->gpus % (tp * cp * pp))
+	if (a->w.gpus % (tp * cp * pp))
 		return cmd_usage("solve", "%lld GPUs are not divisible by tp*cp*pp = %lld",
-				 (long long)a->gpus, (long long)(tp * cp * pp));
+				 (long long)a->w.gpus, (long long)(tp * cp * pp));
 	/* The layout against the node size, before any input is read (issue 27 item 17); with
 	 * --profile, once it is read, before planning. */
-	if (!a->profile && bp_gpu_preset(a->gpu)) {
-		int r = cmd_check_nodes("solve", a->gpus, tp,
-					bp_gpu_preset(a->gpu)->gpus_per_node);
+	if (!a->w.profile && bp_gpu_preset(a->w.gpu)) {
+		r = cmd_check_nodes("solve", a->w.gpus, tp, bp_gpu_preset(a->w.gpu)->gpus_per_node);
 		if (r)
 			return r;
 	}
-	a->dp = a->gpus / (tp * cp * pp);
-	if (a->tps < 0 && a->dps == 0)
-		a->tps = pp * a->dp * a->max_tokens;
-	if (a->tps < 0)
-		a->tps = 0;
-	if (a->tps > 0 && a->tps < a->max_tokens)
+	a->dp = a->w.gpus / (tp * cp * pp);
+	if (a->w.tps < 0 && a->w.dps == 0)
+		a->w.tps = pp * a->dp * a->w.max_tokens;
+	if (a->w.tps < 0)
+		a->w.tps = 0;
+	if (a->w.tps > 0 && a->w.tps < a->w.max_tokens)
 		return cmd_usage("solve", "--tokens-per-step %lld is below --max-tokens %lld",
-				 (long long)a->tps, (long long)a->max_tokens);
+				 (long long)a->w.tps, (long long)a->w.max_tokens);
 	return SOLVE_GO;
 }
 
@@ -1012,11 +943,11 @@ static int solve_pick(struct solve_args *a)
 				 "(1 is --schedule 1f1b)", (long long)a->vstages);
 	/* Every method's layout constraints before any work (with --profile, once it is read:
 	 * its model decides). */
-	if (!a->profile) {
+	if (!a->w.profile) {
 		struct bp_model rm;
 		struct bp_error merr = {""};
 		struct bp_scheme sc = {(int)a->tp, (int)a->cp, (int)a->pp};
-		if (cmd_resolve_model(a->model, &rm, &merr) == 0 &&
+		if (cmd_resolve_model(a->w.model, &rm, &merr) == 0 &&
 		    (r = preflight(list, nm, sc, &rm, a->shard, sched, a->vstages)) != EXIT_OK)
 			return r;
 	}
@@ -1027,7 +958,7 @@ static int solve_pick(struct solve_args *a)
 				 strategies_method(), strategies_method());
 	if (a->strategies) {
 		const char *names[] = {"--dataset", "--profile", "--strategies"};
-		const char *paths[] = {a->dataset, a->profile, a->strategies};
+		const char *paths[] = {a->w.dataset, a->w.profile, a->strategies};
 		r = cmd_one_stdin("solve", 3, names, paths);
 		if (r)
 			return r;
@@ -1050,7 +981,8 @@ static int solve_pick(struct solve_args *a)
  * strategies file or the coverage file, by name or by device and inode. */
 static int check_overwrite(const struct solve_args *a)
 {
-	const char *ds_file = bp_dataset_preset_text(a->dataset, &(size_t){0}) ? NULL : a->dataset;
+	const char *ds = a->w.dataset;
+	const char *ds_file = bp_dataset_preset_text(ds, &(size_t){0}) ? NULL : ds;
 	for (size_t i = 0; i < (a->out ? 1 : a->out_dir ? a->nm : 0); i++) {
 		char path[4096];
 		const char *opt = "--out";
@@ -1059,7 +991,8 @@ static int check_overwrite(const struct solve_args *a)
 		else
 			outdir_path(path, sizeof(path), a->out_dir, a->list[i]->name);
 		for (int k = 0; k < 4; k++) {
-			const char *const ins[] = {ds_file, a->profile, a->strategies, a->cov_file};
+			const char *const ins[] = {ds_file, a->w.profile, a->strategies,
+						   a->cov_file};
 			const char *const whats[] = {"dataset", "profile", "strategies file",
 						     "coverage file"};
 			const char *in = ins[k], *what = whats[k];
@@ -1106,9 +1039,9 @@ static void solve_run_release(struct solve_run *r, const struct solve_args *a, i
 static int solve_load_dataset(struct solve_args *a, struct solve_run *r)
 {
 	struct bp_error err;
-	struct bp_read_opts ro = {.length_field = a->jsonl_field, .tokens_field = a->tokens_field,
+	struct bp_read_opts ro = {.length_field = a->w.jsonl_field, .tokens_field = a->tokens_field,
 				  .id_field = a->id_field, .skip_empty = a->skip_empty};
-	if (cmd_load_dataset(a->dataset, &ro, &r->ds, r->ds_sha, &err) < 0)
+	if (cmd_load_dataset(a->w.dataset, &ro, &r->ds, r->ds_sha, &err) < 0)
 		return cmd_error("%s", err.text);
 	const struct bp_dataset *ds = &r->ds;
 	/* A sample index (a reader's rows: text, JSONL, .idx) is read in order by default; a
@@ -1128,8 +1061,9 @@ static int solve_load_dataset(struct solve_args *a, struct solve_run *r)
 	/* Steps the limits are estimated for: with --epochs, the ones the data fills. */
 	a->est_steps = a->steps;
 	if (a->epochs) {
-		double need = a->dps ? (double)a->epochs * (double)ds->nlengths / (double)a->dps
-				     : (double)a->epochs * (double)ds->stats.tokens / (double)a->tps;
+		double e = (double)a->epochs;
+		double need = a->w.dps ? e * (double)ds->nlengths / (double)a->w.dps
+				     : e * (double)ds->stats.tokens / (double)a->w.tps;
 		double cap = ceil(need) + 1;
 		if (!a->steps || cap < (double)a->steps)
 			a->est_steps = cap > 1e12 ? (int64_t)1e12 : (int64_t)cap;
@@ -1148,7 +1082,7 @@ static int method_over_time(const struct solve_args *a, const struct bp_method *
 	case BP_GROWS_GPUS:
 		return cmd_usage("solve", "%s at --gpus %lld is beyond the planning limits: an "
 				 "estimated %.0f s for %lld steps (limit %.0f s)", name,
-				 (long long)a->gpus, run, (long long)run_steps, LIMIT_TIME_S);
+				 (long long)a->w.gpus, run, (long long)run_steps, LIMIT_TIME_S);
 	case BP_GROWS_DOCS_SQUARED:
 		return cmd_usage("solve", "%s is beyond the planning limits: an estimated %.0f s "
 				 "for about %.0f documents per step over %lld steps (limit %.0f "
@@ -1176,17 +1110,17 @@ static void limit_words(const struct solve_args *a, const struct solve_price *e,
 	snprintf(per, nper, "about %.0f documents, %.0f micro-batches and %lld pipeline%s per "
 		 "step", e->docs, e->mbs, dp, dp == 1 ? "" : "s");
 	if (e->pipes_dominate)
-		snprintf(subject, nsubject, "--gpus %lld", (long long)a->gpus);
-	else if (a->dps)
-		snprintf(subject, nsubject, "--docs-per-step %lld", (long long)a->dps);
-	else if (a->tps_given && e->mbs > e->docs) /* windows smaller than documents */
+		snprintf(subject, nsubject, "--gpus %lld", (long long)a->w.gpus);
+	else if (a->w.dps)
+		snprintf(subject, nsubject, "--docs-per-step %lld", (long long)a->w.dps);
+	else if (a->w.tps_given && e->mbs > e->docs) /* windows smaller than documents */
 		snprintf(subject, nsubject, "--tokens-per-step %lld with --max-tokens %lld",
-			 (long long)a->tps, (long long)a->max_tokens);
-	else if (a->tps_given)
-		snprintf(subject, nsubject, "--tokens-per-step %lld", (long long)a->tps);
+			 (long long)a->w.tps, (long long)a->w.max_tokens);
+	else if (a->w.tps_given)
+		snprintf(subject, nsubject, "--tokens-per-step %lld", (long long)a->w.tps);
 	else
 		snprintf(subject, nsubject, "--gpus %lld (tokens per step pp*dp*max-tokens = "
-			 "%lld)", (long long)a->gpus, (long long)a->tps);
+			 "%lld)", (long long)a->w.gpus, (long long)a->w.tps);
 }
 
 /* BALPLAN_ESTIMATE: the price alone, for tests/scripts. */
@@ -1210,14 +1144,28 @@ static void print_estimates(const struct solve_args *a, const struct solve_price
  * run written a window at a time (a plan of lines to a file) holds --chunk-steps steps and
  * reports its progress: only a window's memory is limited, and its time to the first step (a
  * method's setup and one step). */
-static int solve_limits(const struct solve_args *a, const struct solve_run *sr)
+static int solve_limits(const struct solve_args *a, const struct solve_run *sr, int phase)
 {
 	struct bp_model lm;
 	struct bp_error lerr = {""};
-	int layers = !a->profile && cmd_resolve_model(a->model, &lm, &lerr) == 0 ? lm.layers : 0;
-	int64_t nstrat = a->strategies_in ? solve_count_strategies(a->strategies) : 0;
-	struct solve_request rq = {&sr->ds, a->max_tokens, a->tps, a->dps, a->gpus, a->tp, a->cp,
-				   a->pp, a->dp, layers, a->params, a->nparams, 0};
+	struct stat pst;
+	int layers = !a->w.profile && cmd_resolve_model(a->w.model, &lm, &lerr) == 0 ? lm.layers : 0;
+	/* the strategies: a file's count; proposed (or read from standard input) they are known
+	 * after solve_prepare, so the first phase prices one (the least) and the second the
+	 * real set */
+	int64_t nstrat = !a->strategies_in ? 0
+			 : phase == 2 ? (int64_t)sr->hset.n
+				      : solve_count_strategies(a->strategies);
+	int later = phase == 1 && a->strategies_in && nstrat <= 0;
+	struct solve_request rq = {
+		.ds = &sr->ds, .max_tokens = a->w.max_tokens, .tokens_per_step = a->w.tps,
+		.docs_per_step = a->w.dps, .gpus = a->w.gpus, .tp = a->tp, .cp = a->cp,
+		.pp = a->pp, .dp = a->dp, .layers = layers, .params = a->params,
+		.nparams = a->nparams,
+		.profile_bytes = a->w.profile && strcmp(a->w.profile, "-") &&
+					 stat(a->w.profile, &pst) == 0 ? (int64_t)pst.st_size : 0};
+	if (later)
+		nstrat = 1;
 	struct solve_price pr[64];
 	const double gib = 1073741824.0;
 	int stream_run = plan_lines && (a->out || a->out_dir);
@@ -1228,6 +1176,7 @@ static int solve_limits(const struct solve_args *a, const struct solve_run *sr)
 	double run_max = 0.0, run_sum = 0.0, s_step_max = 0.0, mem_once_max = 0.0;
 	for (size_t i = 0; i < a->nm; i++) {
 		rq.inputs = a->list[i]->input == BP_INPUT_STRATEGIES ? nstrat : 0;
+		rq.inputs_made = a->list[i]->input == BP_INPUT_STRATEGIES && !a->strategies;
 		solve_price(a->list[i], &rq, &pr[i]);
 		const struct solve_price *p = &pr[i];
 		double own = p->s_once + run_steps * p->s_own;
@@ -1237,7 +1186,7 @@ static int solve_limits(const struct solve_args *a, const struct solve_run *sr)
 		s_step_max = fmax(s_step_max, p->s_step);
 		mem_once_max = fmax(mem_once_max, p->mem_once);
 	}
-	if (getenv("BALPLAN_ESTIMATE")) {
+	if (getenv("BALPLAN_ESTIMATE") && !later) {
 		print_estimates(a, pr, nsteps, mem_steps);
 		return EXIT_OK;
 	}
@@ -1282,6 +1231,38 @@ static int solve_limits(const struct solve_args *a, const struct solve_run *sr)
 	return SOLVE_GO;
 }
 
+/* Every method's parameter values as solve and check read them (bp_method_check_params), on
+ * a plan of the request's cluster, model and layout, before any method runs: a bad value is
+ * a usage error naming the method (issue 26 item 5: it was exit 1, after other methods ran). */
+static int preflight_params(const struct solve_args *a, struct bp_scheme sc, int gpn,
+			    const struct bp_model *m)
+{
+	const struct bp_method *const *list = a->list;
+	const struct bp_param *params = a->params;
+	int64_t max_tokens = a->w.max_tokens;
+	for (size_t i = 0; i < a->nm; i++) {
+		struct bp_error err = {""};
+		struct bp_plan p;
+		int bad;
+		bp_plan_init(&p);
+		p.cluster.gpus = (int)a->w.gpus;
+		p.cluster.gpus_per_node = gpn;
+		p.model = *m;
+		p.max_tokens = max_tokens;
+		bad = bp_plan_set_param(&p, "cp_shard", bp_shard_name(a->shard), &err) < 0 ||
+		      bp_plan_add_megatron(&p, sc, (int)a->dp, max_tokens, &err) < 0;
+		for (size_t k = 0; !bad && k < a->nparams; k++)
+			if (bp_method_takes(list[i], params[k].key, a->batching))
+				bad = bp_plan_set_param(&p, params[k].key, params[k].value,
+							&err) < 0;
+		bad = bad || bp_method_check_params(list[i], &p, &err) < 0;
+		bp_plan_release(&p);
+		if (bad)
+			return cmd_usage("solve", "method '%s': %s", list[i]->name, err.text);
+	}
+	return EXIT_OK;
+}
+
 /* The profile (the file, or analytic for the request), with the run's settings, and what
  * needs it: the methods' constraints and parameters, the layout against the node size. */
 static int solve_load_profile(const struct solve_args *a, struct solve_run *r)
@@ -1289,20 +1270,19 @@ static int solve_load_profile(const struct solve_args *a, struct solve_run *r)
 	struct bp_error err;
 	struct bp_scheme sc = {(int)a->tp, (int)a->cp, (int)a->pp};
 	int rc;
-	if (a->profile ? cmd_load_profile(a->profile, &r->prof, r->prof_sha, &err)
-		       : cmd_analytic_profile(a->gpu, a->model, &sc, 1, a->max_tokens, &r->prof,
+	const struct cmd_workload *w = &a->w;
+	if (w->profile ? cmd_load_profile(w->profile, &r->prof, r->prof_sha, &err)
+		       : cmd_analytic_profile(w->gpu, w->model, &sc, 1, w->max_tokens, &r->prof,
 					      r->prof_sha, &err))
 		return cmd_error("%s", err.text);
 	r->prof.recompute = a->recompute;
 	r->prof.optimizer_replicated = a->opt_replicated;
-	if (a->profile && (rc = preflight(a->list, a->nm, sc, &r->prof.model, a->shard, a->sched,
+	if (a->w.profile && (rc = preflight(a->list, a->nm, sc, &r->prof.model, a->shard, a->sched,
 					  a->vstages)) != EXIT_OK)
 		return rc;
-	if ((rc = preflight_params(a->list, a->nm, a->params, a->nparams, a->batching, sc, a->dp,
-				   a->gpus, r->prof.hw.gpus_per_node, a->max_tokens,
-				   &r->prof.model, a->shard)) != EXIT_OK)
+	if ((rc = preflight_params(a, sc, r->prof.hw.gpus_per_node, &r->prof.model)) != EXIT_OK)
 		return rc;
-	if ((rc = cmd_check_nodes("solve", a->gpus, a->tp, r->prof.hw.gpus_per_node)) != EXIT_OK)
+	if ((rc = cmd_check_nodes("solve", a->w.gpus, a->tp, r->prof.hw.gpus_per_node)) != EXIT_OK)
 		return rc;
 	return SOLVE_GO;
 }
@@ -1319,14 +1299,14 @@ static int solve_prepare(const struct solve_args *a, struct solve_run *r)
 			return cmd_error("%s", err.text);
 		r->have_sbcov = 1;
 	}
-	for (size_t i = 0; i < a->nm && !a->profile; i++) {
+	for (size_t i = 0; i < a->nm && !a->w.profile; i++) {
 		const struct bp_method *m = a->list[i];
 		struct bp_scheme sc[32];
 		struct bp_model rmd;
 		if (!m->profile_schemes)
 			continue;
 		const struct bp_model *md =
-			cmd_resolve_model(a->model, &rmd, &err) == 0 ? &rmd : NULL;
+			cmd_resolve_model(a->w.model, &rmd, &err) == 0 ? &rmd : NULL;
 		size_t n = m->profile_schemes(md, (struct bp_scheme){(int)a->tp, (int)a->cp,
 								     (int)a->pp},
 					      (int)a->dp, a->params, a->nparams, sc,
@@ -1336,15 +1316,15 @@ static int solve_prepare(const struct solve_args *a, struct solve_run *r)
 			return cmd_error("out of memory");
 		bp_profile_init(&op->prof);
 		r->own[i] = op;
-		if (cmd_analytic_profile(a->gpu, a->model, sc, n, a->max_tokens, &op->prof,
+		if (cmd_analytic_profile(a->w.gpu, a->w.model, sc, n, a->w.max_tokens, &op->prof,
 					 op->sha, &err))
 			return cmd_error("%s", err.text);
 	}
 	if (a->strategies_in) {
-		struct cmd_hyd_req hr = {a->strategies, &r->ds, r->ds_sha, a->profile, a->gpu,
-					 a->model, (int)a->gpus,
+		struct cmd_hyd_req hr = {a->strategies, &r->ds, r->ds_sha, a->w.profile, a->w.gpu,
+					 a->w.model, (int)a->w.gpus,
 					 (struct bp_scheme){(int)a->tp, (int)a->cp, (int)a->pp},
-					 a->max_tokens, a->tps, a->dps, a->overlen};
+					 a->w.max_tokens, a->w.tps, a->w.dps, a->w.overlen};
 		int rc = cmd_hyd_candidates(&hr, &r->hset, &r->hprof, r->hprof_sha);
 		if (rc != EXIT_OK)
 			return rc;
@@ -1356,7 +1336,7 @@ static int solve_prepare(const struct solve_args *a, struct solve_run *r)
 static void print_setting(const struct solve_args *a, const struct solve_run *r)
 {
 	const struct bp_dataset *ds = &r->ds;
-	long long per = (long long)(a->dps ? a->dps : a->tps);
+	long long per = (long long)(a->w.dps ? a->w.dps : a->w.tps);
 	if (a->quiet || a->table_format)
 		return;
 	if (a->order != BP_ORDER_DRAW) {
@@ -1369,17 +1349,17 @@ static void print_setting(const struct solve_args *a, const struct solve_run *r)
 		printf("samples %s (%s, %zu samples, order %s), %d x %s (tp %lld cp %lld pp %lld "
 		       "dp %lld), model %s, max %lld tokens, %s of %lld %s, seed %lld, documents "
 		       "%s\n", ds->name, ds->format, ds->nlengths, bp_order_name(a->order),
-		       (int)a->gpus, r->prof.hw.gpu, (long long)a->tp, (long long)a->cp,
+		       (int)a->w.gpus, r->prof.hw.gpu, (long long)a->tp, (long long)a->cp,
 		       (long long)a->pp, (long long)a->dp, r->prof.model.name,
-		       (long long)a->max_tokens, span, per, a->dps ? "samples" : "tokens",
+		       (long long)a->w.max_tokens, span, per, a->w.dps ? "samples" : "tokens",
 		       (long long)a->seed, bp_documents_name(a->documents));
 	} else {
 		printf("dataset %s, %d x %s (tp %lld cp %lld pp %lld dp %lld), model %s, "
 		       "max %lld tokens, %lld steps of %lld %s, seed %lld, documents %s\n",
-		       ds->name, (int)a->gpus, r->prof.hw.gpu, (long long)a->tp, (long long)a->cp,
+		       ds->name, (int)a->w.gpus, r->prof.hw.gpu, (long long)a->tp, (long long)a->cp,
 		       (long long)a->pp, (long long)a->dp, r->prof.model.name,
-		       (long long)a->max_tokens, (long long)a->steps, per,
-		       a->dps ? "documents" : "tokens", (long long)a->seed,
+		       (long long)a->w.max_tokens, (long long)a->steps, per,
+		       a->w.dps ? "documents" : "tokens", (long long)a->seed,
 		       bp_documents_name(a->documents));
 	}
 }
@@ -1412,10 +1392,10 @@ static int run_method(const struct solve_args *a, struct solve_run *r, size_t i)
 	struct bp_plan plan;
 	struct bp_solve_opts o = {
 		.method = m->name,
-		.cluster = {.gpus = (int)a->gpus, .tp = (int)a->tp, .cp = (int)a->cp,
+		.cluster = {.gpus = (int)a->w.gpus, .tp = (int)a->tp, .cp = (int)a->cp,
 			    .pp = (int)a->pp, .dp = (int)a->dp},
-		.steps = a->steps, .tokens_per_step = a->tps, .docs_per_step = a->dps,
-		.max_tokens = a->max_tokens, .overlen = a->overlen, .documents = a->documents,
+		.steps = a->steps, .tokens_per_step = a->w.tps, .docs_per_step = a->w.dps,
+		.max_tokens = a->w.max_tokens, .overlen = a->w.overlen, .documents = a->documents,
 		.order = a->order, .epochs = a->epochs, .last = a->last,
 		.seed = (uint64_t)a->seed, .shard = a->shard, .dataset_name = r->ds.name,
 		.dataset_sha = r->ds_sha, .profile_sha = r->prof_sha, .first_step = a->first_step,
@@ -1507,7 +1487,7 @@ static int solve_finish(const struct solve_args *a, struct solve_run *r)
 	if (a->nm > 0 && (s0->truncated > 0 || s0->dropped > 0))
 		cmd_warn("%lld document%s longer than --max-tokens %lld %s (--over-length %s)",
 			 (long long)(s0->truncated + s0->dropped),
-			 s0->truncated + s0->dropped == 1 ? "" : "s", (long long)a->max_tokens,
+			 s0->truncated + s0->dropped == 1 ? "" : "s", (long long)a->w.max_tokens,
 			 s0->dropped > 0 ? "were left out" : "were cut to it",
 			 s0->dropped > 0 ? "drop" : "truncate");
 	if (!a->quiet)
@@ -1531,11 +1511,13 @@ int cmd_solve(int argc, char **argv)
 	solve_run_init(r);
 	rc = solve_load_dataset(&a, r);
 	if (rc == SOLVE_GO)
-		rc = solve_limits(&a, r);
+		rc = solve_limits(&a, r, 1);
 	if (rc == SOLVE_GO)
 		rc = solve_load_profile(&a, r);
 	if (rc == SOLVE_GO)
 		rc = solve_prepare(&a, r);
+	if (rc == SOLVE_GO && a.strategies_in && (!a.strategies || !strcmp(a.strategies, "-")))
+		rc = solve_limits(&a, r, 2); /* priced again with the candidates made or read */
 	if (rc == SOLVE_GO && a.out_dir && (rc = outdir_open(a.out_dir, &r->tmp_dir)) == EXIT_OK)
 		rc = SOLVE_GO;
 	if (rc == SOLVE_GO)

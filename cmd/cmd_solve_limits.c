@@ -48,6 +48,15 @@
 #define I_MB_STAGE 2e3
 #define I_PIPE 5e3
 
+/* A profile file (--profile) instead of the analytic one: reading it and fitting its launch
+ * model (planner/model/costmodel.c) take about 2,000-2,300 instructions a byte (measured:
+ * 120 KB llama3-8b and 73 KB wlb-550m H100 profiles, 0.27 G and 0.13 G over the analytic
+ * profile's start), and a measured profile's attention tables make every cost model call
+ * dearer: the per-step terms every method pays grew 2.0-2.5x (plain, wlb, kk at 64-1,024
+ * GPUs, 2026-11-27 callgrind counts of `-n 1` and `-n 3`). A file is priced as measured. */
+#define I_PROFILE_BYTE 2.5e3
+#define PROFILE_STEP_FACTOR 2.5
+
 /* Mean drawn length with documents cut at max_tokens (truncation; what a draw spends), and
  * the share of documents at least half of max_tokens long once cut (*long_share). */
 static double mean_drawn(const struct bp_dataset *ds, int64_t max_tokens, double *long_share)
@@ -93,17 +102,20 @@ void solve_price(const struct bp_method *m, const struct solve_request *r,
 	p->docs = d;
 	p->mbs = mb0 + pp * dp;
 	double md = MEM_PER_DOC * d, mm = MEM_PER_MB_STAGE * p->mbs * pp, mp = MEM_PER_PIPE * dp;
-	double id = I_DOC * d, im = I_MB_STAGE * p->mbs * pp, ip = I_PIPE * dp;
+	double f = r->profile_bytes > 0 ? PROFILE_STEP_FACTOR : 1.0;
+	double id = f * I_DOC * d, im = f * I_MB_STAGE * p->mbs * pp, ip = f * I_PIPE * dp;
 	p->mem_step = md + mm + mp;
 	p->pipes_dominate = mp > md && mp > mm && ip > id && ip > im;
 	/* the method's own (its row's price hook) on top of every method's setup */
-	struct bp_price own = {.once = I_START + I_PIPE_ONCE * dp + I_PIPE_PAIR * dp * dp};
+	struct bp_price own = {.once = I_START + I_PROFILE_BYTE * (double)r->profile_bytes +
+				       I_PIPE_ONCE * dp + I_PIPE_PAIR * dp * dp};
 	if (m->price) {
 		struct bp_price_req q = {
 			.docs = d, .tokens = tokens, .mb0 = mb0, .long_share = long_share,
 			.max_tokens = r->max_tokens, .gpus = r->gpus, .tp = r->tp, .cp = r->cp,
 			.pp = r->pp, .dp = r->dp, .layers = r->layers, .params = r->params,
 			.nparams = r->nparams, .inputs = r->inputs,
+			.inputs_made = r->inputs_made,
 			.instr_per_s = SOLVE_INSTR_PER_S,
 		};
 		m->price(&q, &own);

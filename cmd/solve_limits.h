@@ -21,7 +21,11 @@ struct solve_request {
 	const struct bp_param *params; /* every --param given (a method reads the ones it takes) */
 	size_t nparams;
 	int64_t inputs; /* items of the method's input known up front (plan/method.h
-			 * bp_price_req): the strategies in --strategies; 0: none or proposed */
+			 * bp_price_req): the strategies in --strategies or proposed; 0: none
+			 * or not made yet */
+	int inputs_made; /* the front end makes the inputs (hydraulis's proposal): its work is
+			  * priced with them */
+	int64_t profile_bytes; /* --profile's size in bytes; 0: the analytic profile */
 };
 
 /* A method's price for the request. Seconds are instructions over SOLVE_INSTR_PER_S. */

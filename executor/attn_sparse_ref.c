@@ -294,16 +294,27 @@ int bp_sparse_ref_mask(const struct bp_sparse_ref_shape *s, const struct bp_spar
 	return 0;
 }
 
-/* One query row over a key list (document-local key indices, any order): the softmax of
- * scale q.k (Eq. 1/2), o = sum p v, lse = log sum exp. p gets the probabilities. */
-static void row_fwd(const struct bp_sparse_ref_shape *s, const double *qr, const double *kbase,
-		    const double *vbase, int g, const int32_t *keys, int n, double *p, double *orow,
-		    double *lse)
+/* One query row and what it sees: its n keys (document-local indices, any order) in the
+ * document's keys and values of KV head g. */
+struct ref_row {
+	const double *q;            /* the row's query */
+	const double *kbase, *vbase; /* the document's first key and value */
+	int g;
+	const int32_t *keys;
+	int n;
+};
+
+/* One query row over its key list: the softmax of scale q.k (Eq. 1/2), o = sum p v,
+ * lse = log sum exp. p gets the probabilities. */
+static void row_fwd(const struct bp_sparse_ref_shape *s, const struct ref_row *rw, double *p,
+		    double *orow, double *lse)
 {
-	const int D = s->head_dim, KH = s->kv_heads;
+	const int D = s->head_dim, KH = s->kv_heads, g = rw->g, n = rw->n;
+	const int32_t *keys = rw->keys;
+	const double *qr = rw->q;
 	double m = -INFINITY, l = 0;
 	for (int j = 0; j < n; j++) {
-		const double *kc = kbase + ((int64_t)keys[j] * KH + g) * D;
+		const double *kc = rw->kbase + ((int64_t)keys[j] * KH + g) * D;
 		double x = 0;
 		for (int e = 0; e < D; e++)
 			x += qr[e] * kc[e];
@@ -317,7 +328,7 @@ static void row_fwd(const struct bp_sparse_ref_shape *s, const double *qr, const
 	*lse = m + log(l);
 	memset(orow, 0, (size_t)D * sizeof(*orow));
 	for (int j = 0; j < n; j++) {
-		const double *vc = vbase + ((int64_t)keys[j] * KH + g) * D;
+		const double *vc = rw->vbase + ((int64_t)keys[j] * KH + g) * D;
 		const double pj = p[j] / l;
 		for (int e = 0; e < D; e++)
 			orow[e] += pj * vc[e];
@@ -326,17 +337,19 @@ static void row_fwd(const struct bp_sparse_ref_shape *s, const double *qr, const
 
 /* The backward of one row over its key list: P from the forward's lse, dP = dO . v,
  * dS = P (dP - rowsum(dO o O)); dQ_r = scale sum dS k, dK_c += scale dS q, dV_c += P dO. */
-static void row_bwd(const struct bp_sparse_ref_shape *s, const double *qr, const double *kbase,
-		    const double *vbase, int g, const int32_t *keys, int n, const double *orow,
-		    double lse, const double *dor, double *dqr, double *dkbase, double *dvbase)
+static void row_bwd(const struct bp_sparse_ref_shape *s, const struct ref_row *rw,
+		    const double *orow, double lse, const double *dor, double *dqr,
+		    double *dkbase, double *dvbase)
 {
-	const int D = s->head_dim, KH = s->kv_heads;
+	const int D = s->head_dim, KH = s->kv_heads, g = rw->g, n = rw->n;
+	const int32_t *keys = rw->keys;
+	const double *qr = rw->q;
 	double dsum = 0;
 	for (int e = 0; e < D; e++)
 		dsum += dor[e] * orow[e];
 	for (int j = 0; j < n; j++) {
 		const int64_t at = ((int64_t)keys[j] * KH + g) * D;
-		const double *kc = kbase + at, *vc = vbase + at;
+		const double *kc = rw->kbase + at, *vc = rw->vbase + at;
 		double x = 0, dp = 0;
 		for (int e = 0; e < D; e++) {
 			x += qr[e] * kc[e];
@@ -384,13 +397,24 @@ static int row_keys(const struct bp_sparse_ref_shape *s, const struct keysrc *sr
 	return n;
 }
 
+/* The tensors of a run: the inputs, and the forward's outputs (o, lse) or the backward's
+ * inputs (oin, lsein, dout) and gradients (dq, dk, dv). */
+struct ref_io {
+	int bwd;
+	const double *q, *k, *v;
+	double *o, *lse;
+	const double *oin, *lsein, *dout;
+	double *dq, *dk, *dv;
+};
+
 /* Both directions of both paths: for every document, tile, head and row, the row's key list
  * and then row_fwd or row_bwd. */
-static int run(const struct bp_sparse_ref_shape *s, const struct keysrc *src, int bwd,
-	       const double *q, const double *k, const double *v, double *o, double *lse,
-	       const double *oin, const double *lsein, const double *dout, double *dq, double *dk,
-	       double *dv, struct bp_error *err)
+static int run(const struct bp_sparse_ref_shape *s, const struct keysrc *src,
+	       const struct ref_io *io, struct bp_error *err)
 {
+	const int bwd = io->bwd;
+	const double *q = io->q, *k = io->k, *v = io->v;
+	double *dq = io->dq, *dk = io->dk, *dv = io->dv;
 	int rc = -1;
 	const int D = s->head_dim, H = s->heads, KH = s->kv_heads, group = H / KH;
 	const int64_t total = s->nseg ? s->cu[s->nseg] : 0;
@@ -425,12 +449,12 @@ static int run(const struct bp_sparse_ref_shape *s, const struct keysrc *src, in
 							       "no key (no own block)", r, i, h);
 						goto out;
 					}
+					const struct ref_row rw = {q + qa, kb, vb, g, keys, n};
 					if (!bwd)
-						row_fwd(s, q + qa, kb, vb, g, keys, n, p, o + qa,
-							lse + la);
+						row_fwd(s, &rw, p, io->o + qa, io->lse + la);
 					else
-						row_bwd(s, q + qa, kb, vb, g, keys, n, oin + qa,
-							lsein[la], dout + qa, dq + qa,
+						row_bwd(s, &rw, io->oin + qa, io->lsein[la],
+							io->dout + qa, dq + qa,
 							dk + base * KH * D, dv + base * KH * D);
 				}
 			}
@@ -450,7 +474,8 @@ int bp_sparse_ref_fwd(const struct bp_sparse_ref_shape *s, const struct bp_spars
 	if (check_sel(s, sel, err))
 		return -1;
 	struct keysrc src = {sel, NULL, 0};
-	return run(s, &src, 0, q, k, v, o, lse, NULL, NULL, NULL, NULL, NULL, NULL, err);
+	const struct ref_io io = {.q = q, .k = k, .v = v, .o = o, .lse = lse};
+	return run(s, &src, &io, err);
 }
 
 int bp_sparse_ref_bwd(const struct bp_sparse_ref_shape *s, const struct bp_sparse_sel *sel,
@@ -461,7 +486,9 @@ int bp_sparse_ref_bwd(const struct bp_sparse_ref_shape *s, const struct bp_spars
 	if (check_sel(s, sel, err))
 		return -1;
 	struct keysrc src = {sel, NULL, 0};
-	return run(s, &src, 1, q, k, v, NULL, NULL, o, lse, dout, dq, dk, dv, err);
+	const struct ref_io io = {.bwd = 1, .q = q, .k = k, .v = v, .oin = o, .lsein = lse,
+				  .dout = dout, .dq = dq, .dk = dk, .dv = dv};
+	return run(s, &src, &io, err);
 }
 
 int bp_masked_ref_fwd(const struct bp_sparse_ref_shape *s, const unsigned char *mask,
@@ -474,7 +501,8 @@ int bp_masked_ref_fwd(const struct bp_sparse_ref_shape *s, const unsigned char *
 		return bp_errorf(err, "sparse attention reference: mask stride %d below the "
 				 "block count %d", stride, max_blocks(s));
 	struct keysrc src = {NULL, mask, stride};
-	return run(s, &src, 0, q, k, v, o, lse, NULL, NULL, NULL, NULL, NULL, NULL, err);
+	const struct ref_io io = {.q = q, .k = k, .v = v, .o = o, .lse = lse};
+	return run(s, &src, &io, err);
 }
 
 int bp_masked_ref_bwd(const struct bp_sparse_ref_shape *s, const unsigned char *mask,
@@ -488,5 +516,7 @@ int bp_masked_ref_bwd(const struct bp_sparse_ref_shape *s, const unsigned char *
 		return bp_errorf(err, "sparse attention reference: mask stride %d below the "
 				 "block count %d", stride, max_blocks(s));
 	struct keysrc src = {NULL, mask, stride};
-	return run(s, &src, 1, q, k, v, NULL, NULL, o, lse, dout, dq, dk, dv, err);
+	const struct ref_io io = {.bwd = 1, .q = q, .k = k, .v = v, .oin = o, .lsein = lse,
+				  .dout = dout, .dq = dq, .dk = dk, .dv = dv};
+	return run(s, &src, &io, err);
 }

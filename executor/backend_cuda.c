@@ -76,22 +76,17 @@
 
 #include "attn.h"
 #include "attn_sparse.h"
+#include "devbuf.h"
 #include "engine.h"
 #include "gpu_times.h"
 
 #define CARRY_MAX 65536            /* p2p messages up to this many bytes carry their bytes */
-#define FILL_CHUNK (256 * 1024)    /* bytes of seeded values copied up, then replicated */
 #define BLAS_WORKSPACE (32u << 20) /* cuBLAS workspace (its guide: 32 MiB on Hopper) */
 #define FILL_SEED 0x62616c706c616eULL
 #define QUEUE_MAX 16               /* primitives queued ahead of the host at most */
 #define PEND_MAX 8                 /* groups named when the stream stalls */
 #define LM_CHUNK 2048              /* LM head rows per GEMM */
 #define KT_PAIRS 4096              /* --gpu-times: timed primitives in flight at most */
-
-struct dbuf {
-	void *p;
-	size_t cap;
-};
 
 struct cgroup {
 	ncclComm_t comm;
@@ -101,7 +96,7 @@ struct cgroup {
 };
 
 struct slot {          /* one send's device buffer, and its bytes on the host (pinned) */
-	struct dbuf b;
+	struct bp_dbuf b;
 	void *h;               /* CARRY_MAX pinned bytes, made on first need */
 	cudaEvent_t ev;        /* recorded after the send: done when it has passed */
 	int has_ev, busy, peer;
@@ -122,7 +117,7 @@ struct dir {           /* one direction of point to point: communicator, stream,
 	int has_stream, has_ev;
 	struct slot *slots;
 	size_t nslots;
-	struct dbuf rbuf;      /* what a recv lands in */
+	struct bp_dbuf rbuf;      /* what a recv lands in */
 	void *h;               /* CARRY_MAX pinned bytes a recv's contents come up through */
 };
 
@@ -142,13 +137,13 @@ struct cuda {
 	uint64_t nprim;        /* primitives queued so far */
 	struct pend pend[PEND_MAX]; /* groups waited on since the last sync */
 	int npend;
-	struct dbuf blas_ws;
+	struct bp_dbuf blas_ws;
 	/* Weights of one layer and their gradient scratch; the LM head's. */
-	struct dbuf w_qkv, w_o, w_up, w_down, dw, w_lm, dw_lm;
+	struct bp_dbuf w_qkv, w_o, w_up, w_down, dw, w_lm, dw_lm;
 	/* Activations: [T][...] bf16, K and V [Tkv][...], lse [heads][T] fp32, logits of
 	 * LM_CHUNK rows. */
-	struct dbuf x, qkv, q, o, y, dy, dx, dob, dq, u, lse, k, v, dk, dv, lm;
-	struct dbuf ws, cu, coll_in, coll_out, scalar, g_in, g_out, a2a_in, a2a_out;
+	struct bp_dbuf x, qkv, q, o, y, dy, dx, dob, dq, u, lse, k, v, dk, dv, lm;
+	struct bp_dbuf ws, cu, coll_in, coll_out, scalar, g_in, g_out, a2a_in, a2a_out;
 	/* The segment offsets: pinned staging (never freed mid-run: outgrown ones wait in
 	 * old_pinned), and the segments last uploaded. */
 	int32_t *hcu;
@@ -158,7 +153,7 @@ struct cuda {
 	int64_t (*cu_last)[2];
 	size_t cu_n, cu_last_cap;
 	int has_cu;
-	uint16_t *fill; /* FILL_CHUNK bytes of seeded bf16 values */
+	uint16_t *fill; /* BP_DEV_FILL_CHUNK bytes of seeded bf16 values */
 	struct bp_gpu_times *kt; /* --gpu-times, or NULL */
 };
 
@@ -372,79 +367,14 @@ static int drain(struct cuda *st, double deadline, ncclComm_t const *comms, size
 
 /* ---- device memory ---- */
 
-/* Seeded values in [-1/16, 1/16] as bf16 (round to nearest even of the fp32 bits). */
-static void make_fill(uint16_t *v, size_t n)
-{
-	uint64_t x = FILL_SEED;
-	for (size_t i = 0; i < n; i++) {
-		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-		float f = ((float)(x >> 40) / 16777216.0f - 0.5f) * 0.125f;
-		uint32_t b;
-		memcpy(&b, &f, 4);
-		b += 0x7fffu + ((b >> 16) & 1u);
-		v[i] = (uint16_t)(b >> 16);
-	}
-}
-
-/* Fills n bytes at p on the stream: the seeded chunk, then doubling device copies. */
-static int fill_dev(struct cuda *st, void *p, size_t n, struct bp_error *err)
-{
-	size_t first = n < FILL_CHUNK ? n : FILL_CHUNK;
-	char *d = p;
-	CU(cudaMemcpyAsync(d, st->fill, first, cudaMemcpyHostToDevice, st->stream),
-	   "cudaMemcpyAsync");
-	for (size_t done = first; done < n;) {
-		size_t k = done < n - done ? done : n - done;
-		CU(cudaMemcpyAsync(d + done, d, k, cudaMemcpyDeviceToDevice, st->stream),
-		   "cudaMemcpyAsync");
-		done += k;
-	}
-	return 0;
-}
-
-enum { FILL_NONE, FILL_BF16, FILL_LSE };
-
 /* Makes b hold at least bytes, growing in stream order on stream (cudaFreeAsync and
  * cudaMallocAsync never synchronise the device, so a send waiting for its receiver cannot
  * hold this up). New memory gets 1/8 headroom when it fits, and is filled on the stream. */
-static int ensure(struct cuda *st, struct dbuf *b, size_t bytes, int fill, const char *name,
+static int ensure(struct cuda *st, struct bp_dbuf *b, size_t bytes, int fill, const char *name,
 		  cudaStream_t stream, struct bp_error *err)
 {
-	if (bytes <= b->cap)
-		return 0;
-	if (b->p) {
-		CU(cudaFreeAsync(b->p, stream), "cudaFreeAsync");
-		b->p = NULL;
-		b->cap = 0;
-	}
-	size_t want = bytes + bytes / 8;
-	want = (want + 255) & ~(size_t)255;
-	cudaError_t e = cudaMallocAsync(&b->p, want, stream);
-	if (e == cudaErrorMemoryAllocation) {
-		(void)cudaGetLastError(); /* clear it and try without the headroom */
-		want = (bytes + 255) & ~(size_t)255;
-		e = cudaMallocAsync(&b->p, want, stream);
-	}
-	if (e != cudaSuccess) {
-		b->p = NULL;
-		return bp_errorf(err, "cudaMallocAsync of %zu bytes for %s failed "
-				 "(backend_cuda.c:%d): %s", want, name, __LINE__,
-				 cudaGetErrorString(e));
-	}
-	b->cap = want;
-	if (fill == FILL_BF16)
-		return fill_dev(st, b->p, want, err);
-	if (fill == FILL_LSE) /* 0x40404040 is 3.004f: a plausible log-sum-exp */
-		CU(cudaMemsetAsync(b->p, 0x40, want, stream), "cudaMemsetAsync");
-	return 0;
-}
-
-static void dfree(struct dbuf *b)
-{
-	if (b->p)
-		cudaFree(b->p);
-	b->p = NULL;
-	b->cap = 0;
+	const struct bp_dev d = {stream, st->fill, 1};
+	return bp_dbuf_ensure(&d, b, bytes, fill, name, err);
 }
 
 /* ---- point to point ---- */
@@ -510,7 +440,7 @@ static int cuda_send(void *stp, const void *buf, size_t bytes, int peer, int tag
 	struct dir *d = dir_to(st, peer);
 	if (free_slot(d, &s, err) < 0)
 		return -1;
-	if (ensure(st, &s->b, bytes ? bytes : 1, FILL_NONE, "a send buffer", d->stream, err) < 0)
+	if (ensure(st, &s->b, bytes ? bytes : 1, BP_FILL_NONE, "a send buffer", d->stream, err) < 0)
 		return -1;
 	if (bytes > 0 && bytes <= CARRY_MAX) {
 		if (!s->h)
@@ -542,7 +472,7 @@ static int cuda_recv(void *stp, void *buf, size_t bytes, int peer, int tag,
 	if (check_alive(st, err) < 0 || check_peer(st, peer, "receive from", err) < 0)
 		return -1;
 	struct dir *d = &st->dir[peer < st->rank ? UP : DOWN];
-	if (ensure(st, &d->rbuf, bytes ? bytes : 1, FILL_NONE, "the receive buffer", d->stream,
+	if (ensure(st, &d->rbuf, bytes ? bytes : 1, BP_FILL_NONE, "the receive buffer", d->stream,
 		   err) < 0)
 		return -1;
 	describe_wait(st, w, NULL, whom, sizeof(whom));
@@ -725,8 +655,9 @@ static size_t coll_bytes(size_t bytes, int n)
 
 static int ensure_coll(struct cuda *st, size_t need, struct bp_error *err)
 {
-	if (ensure(st, &st->coll_in, need, FILL_BF16, "collective buffers", st->stream, err) < 0 ||
-	    ensure(st, &st->coll_out, need, FILL_BF16, "collective buffers", st->stream, err) < 0)
+	const char *what = "collective buffers";
+	if (ensure(st, &st->coll_in, need, BP_FILL_BF16, what, st->stream, err) < 0 ||
+	    ensure(st, &st->coll_out, need, BP_FILL_BF16, what, st->stream, err) < 0)
 		return -1;
 	return 0;
 }
@@ -801,9 +732,9 @@ static int cuda_alltoallv(void *stp, const struct bp_a2a *a, struct bp_error *er
 				 a->send[g->me], a->recv[g->me]);
 	if ((rc = throttle(st, a->wait, err)) != 0)
 		return rc;
-	if (ensure(st, &st->a2a_in, sn ? sn : 1, FILL_NONE, "the all-to-all buffers", st->stream,
+	if (ensure(st, &st->a2a_in, sn ? sn : 1, BP_FILL_NONE, "the all-to-all buffers", st->stream,
 		   err) < 0 ||
-	    ensure(st, &st->a2a_out, rn ? rn : 1, FILL_NONE, "the all-to-all buffers", st->stream,
+	    ensure(st, &st->a2a_out, rn ? rn : 1, BP_FILL_NONE, "the all-to-all buffers", st->stream,
 		   err) < 0)
 		return -1;
 	describe_wait(st, a->wait, g, whom, sizeof(whom));
@@ -839,7 +770,7 @@ static int cuda_barrier(void *stp, void *g, const struct bp_wait *w, struct bp_e
 	int rc;
 	if (check_alive(st, err) < 0)
 		return -1;
-	if (ensure(st, &st->scalar, sizeof(float), FILL_NONE, "the barrier", st->stream, err) < 0)
+	if (ensure(st, &st->scalar, sizeof(float), BP_FILL_NONE, "the barrier", st->stream, err) < 0)
 		return -1;
 	c = comm_of(st, g);
 	describe_wait(st, w, g, whom, sizeof(whom));
@@ -864,8 +795,8 @@ static int cuda_gather(void *stp, const void *in, void *out, size_t bytes,
 	if (check_alive(st, err) < 0)
 		return -1;
 	size_t b = bytes ? bytes : 1;
-	if (ensure(st, &st->g_in, b, FILL_NONE, "the gather", st->stream, err) < 0 ||
-	    ensure(st, &st->g_out, b * (size_t)st->world, FILL_NONE, "the gather", st->stream,
+	if (ensure(st, &st->g_in, b, BP_FILL_NONE, "the gather", st->stream, err) < 0 ||
+	    ensure(st, &st->g_out, b * (size_t)st->world, BP_FILL_NONE, "the gather", st->stream,
 		   err) < 0)
 		return -1;
 	/* On the stream: a synchronous copy from pageable memory may return before its DMA
@@ -944,27 +875,27 @@ static int prep_gemm(struct cuda *st, const struct dims *d, int64_t t, int lm,
 	if (fl * h > wmax)
 		wmax = fl * h;
 	struct {
-		struct dbuf *b;
+		struct bp_dbuf *b;
 		size_t bytes;
 		int fill;
 	} need[] = {
-		{&st->w_qkv, h * nqkv * b2, FILL_BF16}, {&st->w_o, nq * h * b2, FILL_BF16},
-		{&st->w_up, h * nup * b2, FILL_BF16},   {&st->w_down, fl * h * b2, FILL_BF16},
-		{&st->dw, wmax * b2, FILL_NONE},        {&st->x, tt * h * b2, FILL_BF16},
-		{&st->qkv, tt * nqkv * b2, FILL_BF16},  {&st->o, tt * nq * b2, FILL_BF16},
-		{&st->y, tt * h * b2, FILL_NONE},       {&st->dy, tt * h * b2, FILL_BF16},
-		{&st->dx, tt * h * b2, FILL_NONE},      {&st->dob, tt * nq * b2, FILL_BF16},
-		{&st->u, tt * nup * b2, FILL_BF16},
+		{&st->w_qkv, h * nqkv * b2, BP_FILL_BF16}, {&st->w_o, nq * h * b2, BP_FILL_BF16},
+		{&st->w_up, h * nup * b2, BP_FILL_BF16},   {&st->w_down, fl * h * b2, BP_FILL_BF16},
+		{&st->dw, wmax * b2, BP_FILL_NONE},        {&st->x, tt * h * b2, BP_FILL_BF16},
+		{&st->qkv, tt * nqkv * b2, BP_FILL_BF16},  {&st->o, tt * nq * b2, BP_FILL_BF16},
+		{&st->y, tt * h * b2, BP_FILL_NONE},       {&st->dy, tt * h * b2, BP_FILL_BF16},
+		{&st->dx, tt * h * b2, BP_FILL_NONE},      {&st->dob, tt * nq * b2, BP_FILL_BF16},
+		{&st->u, tt * nup * b2, BP_FILL_BF16},
 	};
 	for (size_t i = 0; i < BP_ARRAY_LEN(need); i++)
 		if (ensure(st, need[i].b, need[i].bytes, need[i].fill, "activations and weights",
 			   st->stream, err) < 0)
 			return -1;
-	if (lm && (ensure(st, &st->w_lm, h * vl * b2, FILL_BF16, "the LM head", st->stream,
+	if (lm && (ensure(st, &st->w_lm, h * vl * b2, BP_FILL_BF16, "the LM head", st->stream,
 			  err) < 0 ||
-		   ensure(st, &st->dw_lm, h * vl * b2, FILL_NONE, "the LM head", st->stream,
+		   ensure(st, &st->dw_lm, h * vl * b2, BP_FILL_NONE, "the LM head", st->stream,
 			  err) < 0 ||
-		   ensure(st, &st->lm, rows * vl * b2, FILL_BF16, "the LM head", st->stream,
+		   ensure(st, &st->lm, rows * vl * b2, BP_FILL_BF16, "the LM head", st->stream,
 			  err) < 0))
 		return -1;
 	return 0;
@@ -1098,7 +1029,7 @@ static int upload_cu(struct cuda *st, const int64_t (*seg)[2], size_t nseg,
 		st->cu_last = l;
 		st->cu_last_cap = nseg;
 	}
-	if (ensure(st, &st->cu, need * sizeof(int32_t), FILL_NONE, "the segment offsets",
+	if (ensure(st, &st->cu, need * sizeof(int32_t), BP_FILL_NONE, "the segment offsets",
 		   st->stream, err) < 0)
 		return -1;
 	int32_t *cq = st->hcu, *ck = st->hcu + nseg + 1;
@@ -1124,15 +1055,15 @@ static int attn_buffers(struct cuda *st, const struct dims *d, int64_t tq, int64
 {
 	size_t b2 = 2, q = (size_t)tq, k = (size_t)tkv, nq = (size_t)d->nq, nkv = (size_t)d->nkv;
 	struct {
-		struct dbuf *b;
+		struct bp_dbuf *b;
 		size_t bytes;
 		int fill;
 	} need[] = {
-		{&st->q, q * nq * b2, FILL_BF16},      {&st->o, q * nq * b2, FILL_BF16},
-		{&st->dob, q * nq * b2, FILL_BF16},    {&st->dq, q * nq * b2, FILL_NONE},
-		{&st->lse, q * (size_t)d->hl * 4, FILL_LSE}, {&st->k, k * nkv * b2, FILL_BF16},
-		{&st->v, k * nkv * b2, FILL_BF16},     {&st->dk, k * nkv * b2, FILL_NONE},
-		{&st->dv, k * nkv * b2, FILL_NONE},
+		{&st->q, q * nq * b2, BP_FILL_BF16},      {&st->o, q * nq * b2, BP_FILL_BF16},
+		{&st->dob, q * nq * b2, BP_FILL_BF16},    {&st->dq, q * nq * b2, BP_FILL_NONE},
+		{&st->lse, q * (size_t)d->hl * 4, BP_FILL_LSE}, {&st->k, k * nkv * b2, BP_FILL_BF16},
+		{&st->v, k * nkv * b2, BP_FILL_BF16},     {&st->dk, k * nkv * b2, BP_FILL_NONE},
+		{&st->dv, k * nkv * b2, BP_FILL_NONE},
 	};
 	for (size_t i = 0; i < BP_ARRAY_LEN(need); i++)
 		if (ensure(st, need[i].b, need[i].bytes, need[i].fill, "attention buffers",
@@ -1181,7 +1112,7 @@ static int cuda_attn_dense(void *stp, const struct bp_attn *a, struct bp_error *
 		return rc;
 	if (attn_buffers(st, &d, tq, tkv, err) < 0)
 		return -1;
-	if (a->bwd && ensure(st, &st->ws, bp_attn_bwd_workspace(&as), FILL_NONE,
+	if (a->bwd && ensure(st, &st->ws, bp_attn_bwd_workspace(&as), BP_FILL_NONE,
 			     "the attention workspace", st->stream, err) < 0)
 		return -1;
 	if ((rc = upload_cu(st, a->seg, a->nseg, a->wait, err)) != 0)
@@ -1260,7 +1191,7 @@ static int cuda_attn_sparse(void *stp, const struct bp_attn *a, struct bp_error 
 	if ((rc = throttle(st, a->wait, err)) != 0)
 		return rc;
 	if (attn_buffers(st, &d, total, total, err) < 0 ||
-	    ensure(st, &st->ws, wsb, FILL_NONE, "the sparse attention workspace", st->stream,
+	    ensure(st, &st->ws, wsb, BP_FILL_NONE, "the sparse attention workspace", st->stream,
 		   err) < 0)
 		return -1;
 	if ((rc = upload_cu(st, a->seg, a->nseg, a->wait, err)) != 0)
@@ -1443,24 +1374,24 @@ static int cuda_make_uid(void *blob, size_t cap, size_t *len, struct bp_error *e
 
 static void release(struct cuda *st)
 {
-	struct dbuf *all[] = {&st->blas_ws, &st->w_qkv, &st->w_o, &st->w_up, &st->w_down,
+	struct bp_dbuf *all[] = {&st->blas_ws, &st->w_qkv, &st->w_o, &st->w_up, &st->w_down,
 			      &st->dw, &st->w_lm, &st->dw_lm, &st->x, &st->qkv, &st->q, &st->o,
 			      &st->y, &st->dy, &st->dx, &st->dob, &st->dq, &st->u, &st->lse,
 			      &st->k, &st->v, &st->dk, &st->dv, &st->lm, &st->ws, &st->cu,
 			      &st->coll_in, &st->coll_out, &st->scalar, &st->g_in, &st->g_out,
 			      &st->a2a_in, &st->a2a_out};
 	for (size_t i = 0; i < BP_ARRAY_LEN(all); i++)
-		dfree(all[i]);
+		bp_dbuf_free(all[i]);
 	for (int k = 0; k < 2; k++) {
 		struct dir *d = &st->dir[k];
 		for (size_t i = 0; i < d->nslots; i++) {
-			dfree(&d->slots[i].b);
+			bp_dbuf_free(&d->slots[i].b);
 			if (d->slots[i].h)
 				cudaFreeHost(d->slots[i].h);
 			if (d->slots[i].has_ev)
 				cudaEventDestroy(d->slots[i].ev);
 		}
-		dfree(&d->rbuf);
+		bp_dbuf_free(&d->rbuf);
 		if (d->h)
 			cudaFreeHost(d->h);
 		if (d->has_ev)
@@ -1535,10 +1466,10 @@ static int start_device(struct cuda *st, const struct bp_backend_args *a, struct
 	CU(cudaMalloc(&st->blas_ws.p, BLAS_WORKSPACE), "cudaMalloc");
 	st->blas_ws.cap = BLAS_WORKSPACE;
 	BL(cublasSetWorkspace(st->blas, st->blas_ws.p, BLAS_WORKSPACE), "cublasSetWorkspace");
-	st->fill = bp_calloc(FILL_CHUNK / 2, sizeof(uint16_t), err);
+	st->fill = bp_calloc(BP_DEV_FILL_CHUNK / 2, sizeof(uint16_t), err);
 	if (!st->fill)
 		return -1;
-	make_fill(st->fill, FILL_CHUNK / 2);
+	bp_dev_make_fill(st->fill, BP_DEV_FILL_CHUNK / 2, FILL_SEED);
 	return 0;
 }
 

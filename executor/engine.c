@@ -219,26 +219,133 @@ int bp_engine_check(const struct bp_plan *plan, const struct bp_backend *be, siz
 	return 0;
 }
 
+/* The engine's options against the plan and the world: 0, or -1 with err. */
+static int check_opts(const struct bp_plan *plan, const struct bp_backend *be, int rank,
+		      int world, const struct bp_engine_opts *o, struct bp_error *err)
+{
+	const struct bp_cluster *c = &plan->cluster;
+	if (world != c->gpus)
+		return bp_errorf(err, "the plan needs %d ranks, the world has %d", c->gpus, world);
+	if (rank < 0 || rank >= world)
+		return bp_errorf(err, "rank %d is outside the world of %d", rank, world);
+	if (o->step_lo >= o->step_hi || o->step_hi > plan->nsteps)
+		return bp_errorf(err, "steps %zu:%zu are outside the plan's 0:%zu", o->step_lo,
+				 o->step_hi, plan->nsteps);
+	if (!(o->time_scale > 0) || !(o->timeout_s > 0) || o->max_bytes < 64)
+		return bp_errorf(err, "bad engine options");
+	return bp_engine_check(plan, be, o->step_lo, o->step_hi, err);
+}
+
+/* This rank's role in layout l (r->pl: its place), its pipeline neighbours and cost model;
+ * e->vmax and e->lmax grow to the layout's chunks and stage layers. */
+static int make_role(struct bp_engine *e, const struct bp_layout *l, struct lrole *r,
+		     struct bp_error *err)
+{
+	r->pl = bp_layout_place(l, e->rank);
+	r->prev = r->next = r->wrap_prev = r->wrap_next = -1;
+	r->sched = bp_layout_schedule(l);
+	r->v = l->vstages > 1 ? l->vstages : 1;
+	if (r->v > e->vmax)
+		e->vmax = r->v;
+	r->ticks = r->sched->world_ticks;
+	r->active = r->pl.pipe >= 0 || (r->ticks && r->pl.server >= 0);
+	for (size_t k = 0; k < l->npipes; k++)
+		for (int s = 0; s < l->pipes[k].sc.pp; s++)
+			if (l->pipes[k].stage_layers[s] > e->lmax)
+				e->lmax = l->pipes[k].stage_layers[s];
+	if (r->pl.pipe < 0)
+		return 0;
+	const struct bp_lpipe *lp = &l->pipes[r->pl.pipe];
+	r->cm = bp_costs_pipe(e->costs, l, (size_t)r->pl.pipe, err);
+	if (!r->cm)
+		return -1;
+	if (r->pl.stage > 0)
+		r->prev = bp_lpipe_rank(lp, r->pl.stage - 1, r->pl.cp_i, r->pl.tp_i);
+	if (r->pl.stage + 1 < lp->sc.pp)
+		r->next = bp_lpipe_rank(lp, r->pl.stage + 1, r->pl.cp_i, r->pl.tp_i);
+	if (r->v > 1 && r->pl.stage == 0)
+		r->wrap_prev = bp_lpipe_rank(lp, lp->sc.pp - 1, r->pl.cp_i, r->pl.tp_i);
+	if (r->v > 1 && r->pl.stage == lp->sc.pp - 1)
+		r->wrap_next = bp_lpipe_rank(lp, 0, r->pl.cp_i, r->pl.tp_i);
+	return 0;
+}
+
+/* The buffers of the replay, sized by the largest pipeline (e->mmax micro-batches) of the
+ * steps run. */
+static int make_buffers(struct bp_engine *e, struct bp_error *err)
+{
+	const struct bp_engine_opts *o = &e->o;
+	for (size_t i = o->step_lo; i < o->step_hi; i++) {
+		const struct bp_step *s = &e->plan->steps[i];
+		for (size_t k = 0; k < s->npipes; k++)
+			if (s->pipes[k].nmbs > e->mmax)
+				e->mmax = s->pipes[k].nmbs;
+	}
+	/* Tags are (micro-batch, chunk, direction, header/payload): MPI guarantees tags up to
+	 * 32767. */
+	if (e->mmax * (size_t)e->vmax * 4 > 32767)
+		return bp_errorf(err, "a pipeline has %zu micro-batches of %d model chunks, more "
+				 "than the 8191 the tags allow", e->mmax, e->vmax);
+	e->nsteps = o->step_hi - o->step_lo;
+	e->rec_len = REC_HEAD + REC_MB * e->mmax;
+	/* The payload stays zero (calloc): only its size matters, and untouched pages of a
+	 * large cap (the CUDA backend's) cost no memory. */
+	e->payload = bp_calloc((size_t)o->max_bytes, 1, err);
+	e->cin = bp_calloc((size_t)o->max_bytes, 1, err);
+	e->cout = bp_calloc((size_t)o->max_bytes, 1, err);
+	e->tp_buf = bp_calloc((size_t)o->max_bytes / 2, 1, err);
+	e->hdr = bp_calloc(2 * e->mmax * (size_t)e->vmax + 1, sizeof(double), err);
+	e->rec = bp_calloc(e->nsteps * e->rec_len, sizeof(double), err);
+	e->arrive = bp_calloc((size_t)e->world + 1, sizeof(double), err);
+	if (!e->payload || !e->cin || !e->cout || !e->tp_buf || !e->hdr || !e->rec || !e->arrive)
+		return -1;
+	return 0;
+}
+
+/* Every rank makes its groups in the same order: per layout, TP, CP, gradient sync, and for
+ * a distca-ticks layout the all-to-all group; then, where a step pulls or pushes
+ * (Hydraulis's slices move between every pair of world ranks), the world group. */
+static int make_groups(struct bp_engine *e, struct bp_error *err)
+{
+	for (size_t i = 0; i < e->nl; i++) {
+		struct lrole *r = &e->lr[i];
+		if (make_group(e, i, G_TP, &r->g_tp, &r->n_tp, NULL, err) < 0 ||
+		    make_group(e, i, G_CP, &r->g_cp, &r->n_cp, NULL, err) < 0 ||
+		    make_group(e, i, G_SYNC, &r->g_sync, &r->n_sync, NULL, err) < 0)
+			return -1;
+		if (r->ticks &&
+		    make_group(e, i, G_A2A, &r->g_a2a, &r->n_a2a, &r->a2a_ranks, err) < 0)
+			return -1;
+	}
+	int lnk = 0, world = e->world;
+	for (size_t i = e->o.step_lo; i < e->o.step_hi; i++)
+		lnk |= bp_eng_pullpush(&e->plan->steps[i]);
+	if (!lnk || world <= 1)
+		return 0;
+	int *all = bp_calloc((size_t)world, sizeof(int), err);
+	e->lnk = bp_calloc(4 * (size_t)world, sizeof(size_t), err);
+	if (!all || !e->lnk) {
+		free(all);
+		return -1;
+	}
+	for (int q = 0; q < world; q++)
+		all[q] = q;
+	int rc = e->be->group_create(e->st, all, world, &e->g_world, err);
+	free(all);
+	if (rc < 0) {
+		bp_error_prefix(err, "cannot make the world group of the pull and push");
+		return -1;
+	}
+	return 0;
+}
+
 struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *costs,
 				const struct bp_backend *be, void *st, int rank, int world,
 				const struct bp_engine_opts *o, struct bp_error *err)
 {
-	const struct bp_cluster *c = &plan->cluster;
-	struct bp_engine *e = NULL;
-	if (world != c->gpus)
-		return bp_errorf(err, "the plan needs %d ranks, the world has %d", c->gpus, world),
-		       NULL;
-	if (rank < 0 || rank >= world)
-		return bp_errorf(err, "rank %d is outside the world of %d", rank, world), NULL;
-	if (o->step_lo >= o->step_hi || o->step_hi > plan->nsteps)
-		return bp_errorf(err, "steps %zu:%zu are outside the plan's 0:%zu", o->step_lo,
-				 o->step_hi, plan->nsteps),
-		       NULL;
-	if (!(o->time_scale > 0) || !(o->timeout_s > 0) || o->max_bytes < 64)
-		return bp_errorf(err, "bad engine options"), NULL;
-	if (bp_engine_check(plan, be, o->step_lo, o->step_hi, err) < 0)
+	if (check_opts(plan, be, rank, world, o, err) < 0)
 		return NULL;
-	e = bp_calloc(1, sizeof(*e), err);
+	struct bp_engine *e = bp_calloc(1, sizeof(*e), err);
 	if (!e)
 		return NULL;
 	e->plan = plan;
@@ -252,94 +359,11 @@ struct bp_engine *bp_engine_new(const struct bp_plan *plan, struct bp_costs *cos
 	e->lr = bp_calloc(e->nl + 1, sizeof(*e->lr), err);
 	if (!e->lr)
 		goto fail;
-	for (size_t i = 0; i < e->nl; i++) {
-		const struct bp_layout *l = &plan->layouts[i];
-		struct lrole *r = &e->lr[i];
-		r->pl = bp_layout_place(l, rank);
-		r->prev = r->next = r->wrap_prev = r->wrap_next = -1;
-		r->sched = bp_layout_schedule(l);
-		r->v = l->vstages > 1 ? l->vstages : 1;
-		if (r->v > e->vmax)
-			e->vmax = r->v;
-		r->ticks = r->sched->world_ticks;
-		r->active = r->pl.pipe >= 0 || (r->ticks && r->pl.server >= 0);
-		for (size_t k = 0; k < l->npipes; k++)
-			for (int s = 0; s < l->pipes[k].sc.pp; s++)
-				if (l->pipes[k].stage_layers[s] > e->lmax)
-					e->lmax = l->pipes[k].stage_layers[s];
-		if (r->pl.pipe < 0)
-			continue;
-		const struct bp_lpipe *lp = &l->pipes[r->pl.pipe];
-		r->cm = bp_costs_pipe(costs, l, (size_t)r->pl.pipe, err);
-		if (!r->cm)
+	for (size_t i = 0; i < e->nl; i++)
+		if (make_role(e, &plan->layouts[i], &e->lr[i], err) < 0)
 			goto fail;
-		if (r->pl.stage > 0)
-			r->prev = bp_lpipe_rank(lp, r->pl.stage - 1, r->pl.cp_i, r->pl.tp_i);
-		if (r->pl.stage + 1 < lp->sc.pp)
-			r->next = bp_lpipe_rank(lp, r->pl.stage + 1, r->pl.cp_i, r->pl.tp_i);
-		if (r->v > 1 && r->pl.stage == 0)
-			r->wrap_prev = bp_lpipe_rank(lp, lp->sc.pp - 1, r->pl.cp_i, r->pl.tp_i);
-		if (r->v > 1 && r->pl.stage == lp->sc.pp - 1)
-			r->wrap_next = bp_lpipe_rank(lp, 0, r->pl.cp_i, r->pl.tp_i);
-	}
-	for (size_t i = o->step_lo; i < o->step_hi; i++) {
-		const struct bp_step *s = &plan->steps[i];
-		for (size_t k = 0; k < s->npipes; k++)
-			if (s->pipes[k].nmbs > e->mmax)
-				e->mmax = s->pipes[k].nmbs;
-	}
-	/* Tags are (micro-batch, chunk, direction, header/payload): MPI guarantees tags up to
-	 * 32767. */
-	if (e->mmax * (size_t)e->vmax * 4 > 32767) {
-		bp_errorf(err, "a pipeline has %zu micro-batches of %d model chunks, more than the "
-			  "8191 the tags allow", e->mmax, e->vmax);
+	if (make_buffers(e, err) < 0 || make_groups(e, err) < 0)
 		goto fail;
-	}
-	e->nsteps = o->step_hi - o->step_lo;
-	e->rec_len = REC_HEAD + REC_MB * e->mmax;
-	e->payload = bp_calloc((size_t)o->max_bytes, 1, err);
-	e->cin = bp_calloc((size_t)o->max_bytes, 1, err);
-	e->cout = bp_calloc((size_t)o->max_bytes, 1, err);
-	e->tp_buf = bp_calloc((size_t)o->max_bytes / 2, 1, err);
-	e->hdr = bp_calloc(2 * e->mmax * (size_t)e->vmax + 1, sizeof(double), err);
-	e->rec = bp_calloc(e->nsteps * e->rec_len, sizeof(double), err);
-	e->arrive = bp_calloc((size_t)world + 1, sizeof(double), err);
-	if (!e->payload || !e->cin || !e->cout || !e->tp_buf || !e->hdr || !e->rec || !e->arrive)
-		goto fail;
-	/* The payload stays zero (calloc): only its size matters, and untouched pages of a
-	 * large cap (the CUDA backend's) cost no memory. */
-	/* Every rank makes its groups in the same order: per layout, TP, CP, gradient sync,
-	 * and for a distca-ticks layout the all-to-all group. */
-	for (size_t i = 0; i < e->nl; i++) {
-		struct lrole *r = &e->lr[i];
-		if (make_group(e, i, G_TP, &r->g_tp, &r->n_tp, NULL, err) < 0 ||
-		    make_group(e, i, G_CP, &r->g_cp, &r->n_cp, NULL, err) < 0 ||
-		    make_group(e, i, G_SYNC, &r->g_sync, &r->n_sync, NULL, err) < 0)
-			goto fail;
-		if (r->ticks &&
-		    make_group(e, i, G_A2A, &r->g_a2a, &r->n_a2a, &r->a2a_ranks, err) < 0)
-			goto fail;
-	}
-	/* Hydraulis's pull and push move slices between every pair of world ranks */
-	int lnk = 0;
-	for (size_t i = o->step_lo; i < o->step_hi; i++)
-		lnk |= bp_eng_pullpush(&plan->steps[i]);
-	if (lnk && world > 1) {
-		int *all = bp_calloc((size_t)world, sizeof(int), err);
-		e->lnk = bp_calloc(4 * (size_t)world, sizeof(size_t), err);
-		if (!all || !e->lnk) {
-			free(all);
-			goto fail;
-		}
-		for (int q = 0; q < world; q++)
-			all[q] = q;
-		int rc = be->group_create(st, all, world, &e->g_world, err);
-		free(all);
-		if (rc < 0) {
-			bp_error_prefix(err, "cannot make the world group of the pull and push");
-			goto fail;
-		}
-	}
 	return e;
 fail:
 	bp_engine_free(e);

@@ -230,15 +230,721 @@ static int cmp_recip(const void *a, const void *b)
 	return (x->s > y->s) - (x->s < y->s);
 }
 
-/* A donor Item in the scheduler's scan. */
+/* A donor Item: its server, unit and pairs, and the (want, prefix held) it was last priced
+ * at with that price (the same inputs give the same price). */
 struct cand {
 	size_t i, unit;
 	int server;
 	int64_t units;
-	double want; /* priced at (want, have): prio; want -1: not priced */
+	double want; /* -1: not priced */
 	int64_t have;
 	double prio;
 };
+
+#define NOPOS SIZE_MAX
+
+/* A binary heap of donors, each entry with its key (the donor's prio or want), and each
+ * donor's position in it (NOPOS: not in it): by_want 0 orders by (prio, list order), the
+ * scheduler's choice; 1 by the largest want first. */
+struct hent {
+	double k;
+	size_t a;
+};
+struct cheap {
+	struct hent *h;
+	size_t *pos, n;
+	int by_want;
+};
+
+/* The donors indexed (the default V of exact bytes, without App. A's bound), so a move
+ * needs no scan of them all (issue 24: the scan was quadratic in the servers). A donor
+ * whose want is the need (the need below its pairs and its server's surplus) has a new
+ * price at every move, as in the scan: it joins b's list, priced at every pick. At a
+ * recipient's first pick (its largest need) the list's donors the need no longer prices
+ * are parked (ix_park) at their price without the need until it falls below their want
+ * again: a later pick of the recipient prices those at the need (ix_pick_parked), and
+ * the first pick of a later recipient whose need is below their want (recipients come in
+ * falling deficits) returns them to the list. Every other live donor sits in the heaps prio and want, its price fixed until an
+ * input changes: the need falling below its want (the top of `want`), its server's
+ * surplus (the donor server of a move), its pairs (the moved Item) or the prefix the
+ * recipient holds of its unit (per unit, when a recipient begins, ends or takes a piece).
+ * The choice, the lowest (V/dF, list order) of them all, is the scan's. */
+struct cand_index {
+	struct cheap prio, want;
+	size_t *srv_at, *srv_c;   /* [nservers + 2], [ndon]: donors per server */
+	size_t *unit_at, *unit_c; /* [nunits + 2], [ndon]: donors per unit */
+	size_t *b, *b_pos, nb;    /* [ndon] each: donors the need priced, their places */
+	struct cheap pa, pu;      /* b's parked donors (ix_park) */
+	size_t *stk;              /* [ndon]: ix_pick_parked's walk */
+	int first;                /* the recipient's first pick is next */
+	unsigned char *live;      /* [ndon] */
+	int fresh;                /* no donor priced yet */
+};
+
+/* One scheduler call's state (bp_ca_schedule). */
+struct sched {
+	struct bp_ca_placement *pl;
+	const struct bp_ca_opts *o;
+	int nservers;
+	int64_t g;           /* granularity in pairs per query token moved */
+	double mean, thr;
+	double *sd;          /* [nservers]: load minus the mean */
+	struct recip *rc;    /* [nservers]: recipients by deficit */
+	int nrec;
+	size_t nunits;
+	int64_t *have;       /* [nunits + 1], exact bytes only: the prefix the recipient holds */
+	int *shards, *shard_cap; /* [nunits] each: App. A's chunks now and most allowed */
+	struct cand *don;    /* donors, list order */
+	size_t ndon;
+	size_t *srv_items, *srv_at, *held; /* Items per server as placed; units with have set */
+	size_t nheld;
+	struct cand_index *ix; /* NULL: the scan (pick_scan) */
+	struct bp_ca_result *res;
+	struct bp_error *err;
+};
+
+static int cheap_before(const struct cheap *hp, struct hent x, struct hent y)
+{
+	if (hp->by_want)
+		return x.k > y.k;
+	if (x.k != y.k)
+		return x.k < y.k;
+	return x.a < y.a;
+}
+
+static void cheap_set(struct cheap *hp, size_t at, struct hent e)
+{
+	hp->h[at] = e;
+	hp->pos[e.a] = at;
+}
+
+static void cheap_up(struct cheap *hp, size_t at)
+{
+	struct hent e = hp->h[at];
+	while (at > 0 && cheap_before(hp, e, hp->h[(at - 1) / 2])) {
+		cheap_set(hp, at, hp->h[(at - 1) / 2]);
+		at = (at - 1) / 2;
+	}
+	cheap_set(hp, at, e);
+}
+
+static void cheap_down(struct cheap *hp, size_t at)
+{
+	struct hent e = hp->h[at];
+	for (;;) {
+		size_t k = 2 * at + 1;
+		if (k >= hp->n)
+			break;
+		if (k + 1 < hp->n && cheap_before(hp, hp->h[k + 1], hp->h[k]))
+			k++;
+		if (!cheap_before(hp, hp->h[k], e))
+			break;
+		cheap_set(hp, at, hp->h[k]);
+		at = k;
+	}
+	cheap_set(hp, at, e);
+}
+
+/* Places entry e at `at` (a new last slot or its old one) and restores the order. */
+static void cheap_place(struct cheap *hp, size_t at, struct hent e)
+{
+	cheap_set(hp, at, e);
+	cheap_up(hp, at);
+	cheap_down(hp, hp->pos[e.a]);
+}
+
+/* Inserts donor a with key k or restores its place after its key changed to k. */
+static void cheap_fix(struct cheap *hp, size_t a, double k)
+{
+	struct hent e = {k, a};
+	cheap_place(hp, hp->pos[a] == NOPOS ? hp->n++ : hp->pos[a], e);
+}
+
+static void cheap_remove(struct cheap *hp, size_t a)
+{
+	size_t at = hp->pos[a];
+	if (at == NOPOS)
+		return;
+	hp->pos[a] = NOPOS;
+	if (at != --hp->n)
+		cheap_place(hp, at, hp->h[hp->n]);
+}
+
+/* The want of a move from cd to a recipient needing `need`: at most the Item's pairs and
+ * its server's surplus. */
+static double cand_want(const struct sched *S, const struct cand *cd, double need)
+{
+	double want = need;
+	if ((double)cd->units < want)
+		want = (double)cd->units;
+	if (S->sd[cd->server] < want)
+		want = S->sd[cd->server];
+	return want;
+}
+
+static void cand_price(const struct sched *S, struct cand *cd, double want, int64_t hv)
+{
+	cd->prio = move_cost(&S->pl->items[cd->i], want, S->g, hv, S->o) / want;
+	cd->want = want;
+	cd->have = hv;
+}
+
+/* The cheapest donor by a scan of them all (the code's and App. B's V, and under App. A's
+ * bound, whose check depends on the unit's chunks now): the lowest V/dF, the earliest in
+ * list order on ties. A donor only loses load and a recipient never ends above the mean (a
+ * move takes at most its deficit), so the donors only shrink while recipients are served:
+ * the scan drops a donor once its server has no surplus or it has no pairs left. Returns
+ * its index in don, ndon when none is left. */
+static size_t pick_scan(struct sched *S, double need)
+{
+	int bounded = S->o->max_shards > 0;
+	size_t best = NOPOS, keep = 0;
+	for (size_t a = 0; a < S->ndon; a++) {
+		if (S->sd[S->don[a].server] <= 0 || S->don[a].units <= 0)
+			continue; /* no surplus now, nor later; nothing to move */
+		if (keep != a)
+			S->don[keep] = S->don[a];
+		struct cand *cd = &S->don[keep++];
+		double want = cand_want(S, cd, need);
+		int64_t hv = S->have ? S->have[cd->unit] : 0;
+		if (bounded || cd->want != want || cd->have != hv) {
+			if (bounded && !split_fits(&S->pl->items[cd->i], want, S->g, S->shards,
+						   S->shard_cap))
+				continue;
+			cand_price(S, cd, want, hv);
+		}
+		if (best == NOPOS || cd->prio < S->don[best].prio)
+			best = keep - 1;
+	}
+	S->ndon = keep;
+	return best == NOPOS ? S->ndon : best;
+}
+
+/* Whether donor cd's want is the need (need below its pairs and its server's surplus). */
+static int wants_need(const struct sched *S, const struct cand *cd, double need)
+{
+	return need < (double)cd->units && need < S->sd[cd->server];
+}
+
+static void ix_b_add(struct cand_index *ix, size_t a)
+{
+	ix->b_pos[a] = ix->nb;
+	ix->b[ix->nb++] = a;
+}
+
+static void ix_b_remove(struct cand_index *ix, size_t a)
+{
+	size_t at = ix->b_pos[a];
+	ix->b_pos[a] = NOPOS;
+	if (at != --ix->nb) {
+		ix->b[at] = ix->b[ix->nb];
+		ix->b_pos[ix->b[at]] = at;
+	}
+}
+
+/* b's donors parked (not wanting the need at a recipient's first pick): their price at
+ * their want without the need, min(pairs, surplus), ws, which holds while the need is at
+ * least ws; keyed in pa by that price and in pu by ws. */
+static void ix_park(struct sched *S, size_t a)
+{
+	struct cand_index *ix = S->ix;
+	struct cand *cd = &S->don[a];
+	double ws = cand_want(S, cd, INFINITY);
+	int64_t hv = S->have[cd->unit];
+	if (ix->b_pos[a] != NOPOS)
+		ix_b_remove(ix, a);
+	if (cd->want != ws || cd->have != hv)
+		cand_price(S, cd, ws, hv);
+	cheap_fix(&ix->pa, a, cd->prio);
+	cheap_fix(&ix->pu, a, ws);
+}
+
+static void ix_unpark(struct sched *S, size_t a)
+{
+	cheap_remove(&S->ix->pa, a);
+	cheap_remove(&S->ix->pu, a);
+	ix_b_add(S->ix, a);
+}
+
+/* Files donor a for the need now: into b when its want is the need, else priced (where
+ * an input changed) in both heaps; a member of b stays there. */
+static void ix_reprice(struct sched *S, size_t a, double need)
+{
+	struct cand_index *ix = S->ix;
+	struct cand *cd = &S->don[a];
+	if (!ix->live[a] || ix->b_pos[a] != NOPOS)
+		return;
+	if (ix->pa.pos[a] != NOPOS) {
+		ix_park(S, a);
+		return;
+	}
+	if (wants_need(S, cd, need)) {
+		cheap_remove(&ix->prio, a);
+		cheap_remove(&ix->want, a);
+		ix_b_add(ix, a);
+		return;
+	}
+	double want = cand_want(S, cd, need);
+	int64_t hv = S->have[cd->unit];
+	if (cd->want != want || cd->have != hv || ix->prio.pos[a] == NOPOS) {
+		if (cd->want != want || cd->have != hv)
+			cand_price(S, cd, want, hv);
+		cheap_fix(&ix->prio, a, cd->prio);
+		cheap_fix(&ix->want, a, cd->want);
+	}
+}
+
+static void ix_drop(struct sched *S, size_t a)
+{
+	S->ix->live[a] = 0;
+	cheap_remove(&S->ix->prio, a);
+	cheap_remove(&S->ix->want, a);
+	if (S->ix->b_pos[a] != NOPOS)
+		ix_b_remove(S->ix, a);
+	cheap_remove(&S->ix->pa, a);
+	cheap_remove(&S->ix->pu, a);
+}
+
+static void ix_reprice_unit(struct sched *S, size_t u, double need)
+{
+	for (size_t k = S->ix->unit_at[u]; k < S->ix->unit_at[u + 1]; k++)
+		ix_reprice(S, S->ix->unit_c[k], need);
+}
+
+/* A recipient begins: its own prefixes are held (have[] set). */
+static void ix_begin(struct sched *S, double need)
+{
+	struct cand_index *ix = S->ix;
+	ix->first = 1;
+	if (ix->fresh) {
+		ix->fresh = 0;
+		for (size_t a = 0; a < S->ndon; a++)
+			ix_reprice(S, a, need);
+		return;
+	}
+	for (size_t k = 0; k < S->nheld; k++)
+		ix_reprice_unit(S, S->held[k], need);
+}
+
+/* Whether (p, a) comes before the best so far (*best, ndon when none). */
+static int ix_better(const struct sched *S, double p, size_t a, size_t best, double best_p)
+{
+	return best == S->ndon || p < best_p || (p == best_p && a < best);
+}
+
+/* A later pick of a recipient (the need fell below its first): the parked donors whose ws
+ * is above the need are priced at the need here (pu's nodes above it), the others keep
+ * their price (pa's nodes up to the best so far; a subtree above it cannot win). */
+static void ix_pick_parked(struct sched *S, double need, size_t *best, double *best_p,
+			   double *dyn_want)
+{
+	struct cand_index *ix = S->ix;
+	size_t *stk = ix->stk, top = 0;
+	if (ix->pu.n)
+		stk[top++] = 0;
+	while (top) {
+		size_t i = stk[--top];
+		if (ix->pu.h[i].k <= need)
+			continue;
+		size_t a = ix->pu.h[i].a;
+		const struct cand *cd = &S->don[a];
+		double want = cand_want(S, cd, need);
+		double p = move_cost(&S->pl->items[cd->i], want, S->g, S->have[cd->unit], S->o) /
+			   want;
+		if (ix_better(S, p, a, *best, *best_p)) {
+			*best = a;
+			*best_p = p;
+			*dyn_want = want;
+		}
+		for (size_t c = 2 * i + 1; c <= 2 * i + 2 && c < ix->pu.n; c++)
+			stk[top++] = c;
+	}
+	if (ix->pa.n)
+		stk[top++] = 0;
+	while (top) {
+		size_t i = stk[--top];
+		struct hent e = ix->pa.h[i];
+		if (*best != S->ndon && e.k > *best_p)
+			continue;
+		if (S->don[e.a].want <= need && ix_better(S, e.k, e.a, *best, *best_p)) {
+			*best = e.a;
+			*best_p = e.k;
+			*dyn_want = -1;
+		}
+		for (size_t c = 2 * i + 1; c <= 2 * i + 2 && c < ix->pa.n; c++)
+			stk[top++] = c;
+	}
+}
+
+/* The cheapest donor (its index in don, ndon when none is left): the donors priced above
+ * the need are filed again (their want falls to the need at most); b's list is priced
+ * for the need (at a recipient's first pick those not wanting it are parked, and parked
+ * ones whose ws passed the need come back first); the parked ones as ix_pick_parked
+ * says, or at a first pick the top of pa; all compared with the top of `prio`. */
+static size_t ix_pick(struct sched *S, double need)
+{
+	struct cand_index *ix = S->ix;
+	int first = ix->first;
+	ix->first = 0;
+	while (ix->want.n && ix->want.h[0].k > need)
+		ix_reprice(S, ix->want.h[0].a, need);
+	while (first && ix->pu.n && ix->pu.h[0].k > need)
+		ix_unpark(S, ix->pu.h[0].a);
+	size_t best = ix->prio.n ? ix->prio.h[0].a : S->ndon;
+	double best_p = best < S->ndon ? S->don[best].prio : 0, dyn_want = -1;
+	for (size_t k = 0; k < ix->nb;) {
+		size_t a = ix->b[k];
+		struct cand *cd = &S->don[a];
+		if (first && !wants_need(S, cd, need)) {
+			ix_park(S, a); /* b[k] is another donor now */
+			continue;
+		}
+		k++;
+		double want = cand_want(S, cd, need);
+		int64_t hv = S->have[cd->unit];
+		if (cd->want != want || cd->have != hv)
+			cand_price(S, cd, want, hv);
+		if (ix_better(S, cd->prio, a, best, best_p)) {
+			best = a;
+			best_p = cd->prio;
+		}
+	}
+	if (first && ix->pa.n && ix_better(S, ix->pa.h[0].k, ix->pa.h[0].a, best, best_p))
+		best = ix->pa.h[0].a;
+	if (!first)
+		ix_pick_parked(S, need, &best, &best_p, &dyn_want);
+	if (dyn_want >= 0) { /* a parked donor priced at the need: serve_move reads its want */
+		struct cand *cd = &S->don[best];
+		cd->want = dyn_want;
+		cd->have = S->have[cd->unit];
+		cd->prio = best_p;
+	}
+	return best;
+}
+
+/* After donor a gave to a recipient (need now): the Item first (serve_move unpriced it,
+ * its heap keys are stale), its server's donors (the surplus fell; all of them go when it
+ * is gone) and its unit's donors (the prefix held grew). */
+static void ix_after_move(struct sched *S, size_t a, int donor, double need)
+{
+	struct cand_index *ix = S->ix;
+	struct cand *cd = &S->don[a];
+	if (cd->units <= 0 || S->sd[cd->server] <= 0)
+		ix_drop(S, a);
+	else
+		ix_reprice(S, a, need);
+	for (size_t k = ix->srv_at[donor]; k < ix->srv_at[donor + 1]; k++) {
+		size_t c = ix->srv_c[k];
+		if (S->sd[donor] <= 0)
+			ix_drop(S, c);
+		else
+			ix_reprice(S, c, need);
+	}
+	ix_reprice_unit(S, cd->unit, need);
+}
+
+static void ix_release(struct cand_index *ix)
+{
+	if (!ix)
+		return;
+	free(ix->prio.h);
+	free(ix->prio.pos);
+	free(ix->srv_at);
+	free(ix->live);
+	free(ix);
+}
+
+/* Builds the index over S->don (all live, none priced). */
+static struct cand_index *ix_init(const struct sched *S)
+{
+	size_t n = S->ndon;
+	struct cand_index *ix = bp_calloc(1, sizeof(*ix), S->err);
+	if (!ix)
+		return NULL;
+	ix->prio.h = bp_calloc(4 * n + 1, sizeof(struct hent), S->err);
+	ix->prio.pos = bp_calloc(7 * n + 1, sizeof(size_t), S->err);
+	ix->srv_at = bp_calloc((size_t)S->nservers + S->nunits + 2 * n + 4, sizeof(size_t),
+			       S->err);
+	ix->live = bp_calloc(n + 1, 1, S->err);
+	if (!ix->prio.h || !ix->prio.pos || !ix->srv_at || !ix->live) {
+		ix_release(ix);
+		return NULL;
+	}
+	ix->want.h = ix->prio.h + n;
+	ix->want.pos = ix->prio.pos + n;
+	ix->pa.h = ix->want.h + n;
+	ix->pa.pos = ix->want.pos + n;
+	ix->pu.h = ix->pa.h + n;
+	ix->pu.pos = ix->pa.pos + n;
+	ix->pu.by_want = 1;
+	ix->want.by_want = 1;
+	ix->b = ix->pu.pos + n;
+	ix->b_pos = ix->b + n;
+	ix->stk = ix->b_pos + n;
+	ix->srv_c = ix->srv_at + S->nservers + 2;
+	ix->unit_at = ix->srv_c + n;
+	ix->unit_c = ix->unit_at + S->nunits + 2;
+	ix->fresh = 1;
+	for (size_t a = 0; a < n; a++) {
+		ix->live[a] = 1;
+		ix->prio.pos[a] = ix->want.pos[a] = ix->b_pos[a] = NOPOS;
+		ix->pa.pos[a] = ix->pu.pos[a] = NOPOS;
+		ix->srv_at[S->don[a].server + 2]++;
+		ix->unit_at[S->don[a].unit + 2]++;
+	}
+	/* counting sorts, list order kept within each server and unit */
+	for (int s = 0; s < S->nservers; s++)
+		ix->srv_at[s + 2] += ix->srv_at[s + 1];
+	for (size_t u = 0; u < S->nunits; u++)
+		ix->unit_at[u + 2] += ix->unit_at[u + 1];
+	for (size_t a = 0; a < n; a++) {
+		ix->srv_c[ix->srv_at[S->don[a].server + 1]++] = a;
+		ix->unit_c[ix->unit_at[S->don[a].unit + 1]++] = a;
+	}
+	return ix;
+}
+
+/* have[] from the recipient's Items as placed (nothing leaves a recipient). */
+static void hold_prefix(struct sched *S, const struct bp_ca_item *it)
+{
+	int64_t e = item_kv_end(it);
+	if (e > S->have[it->unit]) {
+		if (!S->have[it->unit])
+			S->held[S->nheld++] = it->unit;
+		S->have[it->unit] = e;
+	}
+}
+
+/* Moves what donor don[a] offers (its want) to recipient r; the pairs moved (0: none) or
+ * -1. */
+static int64_t serve_move(struct sched *S, size_t a, int r, double *need)
+{
+	struct bp_ca_placement *pl = S->pl;
+	struct cand *cd = &S->don[a];
+	size_t best = cd->i;
+	int donor = pl->items[best].server;
+	size_t before = pl->nitems;
+	int c0 = item_chunks(&pl->items[best]);
+	int64_t moved = split_move(pl, best, cd->want, r, S->g, S->err);
+	if (moved > 0 && pl->nitems > before)
+		S->shards[pl->items[best].unit] += item_chunks(&pl->items[best]) +
+			item_chunks(&pl->items[pl->nitems - 1]) - c0;
+	if (moved < 0)
+		return -1;
+	/* the Item changed (or left for r): price it afresh */
+	cd->server = pl->items[best].server;
+	cd->units = bp_ca_item_units(&pl->items[best]);
+	cd->want = -1;
+	if (!moved)
+		return 0;
+	if (S->have)
+		hold_prefix(S, pl->items[best].server == r ? &pl->items[best]
+							   : &pl->items[pl->nitems - 1]);
+	S->sd[donor] -= (double)moved;
+	S->sd[r] += (double)moved;
+	*need -= (double)moved;
+	S->res->moved_pairs += moved;
+	S->res->moves++;
+	return moved;
+}
+
+/* Recipient r takes the cheapest donor's offer while its deficit is above the tolerance. */
+static int serve_recipient(struct sched *S, int r)
+{
+	double need = -S->sd[r];
+	int rc = 0;
+	if (S->have)
+		for (size_t a = S->srv_at[r]; a < S->srv_at[r + 1]; a++)
+			hold_prefix(S, &S->pl->items[S->srv_items[a]]);
+	if (S->ix)
+		ix_begin(S, need);
+	while (need > S->thr) {
+		size_t a = S->ix ? ix_pick(S, need) : pick_scan(S, need);
+		if (a == S->ndon) /* no donor left */
+			break;
+		int donor = S->don[a].server;
+		int64_t moved = serve_move(S, a, r, &need);
+		if (moved < 0) {
+			rc = -1;
+			break;
+		}
+		if (S->ix)
+			ix_after_move(S, a, donor, need);
+		if (!moved) /* the best candidate moves no whole pair: stop this recipient */
+			break;
+	}
+	for (size_t k = 0; k < S->nheld; k++)
+		S->have[S->held[k]] = 0;
+	for (size_t k = 0; S->ix && k < S->nheld; k++)
+		ix_reprice_unit(S, S->held[k], need);
+	S->nheld = 0;
+	return rc;
+}
+
+/* The paper's two-sided rule (Sec. 4.2: stop when every server is within eps * mean), as
+ * an option: while the most loaded server is above the band, it gives to the least loaded
+ * one at most half their difference (so neither ends above the donor's old load), its
+ * cheapest candidate first among those that move at least a whole granule. Each move
+ * x < max - min lowers the sum of squared loads by 2x (max - min - x) > 0, so the loop ends;
+ * the bound on rounds keeps it linear in the Items. One round: 1 moved, 0 done, -1 error. */
+static int two_sided_round(struct sched *S)
+{
+	struct bp_ca_placement *pl = S->pl;
+	double *sd = S->sd;
+	int d = 0, r = 0;
+	for (int s = 1; s < S->nservers; s++) {
+		if (sd[s] > sd[d])
+			d = s;
+		if (sd[s] < sd[r])
+			r = s;
+	}
+	if (sd[d] <= S->thr || sd[r] >= 0)
+		return 0;
+	double want = (sd[d] - sd[r]) / 2; /* both end at most at the donor's old load */
+	if (S->have) {
+		memset(S->have, 0, (S->nunits + 1) * sizeof(int64_t));
+		for (size_t i = 0; i < pl->nitems; i++)
+			if (pl->items[i].server == r) {
+				int64_t e = item_kv_end(&pl->items[i]);
+				if (e > S->have[pl->items[i].unit])
+					S->have[pl->items[i].unit] = e;
+			}
+	}
+	size_t best = pl->nitems;
+	double best_prio = 0, best_want = 0;
+	for (size_t i = 0; i < pl->nitems; i++) {
+		const struct bp_ca_item *it = &pl->items[i];
+		int64_t units = bp_ca_item_units(it);
+		if (it->server != d || units <= 0)
+			continue;
+		double w = (double)units < want ? (double)units : want;
+		int whole;
+		if (!whole_or_granule(it, w, S->g, &whole) || /* moves nothing: skip it */
+		    !split_fits(it, w, S->g, S->shards, S->shard_cap))
+			continue;
+		double prio = move_cost(it, w, S->g, S->have ? S->have[it->unit] : 0, S->o) / w;
+		if (best == pl->nitems || prio < best_prio) {
+			best = i;
+			best_prio = prio;
+			best_want = w;
+		}
+	}
+	if (best == pl->nitems)
+		return 0;
+	size_t before = pl->nitems;
+	int c0 = item_chunks(&pl->items[best]);
+	int64_t moved = split_move(pl, best, best_want, r, S->g, S->err);
+	if (moved <= 0)
+		return moved < 0 ? -1 : 0;
+	if (pl->nitems > before)
+		S->shards[pl->items[best].unit] += item_chunks(&pl->items[best]) +
+			item_chunks(&pl->items[pl->nitems - 1]) - c0;
+	sd[d] -= (double)moved;
+	sd[r] += (double)moved;
+	S->res->moved_pairs += moved;
+	S->res->moves++;
+	return 1;
+}
+
+static void sched_release(struct sched *S)
+{
+	free(S->sd);
+	free(S->rc);
+	free(S->have);
+	free(S->shards);
+	free(S->don);
+	free(S->srv_items);
+	ix_release(S->ix);
+}
+
+/* The loads (sd, mean, max_before), App. A's chunks and caps, and the recipients. */
+static int sched_loads(struct sched *S)
+{
+	struct bp_ca_placement *pl = S->pl;
+	double total = 0;
+	for (size_t i = 0; i < pl->nitems; i++) {
+		const struct bp_ca_item *it = &pl->items[i];
+		if (it->server < 0 || it->server >= S->nservers)
+			return bp_errorf(S->err, "item %zu is on server %d of %d", i, it->server,
+					 S->nservers);
+		double u = (double)bp_ca_item_units(it);
+		S->sd[it->server] += u;
+		total += u;
+		S->shards[it->unit] += item_chunks(it);
+	}
+	for (size_t u = 0; u < S->nunits; u++)
+		S->shard_cap[u] = S->o->max_shards <= 0 ? INT32_MAX
+				  : S->shards[u] > S->o->max_shards ? S->shards[u]
+				  : S->o->max_shards;
+	S->mean = total / S->nservers;
+	S->res->mean = S->mean;
+	for (int s = 0; s < S->nservers; s++) {
+		if (S->sd[s] > S->res->max_before)
+			S->res->max_before = S->sd[s];
+		S->sd[s] -= S->mean;
+	}
+	S->thr = S->mean * S->o->eps;
+	S->nrec = 0;
+	for (int s = 0; s < S->nservers; s++)
+		if (S->sd[s] < 0)
+			S->rc[S->nrec++] = (struct recip){S->sd[s], s};
+	qsort(S->rc, (size_t)S->nrec, sizeof(*S->rc), cmp_recip);
+	return 0;
+}
+
+/* The donors (Items on surplus servers with pairs, list order; split-off Items land on
+ * recipients and never join) and each server's Items as placed. */
+static int sched_donors(struct sched *S)
+{
+	struct bp_ca_placement *pl = S->pl;
+	S->ndon = 0;
+	for (size_t i = 0; i < pl->nitems; i++) {
+		const struct bp_ca_item *it = &pl->items[i];
+		int64_t units = bp_ca_item_units(it);
+		if (S->sd[it->server] > 0 && units > 0)
+			S->don[S->ndon++] = (struct cand){i, it->unit, it->server, units, -1, 0, 0};
+	}
+	for (size_t i = 0; i < pl->nitems; i++)
+		S->srv_at[pl->items[i].server + 2]++;
+	for (int s = 0; s < S->nservers; s++)
+		S->srv_at[s + 2] += S->srv_at[s + 1];
+	for (size_t i = 0; i < pl->nitems; i++)
+		S->srv_items[S->srv_at[pl->items[i].server + 1]++] = i;
+	/* the index for the default V (exact bytes) without App. A's bound */
+	if (S->o->comm == BP_CA_COMM_EXACT && S->o->max_shards <= 0 && S->ndon) {
+		S->ix = ix_init(S);
+		if (!S->ix)
+			return -1;
+	}
+	return 0;
+}
+
+static int sched_init(struct sched *S, struct bp_ca_placement *pl, int nservers,
+		      const struct bp_ca_opts *o, struct bp_ca_result *res, struct bp_error *err)
+{
+	*S = (struct sched){.pl = pl, .o = o, .nservers = nservers, .res = res, .err = err};
+	S->g = o->block / 2 > 1 ? o->block / 2 : 1;
+	for (size_t i = 0; i < pl->nitems; i++)
+		if (pl->items[i].unit + 1 > S->nunits)
+			S->nunits = pl->items[i].unit + 1;
+	S->sd = bp_calloc((size_t)nservers, sizeof(double), err);
+	S->rc = bp_calloc((size_t)nservers, sizeof(*S->rc), err);
+	if (o->comm == BP_CA_COMM_EXACT)
+		S->have = bp_calloc(S->nunits + 1, sizeof(int64_t), err);
+	S->shards = bp_calloc(2 * S->nunits + 2, sizeof(int), err);
+	S->don = bp_realloc_array(NULL, pl->nitems + 1, sizeof(*S->don), err);
+	S->srv_items = bp_calloc(2 * pl->nitems + 2 * (size_t)nservers + 3, sizeof(size_t),
+				 err);
+	if (!S->sd || !S->rc || !S->shards || !S->don || !S->srv_items ||
+	    (o->comm == BP_CA_COMM_EXACT && !S->have))
+		return -1;
+	S->shard_cap = S->shards + S->nunits + 1;
+	S->srv_at = S->srv_items + pl->nitems + 1;
+	S->held = S->srv_at + nservers + 2;
+	if (sched_loads(S) < 0)
+		return -1;
+	return sched_donors(S);
+}
 
 /* Sec. 4.2 / App. E, restated from the public code's Planner.plan_items. */
 int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_opts *o,
@@ -251,234 +957,24 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 		return bp_errorf(err, "tolerance %g is outside [0, 1)", o->eps);
 	if (o->block < 1)
 		return bp_errorf(err, "granularity %d tokens", o->block);
-	int64_t g = o->block / 2 > 1 ? o->block / 2 : 1;
-	double *sd = bp_calloc((size_t)nservers, sizeof(double), err);
-	struct recip *rc = bp_calloc((size_t)nservers, sizeof(*rc), err);
-	size_t nunits = 0;
-	for (size_t i = 0; i < pl->nitems; i++)
-		if (pl->items[i].unit + 1 > nunits)
-			nunits = pl->items[i].unit + 1;
-	int64_t *have = o->comm == BP_CA_COMM_EXACT ? bp_calloc(nunits + 1, sizeof(int64_t), err)
-						    : NULL;
-	/* App. A: chunks per unit now, and the most a split may leave (the bound, or what the
-	 * placement already made) */
-	int *shards = bp_calloc(2 * nunits + 2, sizeof(int), err);
-	/* donors; per-server Item lists (srv_at offsets, srv_fill counts); units held */
-	struct cand *don = bp_realloc_array(NULL, pl->nitems + 1, sizeof(*don), err);
-	size_t *srv_items = bp_calloc(2 * pl->nitems + 2 * (size_t)nservers + 3, sizeof(size_t),
-				      err);
-	size_t *srv_at = srv_items ? srv_items + pl->nitems + 1 : NULL;
-	size_t *srv_fill = srv_items ? srv_at + nservers + 1 : NULL;
-	size_t *held = srv_items ? srv_fill + nservers : NULL;
+	struct sched S;
 	int ret = -1;
-	if (!sd || !rc || !shards || !don || !srv_items ||
-	    (o->comm == BP_CA_COMM_EXACT && !have))
+	if (sched_init(&S, pl, nservers, o, res, err) < 0)
 		goto out;
-	int *shard_cap = shards + nunits + 1;
-	for (size_t i = 0; i < pl->nitems; i++)
-		shards[pl->items[i].unit] += item_chunks(&pl->items[i]);
-	for (size_t u = 0; u < nunits; u++)
-		shard_cap[u] = o->max_shards <= 0 ? INT32_MAX
-			       : shards[u] > o->max_shards ? shards[u] : o->max_shards;
-	double total = 0;
-	for (size_t i = 0; i < pl->nitems; i++) {
-		const struct bp_ca_item *it = &pl->items[i];
-		if (it->server < 0 || it->server >= nservers) {
-			bp_errorf(err, "item %zu is on server %d of %d", i, it->server, nservers);
+	for (int k = 0; k < S.nrec; k++)
+		if (serve_recipient(&S, S.rc[k].s) < 0)
 			goto out;
-		}
-		double u = (double)bp_ca_item_units(it);
-		sd[it->server] += u;
-		total += u;
-	}
-	double mean = total / nservers;
-	res->mean = mean;
-	for (int s = 0; s < nservers; s++) {
-		if (sd[s] > res->max_before)
-			res->max_before = sd[s];
-		sd[s] -= mean;
-	}
-	double thr = mean * o->eps;
-	int nrec = 0;
-	for (int s = 0; s < nservers; s++)
-		if (sd[s] < 0)
-			rc[nrec++] = (struct recip){sd[s], s};
-	qsort(rc, (size_t)nrec, sizeof(*rc), cmp_recip);
-	/* The candidates: Items on surplus servers, in list order, each with its server, unit,
-	 * pairs and the (want, prefix held) it was last priced at with that price: the same
-	 * inputs give the same price, so recipients after the first mostly reuse it (not
-	 * under the App. A bound, whose check depends on the unit's current chunks). A donor
-	 * only loses load and a recipient never ends above the mean (a move takes at most its
-	 * deficit), so the set only shrinks while recipients are served: the scan drops an
-	 * Item once its server has no surplus or it has no pairs left, and split-off Items
-	 * (on a recipient) never join. Each recipient's own Items are those it started with (nothing leaves a
-	 * recipient), kept per server for the prefixes it holds. */
-	size_t ndon = 0;
-	for (size_t i = 0; i < pl->nitems; i++) {
-		const struct bp_ca_item *it = &pl->items[i];
-		int64_t units = bp_ca_item_units(it);
-		if (sd[it->server] > 0 && units > 0)
-			don[ndon++] = (struct cand){i, it->unit, it->server, units, -1, 0, 0};
-	}
-	for (size_t i = 0; i < pl->nitems; i++)
-		srv_at[pl->items[i].server + 1]++;
-	for (int s = 0; s < nservers; s++)
-		srv_at[s + 1] += srv_at[s];
-	for (size_t i = 0; i < pl->nitems; i++)
-		srv_items[srv_fill[pl->items[i].server]++ + srv_at[pl->items[i].server]] = i;
-	int bounded = o->max_shards > 0;
-	for (int k = 0; k < nrec; k++) {
-		int r = rc[k].s;
-		double need = -sd[r];
-		size_t nheld = 0; /* units whose prefix r holds: have[] entries to clear */
-		if (have)
-			for (size_t a = srv_at[r]; a < srv_at[r + 1]; a++) {
-				const struct bp_ca_item *it = &pl->items[srv_items[a]];
-				int64_t e = item_kv_end(it);
-				if (e > have[it->unit]) {
-					if (!have[it->unit])
-						held[nheld++] = it->unit;
-					have[it->unit] = e;
-				}
-			}
-		while (need > thr) {
-			size_t best = pl->nitems, best_a = 0;
-			double best_prio = 0, best_want = 0;
-			size_t keep = 0;
-			for (size_t a = 0; a < ndon; a++) {
-				double src_sd = sd[don[a].server];
-				if (src_sd <= 0 || don[a].units <= 0)
-					continue; /* no surplus now, nor later; nothing to move */
-				if (keep != a)
-					don[keep] = don[a];
-				struct cand *cd = &don[keep++];
-				double want = need;
-				if ((double)cd->units < want)
-					want = (double)cd->units;
-				if (src_sd < want)
-					want = src_sd;
-				int64_t hv = have ? have[cd->unit] : 0;
-				if (bounded || cd->want != want || cd->have != hv) {
-					const struct bp_ca_item *it = &pl->items[cd->i];
-					if (bounded && !split_fits(it, want, g, shards, shard_cap))
-						continue;
-					cd->prio = move_cost(it, want, g, hv, o) / want;
-					cd->want = want;
-					cd->have = hv;
-				}
-				if (best == pl->nitems || cd->prio < best_prio) {
-					best = cd->i;
-					best_a = keep - 1;
-					best_prio = cd->prio;
-					best_want = want;
-				}
-			}
-			ndon = keep;
-			if (best == pl->nitems) /* no donor left */
-				break;
-			int donor = pl->items[best].server;
-			size_t before = pl->nitems;
-			int c0 = item_chunks(&pl->items[best]);
-			int64_t moved = split_move(pl, best, best_want, r, g, err);
-			if (moved > 0 && pl->nitems > before)
-				shards[pl->items[best].unit] += item_chunks(&pl->items[best]) +
-					item_chunks(&pl->items[pl->nitems - 1]) - c0;
-			if (moved < 0)
-				goto out;
-			/* the Item changed (or left for r): price it afresh */
-			don[best_a].server = pl->items[best].server;
-			don[best_a].units = bp_ca_item_units(&pl->items[best]);
-			don[best_a].want = -1;
-			if (!moved) /* the best candidate moves no whole pair: stop this recipient */
-				break;
-			if (have) {
-				const struct bp_ca_item *nw = pl->items[best].server == r
-					? &pl->items[best] : &pl->items[pl->nitems - 1];
-				int64_t e = item_kv_end(nw);
-				if (e > have[nw->unit]) {
-					if (!have[nw->unit])
-						held[nheld++] = nw->unit;
-					have[nw->unit] = e;
-				}
-			}
-			sd[donor] -= (double)moved;
-			sd[r] += (double)moved;
-			need -= (double)moved;
-			res->moved_pairs += moved;
-			res->moves++;
-		}
-		for (size_t a = 0; a < nheld; a++)
-			have[held[a]] = 0;
-	}
-	/* The paper's two-sided rule (Sec. 4.2: stop when every server is within eps * mean),
-	 * as an option: while the most loaded server is above the band, it gives to the
-	 * least loaded one at most half their difference (so neither ends above the donor's
-	 * old load), its cheapest candidate first among those that move at least a whole
-	 * granule. Each move x < max - min lowers the sum of squared loads by
-	 * 2x (max - min - x) > 0, so the loop ends; the bound on rounds keeps it linear in the
-	 * Items. */
 	for (size_t round = 0; o->two_sided && round < 4 * pl->nitems + 8 * (size_t)nservers;
 	     round++) {
-		int d = 0, r = 0;
-		for (int s = 1; s < nservers; s++) {
-			if (sd[s] > sd[d])
-				d = s;
-			if (sd[s] < sd[r])
-				r = s;
-		}
-		if (sd[d] <= thr || sd[r] >= 0)
-			break;
-		double want = (sd[d] - sd[r]) / 2; /* both end at most at the donor's old load */
-		if (have) {
-			memset(have, 0, (nunits + 1) * sizeof(int64_t));
-			for (size_t i = 0; i < pl->nitems; i++)
-				if (pl->items[i].server == r) {
-					int64_t e = item_kv_end(&pl->items[i]);
-					if (e > have[pl->items[i].unit])
-						have[pl->items[i].unit] = e;
-				}
-		}
-		size_t best = pl->nitems;
-		double best_prio = 0, best_want = 0;
-		for (size_t i = 0; i < pl->nitems; i++) {
-			const struct bp_ca_item *it = &pl->items[i];
-			int64_t units = bp_ca_item_units(it);
-			if (it->server != d || units <= 0)
-				continue;
-			double w = (double)units < want ? (double)units : want;
-			int whole;
-			if (!whole_or_granule(it, w, g, &whole) || /* moves nothing: skip it */
-			    !split_fits(it, w, g, shards, shard_cap))
-				continue;
-			double prio = move_cost(it, w, g, have ? have[it->unit] : 0, o) / w;
-			if (best == pl->nitems || prio < best_prio) {
-				best = i;
-				best_prio = prio;
-				best_want = w;
-			}
-		}
-		if (best == pl->nitems)
-			break;
-		size_t before = pl->nitems;
-		int c0 = item_chunks(&pl->items[best]);
-		int64_t moved = split_move(pl, best, best_want, r, g, err);
+		int moved = two_sided_round(&S);
 		if (moved < 0)
 			goto out;
 		if (!moved)
 			break;
-		if (pl->nitems > before)
-			shards[pl->items[best].unit] += item_chunks(&pl->items[best]) +
-				item_chunks(&pl->items[pl->nitems - 1]) - c0;
-		sd[d] -= (double)moved;
-		sd[r] += (double)moved;
-		res->moved_pairs += moved;
-		res->moves++;
 	}
-	for (int s = 0; s < nservers; s++) {
-		double l = sd[s] + mean;
-		if (l > res->max_after)
-			res->max_after = l;
-	}
+	for (int s = 0; s < nservers; s++)
+		if (S.sd[s] + S.mean > res->max_after)
+			res->max_after = S.sd[s] + S.mean;
 	if (load_out) {
 		memset(load_out, 0, (size_t)nservers * sizeof(double));
 		for (size_t i = 0; i < pl->nitems; i++)
@@ -486,12 +982,7 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 	}
 	ret = 0;
 out:
-	free(sd);
-	free(rc);
-	free(have);
-	free(shards);
-	free(don);
-	free(srv_items);
+	sched_release(&S);
 	return ret;
 }
 

@@ -518,194 +518,250 @@ int bp_hyd_dispatch_greedy(const struct bp_hyd_dispatch *d, int *pipe_of, double
 	return bp_hyd_dispatch_greedy_shared(d, NULL, pipe_of, objective, trial, err);
 }
 
+/* What one bp_hyd_dispatch_greedy_shared keeps across its trials: the pipelines' groups,
+ * each sequence's groups that hold it (allowed[i]: the first allowed[i], J_i) and its cost on
+ * each (cost[i G + g]), the trial's order and placement (cur), and per pipeline C_j, E_j and,
+ * under the code's variant, its sequences N_j. */
+struct greedy {
+	const struct bp_hyd_dispatch *d;
+	struct groups gs;
+	size_t n, G;
+	size_t *order, *allowed;
+	int *cur;
+	double *C, *E, *N;
+	struct scost *cost;
+	int code, prepass;
+};
+
+static int greedy_alloc(const struct bp_hyd_dispatch *d, struct greedy *w, struct bp_error *err)
+{
+	size_t n = d->n, np = d->npipes ? d->npipes : 1;
+	memset(w, 0, sizeof(*w));
+	w->d = d;
+	w->n = n;
+	w->order = bp_calloc(n ? n : 1, sizeof(size_t), err);
+	w->allowed = bp_calloc(n ? n : 1, sizeof(size_t), err);
+	w->cur = bp_calloc(n ? n : 1, sizeof(int), err);
+	w->C = bp_calloc(np, sizeof(double), err);
+	w->E = bp_calloc(np, sizeof(double), err);
+	w->N = bp_calloc(np, sizeof(double), err);
+	if (!w->order || !w->allowed || !w->cur || !w->C || !w->E || !w->N ||
+	    groups_make(d, &w->gs, err) < 0)
+		return -1;
+	if (!d->npipes)
+		return bp_errorf(err, "internal: dispatch to no pipelines");
+	w->G = w->gs.n;
+	w->cost = bp_calloc(w->G * (n ? n : 1), sizeof(*w->cost), err);
+	w->code = d->code;
+	w->prepass = d->code && w->gs.g[0].size == 1;
+	return w->cost ? 0 : -1;
+}
+
+static void greedy_free(struct greedy *w)
+{
+	groups_release(&w->gs);
+	free(w->order);
+	free(w->allowed);
+	free(w->cur);
+	free(w->C);
+	free(w->E);
+	free(w->N);
+	free(w->cost);
+}
+
+/* Every sequence's groups and costs, and floor_obj: no trial ends below it. Sequence i's
+ * pipeline j ends at least at its C' + E' when i joins, (C + t) + max(E, (PP - 1) t) >= t +
+ * (PP - 1) t in rounded arithmetic too (C, E >= 0, additions monotone), and C + E never falls
+ * after. So once the best trial is at or below the largest over sequences of the least t +
+ * (PP - 1) t over their groups, no later trial can beat it strictly: the trials stop there.
+ * Returns 0 or BP_INFEASIBLE (a sequence no pipeline holds). */
+static int greedy_costs(struct greedy *w, double *floor_obj, struct bp_error *err)
+{
+	const struct bp_hyd_dispatch *d = w->d;
+	*floor_obj = 0.0;
+	for (size_t i = 0; i < w->n; i++) {
+		size_t k = 0;
+		while (k < w->G && w->gs.g[k].cap >= d->len[i])
+			k++;
+		if (!k)
+			return bp_infeasiblef(err, "a sequence of %lld tokens is longer than every "
+					      "pipeline's MaxLen (the longest is %lld)",
+					      (long long)d->len[i], (long long)d->pipes[0].cap);
+		w->allowed[i] = k;
+		double alone = INFINITY;
+		for (size_t g = 0; g < k; g++) {
+			double c = bp_hyd_seq_cost(d, w->gs.g[g].start, d->len[i]);
+			w->cost[i * w->G + g] = (struct scost){c, (w->gs.g[g].pp - 1) * c};
+			alone = dmin(alone, c + w->cost[i * w->G + g].pm1t);
+		}
+		*floor_obj = dmax(*floor_obj, alone);
+	}
+	return 0;
+}
+
+/* Alg. 1 line 3: trial t's random permutation, the shared table's or drawn here. Returns the
+ * shared row to place the sequences in (NULL: in w->order), after the code's pre-pass:
+ * sequences only pipeline 0 can hold go there first (when it alone has the largest MaxLen),
+ * in shuffled order. */
+static const uint32_t *trial_sequence(struct greedy *w, struct bp_hyd_shuffles *sh, int t)
+{
+	const struct bp_hyd_dispatch *d = w->d;
+	size_t n = w->n;
+	const uint32_t *shared = NULL;
+	if (d->orders)
+		shared = d->orders + (size_t)t * n;
+	else if (sh && t < sh->trials)
+		shared = shuffle_row(sh, t);
+	if (shared && w->prepass)
+		for (size_t i = 0; i < n; i++)
+			w->order[i] = shared[i];
+	else if (!shared)
+		trial_order(n, d->seed, t, w->order);
+	if (!w->prepass)
+		return shared;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (w->allowed[w->order[i]] == 1)
+			w->cur[k++] = (int)w->order[i];
+	for (size_t i = 0; i < n; i++)
+		if (w->allowed[w->order[i]] != 1)
+			w->cur[k++] = (int)w->order[i];
+	for (size_t i = 0; i < n; i++)
+		w->order[i] = (size_t)w->cur[i];
+	return NULL;
+}
+
+/* One trial: every sequence in order (shared's, or w->order) onto its pipeline (w->cur).
+ * Returns its objective, the largest C_j + E_j, or INFINITY once it reaches best (costs only
+ * grow: it cannot win, strict <). */
+static double run_trial(struct greedy *w, const uint32_t *shared, double best)
+{
+	const struct bp_hyd_dispatch *d = w->d;
+	const int code = w->code;
+	const size_t G = w->G, n = w->n;
+	struct group *gs = w->gs.g;
+	double *C = w->C, *E = w->E, *N = w->N;
+	const size_t *order = w->order, *allowed = w->allowed;
+	const struct scost *cost = w->cost;
+	int *cur = w->cur;
+	memset(C, 0, d->npipes * sizeof(double));
+	memset(E, 0, d->npipes * sizeof(double));
+	if (code)
+		memset(N, 0, d->npipes * sizeof(double));
+	for (size_t g = 0; g < G; g++)
+		group_reset(&gs[g], code);
+	double m1 = 0.0; /* the largest C_j + E_j so far */
+	for (size_t q = 0; q < n; q++) {
+		size_t i = shared ? (size_t)shared[q] : order[q];
+		const struct scost *ci = &cost[i * G];
+		const size_t k = allowed[i];
+		struct probe pr;
+		long hit = -1;
+		size_t hg = 0;
+		/* Lines 7-13. For pipeline j the score is max(C'_j + E'_j, the largest other
+		 * cost); every score is at least m1, and exactly m1 for the pipelines whose
+		 * C'_j + E'_j <= m1 (the current maximum among them: its other cost is at most
+		 * m1 and its own only grows). So the first such pipeline wins; if there is none,
+		 * every score is C'_j + E'_j and the least wins. */
+		/* The code's tie-break: among the pipelines of least score, the first empty one
+		 * if there is one. */
+		if (code)
+			for (size_t g = 0; g < k && hit < 0; g++) {
+				long e = first_empty(&gs[g], N);
+				pr = (struct probe){&gs[g], C, E, ci[g].t, ci[g].pm1t};
+				if (e >= 0 && newcost(&pr, (size_t)e) <= m1) {
+					hit = e;
+					hg = g;
+				}
+			}
+		for (size_t g = 0; g < k && hit < 0; g++) {
+			const struct group *gg = &gs[g];
+			hg = g;
+			if (gg->flat && gg->pp == 1) {
+				hit = scan_le1(C + gg->start, gg->size, ci[g].t, m1);
+				continue;
+			}
+			pr = (struct probe){gg, C, E, ci[g].t, ci[g].pm1t};
+			if (gg->flat)
+				hit = scan_le(&pr, m1);
+			else if (gg->pp == 1)
+				hit = find_le1(gg, ci[g].t, m1);
+			else
+				hit = find_le(&pr, m1);
+		}
+		if (hit < 0) {
+			double bv = INFINITY;
+			int bempty = 0;
+			for (size_t g = 0; g < k; g++) {
+				double v;
+				pr = (struct probe){&gs[g], C, E, ci[g].t, ci[g].pm1t};
+				long a = group_min(&pr, &v);
+				long e = code ? first_empty(&gs[g], N) : -1;
+				int is_empty = e >= 0 && newcost(&pr, (size_t)e) == v;
+				if (is_empty)
+					a = e;
+				/* strict: the earlier group on ties, unless the code's rule prefers
+				 * a later empty pipeline */
+				if (v < bv || (v == bv && is_empty && !bempty)) {
+					bv = v;
+					hit = a;
+					hg = g;
+					bempty = is_empty;
+				}
+			}
+		}
+		struct group *Gp = &gs[hg];
+		size_t j = Gp->start + (size_t)hit;
+		C[j] += ci[hg].t;
+		E[j] = dmax(E[j], ci[hg].pm1t);
+		double cj = C[j] + E[j];
+		if (code)
+			N[j] += 1;
+		if (!Gp->flat || code)
+			group_set(Gp, (size_t)hit, cj, C[j], N[j], code);
+		cur[i] = (int)j;
+		if (cj > m1)
+			m1 = cj;
+		if (m1 >= best)
+			return INFINITY;
+	}
+	return m1;
+}
+
 int bp_hyd_dispatch_greedy_shared(const struct bp_hyd_dispatch *d, struct bp_hyd_shuffles *sh,
 				  int *pipe_of, double *objective, int *trial,
 				  struct bp_error *err)
 {
-	struct groups gs;
+	struct greedy w;
 	int rc = -1;
-	size_t n = d->n;
-	size_t *order = bp_calloc(n ? n : 1, sizeof(size_t), err);
-	size_t *allowed = bp_calloc(n ? n : 1, sizeof(size_t), err); /* groups J_i */
-	int *cur = bp_calloc(n ? n : 1, sizeof(int), err);
-	double *C = bp_calloc(d->npipes ? d->npipes : 1, sizeof(double), err);
-	double *E = bp_calloc(d->npipes ? d->npipes : 1, sizeof(double), err);
-	double *N = bp_calloc(d->npipes ? d->npipes : 1, sizeof(double), err); /* sequences */
-	struct scost *cost = NULL; /* [sequence][group] */
-	memset(&gs, 0, sizeof(gs));
+	double floor_obj;
 	*objective = INFINITY;
 	*trial = -1;
-	if (!order || !allowed || !cur || !C || !E || !N || groups_make(d, &gs, err) < 0)
+	if (greedy_alloc(d, &w, err) < 0)
 		goto out;
-	if (!d->npipes) {
-		bp_errorf(err, "internal: dispatch to no pipelines");
+	rc = greedy_costs(&w, &floor_obj, err);
+	if (rc < 0)
 		goto out;
-	}
-	const size_t G = gs.n;
-	cost = bp_calloc(G * (n ? n : 1), sizeof(*cost), err);
-	if (!cost)
-		goto out;
-	/* floor_obj: no trial ends below it. Sequence i's pipeline j ends at least at its C' + E'
-	 * when i joins, (C + t) + max(E, (PP - 1) t) >= t + (PP - 1) t in rounded arithmetic
-	 * too (C, E >= 0, additions monotone), and C + E never falls after. So once the best
-	 * trial is at or below the largest over sequences of the least t + (PP - 1) t over their
-	 * groups, no later trial can beat it strictly: the trials stop there. */
-	double floor_obj = 0.0;
-	for (size_t i = 0; i < n; i++) {
-		size_t k = 0;
-		while (k < G && gs.g[k].cap >= d->len[i])
-			k++;
-		if (!k) {
-			rc = bp_infeasiblef(err, "a sequence of %lld tokens is longer than every "
-					    "pipeline's MaxLen (the longest is %lld)",
-					    (long long)d->len[i], (long long)d->pipes[0].cap);
-			goto out;
-		}
-		allowed[i] = k;
-		double alone = INFINITY;
-		for (size_t g = 0; g < k; g++) {
-			double c = bp_hyd_seq_cost(d, gs.g[g].start, d->len[i]);
-			cost[i * G + g] = (struct scost){c, (gs.g[g].pp - 1) * c};
-			alone = dmin(alone, c + cost[i * G + g].pm1t);
-		}
-		floor_obj = dmax(floor_obj, alone);
-	}
+	rc = -1;
 	double best = INFINITY;
 	int trials = d->trials < 1 ? 1 : d->trials;
-	const int code = d->code, prepass = code && gs.g[0].size == 1;
 	for (int t = 0; t < trials && !(best <= floor_obj); t++) {
-		/* Alg. 1 line 3: a random permutation, the shared table's or drawn here */
-		const uint32_t *shared = NULL;
-		if (d->orders)
-			shared = d->orders + (size_t)t * n;
-		else if (sh && t < sh->trials)
-			shared = shuffle_row(sh, t);
-		if (shared && prepass)
-			for (size_t i = 0; i < n; i++)
-				order[i] = shared[i];
-		else if (!shared)
-			trial_order(n, d->seed, t, order);
-		if (prepass)
-			shared = NULL;
-		if (prepass) {
-			/* The code's pre-pass: sequences only pipeline 0 can hold go there first
-			 * (when it alone has the largest MaxLen), in shuffled order. */
-			size_t k = 0;
-			for (size_t i = 0; i < n; i++)
-				if (allowed[order[i]] == 1)
-					cur[k++] = (int)order[i];
-			for (size_t i = 0; i < n; i++)
-				if (allowed[order[i]] != 1)
-					cur[k++] = (int)order[i];
-			for (size_t i = 0; i < n; i++)
-				order[i] = (size_t)cur[i];
-		}
-		memset(C, 0, d->npipes * sizeof(double));
-		memset(E, 0, d->npipes * sizeof(double));
-		if (d->code)
-			memset(N, 0, d->npipes * sizeof(double));
-		for (size_t g = 0; g < G; g++)
-			group_reset(&gs.g[g], d->code);
-		double m1 = 0.0; /* the largest C_j + E_j so far */
-		int aborted = 0;
-		for (size_t q = 0; q < n; q++) {
-			size_t i = shared ? (size_t)shared[q] : order[q];
-			const struct scost *ci = &cost[i * G];
-			const size_t k = allowed[i];
-			struct probe pr;
-			long hit = -1;
-			size_t hg = 0;
-			/* Lines 7-13. For pipeline j the score is max(C'_j + E'_j, the largest
-			 * other cost); every score is at least m1, and exactly m1 for the pipelines
-			 * whose C'_j + E'_j <= m1 (the current maximum among them: its other cost is
-			 * at most m1 and its own only grows). So the first such pipeline wins; if
-			 * there is none, every score is C'_j + E'_j and the least wins. */
-			/* The code's tie-break: among the pipelines of least score, the first
-			 * empty one if there is one. */
-			if (code)
-				for (size_t g = 0; g < k && hit < 0; g++) {
-					long e = first_empty(&gs.g[g], N);
-					pr = (struct probe){&gs.g[g], C, E, ci[g].t, ci[g].pm1t};
-					if (e >= 0 && newcost(&pr, (size_t)e) <= m1) {
-						hit = e;
-						hg = g;
-					}
-				}
-			for (size_t g = 0; g < k && hit < 0; g++) {
-				const struct group *gg = &gs.g[g];
-				hg = g;
-				if (gg->flat && gg->pp == 1) {
-					hit = scan_le1(C + gg->start, gg->size, ci[g].t, m1);
-					continue;
-				}
-				pr = (struct probe){gg, C, E, ci[g].t, ci[g].pm1t};
-				if (gg->flat)
-					hit = scan_le(&pr, m1);
-				else if (gg->pp == 1)
-					hit = find_le1(gg, ci[g].t, m1);
-				else
-					hit = find_le(&pr, m1);
-			}
-			if (hit < 0) {
-				double bv = INFINITY;
-				int bempty = 0;
-				for (size_t g = 0; g < k; g++) {
-					double v;
-					pr = (struct probe){&gs.g[g], C, E, ci[g].t, ci[g].pm1t};
-					long a = group_min(&pr, &v);
-					long e = code ? first_empty(&gs.g[g], N) : -1;
-					int is_empty = e >= 0 && newcost(&pr, (size_t)e) == v;
-					if (is_empty)
-						a = e;
-					/* strict: the earlier group on ties, unless the code's rule
-					 * prefers a later empty pipeline */
-					if (v < bv || (v == bv && is_empty && !bempty)) {
-						bv = v;
-						hit = a;
-						hg = g;
-						bempty = is_empty;
-					}
-				}
-			}
-			struct group *Gp = &gs.g[hg];
-			size_t j = Gp->start + (size_t)hit;
-			double t1 = ci[hg].t;
-			C[j] += t1;
-			E[j] = dmax(E[j], ci[hg].pm1t);
-			double cj = C[j] + E[j];
-			if (code)
-				N[j] += 1;
-			if (!Gp->flat || code)
-				group_set(Gp, (size_t)hit, cj, C[j], N[j], code);
-			cur[i] = (int)j;
-			if (cj > m1)
-				m1 = cj;
-			if (m1 >= best) { /* costs only grow: this trial cannot win (strict <) */
-				aborted = 1;
-				break;
-			}
-		}
-		if (!aborted && m1 < best) { /* lines 15-17 */
+		const uint32_t *shared = trial_sequence(&w, sh, t);
+		double m1 = run_trial(&w, shared, best);
+		if (m1 < best) { /* lines 15-17 */
 			best = m1;
 			*trial = t;
-			memcpy(pipe_of, cur, n * sizeof(int));
+			memcpy(pipe_of, w.cur, w.n * sizeof(int));
 		}
 	}
-	if (!n) {
+	if (!w.n) {
 		best = 0.0;
 		*trial = 0;
 	}
 	*objective = best;
 	rc = 0;
 out:
-	groups_release(&gs);
-	free(order);
-	free(allowed);
-	free(cur);
-	free(C);
-	free(E);
-	free(N);
-	free(cost);
+	greedy_free(&w);
 	return rc;
 }
 
@@ -771,234 +827,300 @@ static int cmp_item(const void *a, const void *b)
 	return x->i < y->i ? -1 : x->i > y->i;
 }
 
+/* What one bp_hyd_dispatch_ilp builds and keeps: the pipelines' groups, sequences by length
+ * (order, rank), the warm start's pipeline labels (label: warm pipeline -> ILP label; next:
+ * per group the next free one), item i's column on pipeline j (mcol[i][j], -1: none), E_j's
+ * column (ecol[j], -1: none), the row buffers and the warm point (x, relab). Costs are scaled
+ * by scale before GLPK; lb and warm_obj in us. */
+struct dispatch_work {
+	size_t n, np;
+	struct groups gs;
+	struct item *order;
+	size_t *rank;
+	int *label, *next, *relab;
+	int64_t *ecol, *cols;
+	int64_t **mcol;
+	double *vals, *x, *per;
+	double scale, lb, warm_obj;
+	struct bp_ilp *ilp;
+};
+
+static int dispatch_alloc(const struct bp_hyd_dispatch *d, struct dispatch_work *w,
+			  struct bp_error *err)
+{
+	size_t n = d->n, np = d->npipes;
+	memset(w, 0, sizeof(*w));
+	w->n = n;
+	w->np = np;
+	w->order = bp_calloc(n ? n : 1, sizeof(*w->order), err);
+	w->rank = bp_calloc(n ? n : 1, sizeof(size_t), err);
+	w->label = bp_calloc(np ? np : 1, sizeof(int), err);
+	w->ecol = bp_calloc(np ? np : 1, sizeof(int64_t), err);
+	if (!w->order || !w->rank || !w->label || !w->ecol || groups_make(d, &w->gs, err) < 0)
+		return -1;
+	w->next = bp_calloc(w->gs.n ? w->gs.n : 1, sizeof(int), err);
+	w->cols = bp_calloc(n + 2 * np + 2, sizeof(int64_t), err);
+	w->vals = bp_calloc(n + 2 * np + 2, sizeof(double), err);
+	w->per = bp_calloc(np ? np : 1, sizeof(double), err);
+	return w->next && w->cols && w->vals && w->per ? 0 : -1;
+}
+
+static void dispatch_free(struct dispatch_work *w)
+{
+	for (size_t i = 0; w->mcol && i < w->n; i++)
+		free(w->mcol[i]);
+	free(w->mcol);
+	bp_ilp_free(w->ilp);
+	groups_release(&w->gs);
+	free(w->order);
+	free(w->rank);
+	free(w->label);
+	free(w->next);
+	free(w->relab);
+	free(w->ecol);
+	free(w->cols);
+	free(w->vals);
+	free(w->x);
+	free(w->per);
+}
+
+/* Symmetry: within a group the pipelines are alike, so label them by their longest sequence;
+ * the r-th longest sequence may only use group labels <= r. */
+static void warm_labels(const struct bp_hyd_dispatch *d, struct dispatch_work *w,
+			const int *warm)
+{
+	size_t n = w->n;
+	for (size_t i = 0; i < n; i++)
+		w->order[i] = (struct item){d->len[i], i};
+	qsort(w->order, n, sizeof(*w->order), cmp_item);
+	for (size_t k = 0; k < n; k++)
+		w->rank[w->order[k].i] = k;
+	for (size_t j = 0; j < w->np; j++)
+		w->label[j] = -1;
+	for (size_t k = 0; k < n; k++) {
+		size_t j = (size_t)warm[w->order[k].i];
+		size_t g = 0;
+		while (!(w->gs.g[g].start <= j && j < w->gs.g[g].start + w->gs.g[g].size))
+			g++;
+		if (w->label[j] < 0)
+			w->label[j] = (int)w->gs.g[g].start + w->next[g]++;
+	}
+}
+
+/* Item i's columns m_ij: the pipelines of every group that holds it, within the label rule. */
+static int add_item_cols(const struct bp_hyd_dispatch *d, struct dispatch_work *w, size_t i,
+			 struct bp_error *err)
+{
+	w->mcol[i] = bp_calloc(w->np, sizeof(int64_t), err);
+	if (!w->mcol[i])
+		return -1;
+	for (size_t j = 0; j < w->np; j++)
+		w->mcol[i][j] = -1;
+	for (size_t g = 0; g < w->gs.n; g++) {
+		if (w->gs.g[g].cap < d->len[i])
+			break;
+		size_t lim = w->gs.g[g].size;
+		if (w->rank[i] + 1 < lim)
+			lim = w->rank[i] + 1;
+		for (size_t q = 0; q < lim; q++) {
+			int64_t c = bp_ilp_add_col(w->ilp, BP_ILP_BINARY, 0, 1, 0.0, err);
+			if (c < 0)
+				return -1;
+			w->mcol[i][w->gs.g[g].start + q] = c;
+		}
+	}
+	return 0;
+}
+
+/* Columns: Z, every item's m_ij, then E_j of every pipeline with more than one stage. */
+static int add_columns(const struct bp_hyd_dispatch *d, struct dispatch_work *w,
+		       struct bp_error *err)
+{
+	w->ilp = bp_ilp_new(err);
+	if (!w->ilp ||
+	    bp_ilp_add_col(w->ilp, BP_ILP_CONTINUOUS, w->lb / w->scale, INFINITY, 1.0, err) < 0)
+		return -1;
+	w->mcol = bp_calloc(w->n ? w->n : 1, sizeof(int64_t *), err);
+	if (!w->mcol)
+		return -1;
+	for (size_t i = 0; i < w->n; i++)
+		if (add_item_cols(d, w, i, err) < 0)
+			return -1;
+	for (size_t j = 0; j < w->np; j++) {
+		w->ecol[j] = -1;
+		if (d->pipes[j].pp > 1 &&
+		    (w->ecol[j] = bp_ilp_add_col(w->ilp, BP_ILP_CONTINUOUS, 0, INFINITY, 0.0,
+						 err)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Pipeline j's rows: E_j >= (PP - 1) c_ij m_ij per item, then Z >= C_j + E_j. */
+static int add_pipe_rows(const struct bp_hyd_dispatch *d, struct dispatch_work *w, size_t j,
+			 struct bp_error *err)
+{
+	size_t nc = 0;
+	int pm1 = d->pipes[j].pp - 1;
+	for (size_t i = 0; i < w->n; i++) {
+		if (w->mcol[i][j] < 0)
+			continue;
+		double c = bp_hyd_seq_cost(d, j, d->len[i]) / w->scale;
+		w->cols[nc] = w->mcol[i][j];
+		w->vals[nc++] = -c;
+		if (pm1 > 0) {
+			int64_t ec[2] = {w->ecol[j], w->mcol[i][j]};
+			double ev[2] = {1.0, -pm1 * c};
+			if (bp_ilp_add_row(w->ilp, 2, ec, ev, 0.0, INFINITY, err) < 0)
+				return -1;
+		}
+	}
+	if (!nc)
+		return 0;
+	if (w->ecol[j] >= 0) {
+		w->cols[nc] = w->ecol[j];
+		w->vals[nc++] = -1.0;
+	}
+	w->cols[nc] = 0;
+	w->vals[nc++] = 1.0;
+	return bp_ilp_add_row(w->ilp, nc, w->cols, w->vals, 0.0, INFINITY, err) < 0 ? -1 : 0;
+}
+
+/* Rows: each sequence once; Z >= C_j + E_j; E_j >= (PP - 1) c_ij m_ij. */
+static int add_rows(const struct bp_hyd_dispatch *d, struct dispatch_work *w,
+		    struct bp_error *err)
+{
+	for (size_t i = 0; i < w->n; i++) {
+		size_t nc = 0;
+		for (size_t j = 0; j < w->np; j++)
+			if (w->mcol[i][j] >= 0) {
+				w->cols[nc] = w->mcol[i][j];
+				w->vals[nc++] = 1.0;
+			}
+		if (bp_ilp_add_row(w->ilp, nc, w->cols, w->vals, 1.0, 1.0, err) < 0)
+			return -1;
+	}
+	for (size_t j = 0; j < w->np; j++)
+		if (add_pipe_rows(d, w, j, err) < 0)
+			return -1;
+	return 0;
+}
+
+/* The warm start with relabelled pipelines, as a point of the model (w->x; w->relab its
+ * pipelines). */
+static int warm_point(const struct bp_hyd_dispatch *d, struct dispatch_work *w,
+		      const int *warm, struct bp_error *err)
+{
+	size_t n = w->n;
+	w->x = bp_calloc(bp_ilp_ncols(w->ilp), sizeof(double), err);
+	w->relab = bp_calloc(n ? n : 1, sizeof(int), err);
+	if (!w->x || !w->relab)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		w->relab[i] = w->label[warm[i]];
+		if (w->mcol[i][w->relab[i]] < 0)
+			return bp_errorf(err, "internal: warm start outside the symmetry rule");
+		w->x[w->mcol[i][w->relab[i]]] = 1.0;
+	}
+	double wobj = bp_hyd_eq2(d, w->relab, w->per);
+	for (size_t j = 0; j < w->np; j++) {
+		if (w->ecol[j] < 0)
+			continue;
+		double e = 0.0;
+		for (size_t i = 0; i < n; i++)
+			if (w->relab[i] == (int)j)
+				e = dmax(e, (d->pipes[j].pp - 1) * bp_hyd_seq_cost(d, j, d->len[i]) /
+						    w->scale);
+		w->x[w->ecol[j]] = e;
+	}
+	w->x[0] = dmax(wobj / w->scale, w->lb / w->scale) * (1 + 1e-12);
+	return 0;
+}
+
+/* The search's point decoded into pipe_of and res: the solver's dispatch when it beats the
+ * warm start by Eq. 2, else warm. */
+static void take_dispatch(const struct bp_hyd_dispatch *d, struct dispatch_work *w,
+			  const struct bp_ilp_result *r, const int *warm, int *pipe_of,
+			  struct bp_hyd_ilp_res *res)
+{
+	double best = w->warm_obj;
+	int from = 0;
+	if (r->x) {
+		int ok = 1;
+		for (size_t i = 0; i < w->n && ok; i++) {
+			int pj = -1;
+			for (size_t j = 0; j < w->np; j++)
+				if (w->mcol[i][j] >= 0 && r->x[w->mcol[i][j]] == 1.0)
+					pj = pj < 0 ? (int)j : -2;
+			if (pj < 0)
+				ok = 0;
+			w->relab[i] = pj;
+		}
+		if (ok) {
+			double v = bp_hyd_eq2(d, w->relab, NULL);
+			if (v < best) {
+				best = v;
+				from = 1;
+				memcpy(pipe_of, w->relab, w->n * sizeof(int));
+			}
+		}
+	}
+	if (!from)
+		memcpy(pipe_of, warm, w->n * sizeof(int));
+	res->objective = best;
+	res->nodes = r->nodes;
+	double b = isinf(r->bound) ? w->lb : dmax(w->lb, r->bound * w->scale);
+	res->status = r->status == BP_ILP_OPTIMAL ? BP_ILP_OPTIMAL
+		      : from ? BP_ILP_FEASIBLE : BP_ILP_WARM_START;
+	if (res->status == BP_ILP_OPTIMAL || b > best)
+		b = best;
+	res->bound = b;
+}
+
 int bp_hyd_dispatch_ilp(const struct bp_hyd_dispatch *d, const struct bp_ilp_opts *o,
 			const int *warm, int *pipe_of, struct bp_hyd_ilp_res *res,
 			struct bp_error *err)
 {
 	size_t n = d->n, np = d->npipes;
 	int rc = -1;
-	struct groups gs;
-	struct bp_ilp *ilp = NULL;
+	struct dispatch_work w;
 	struct bp_ilp_result r;
 	memset(&r, 0, sizeof(r));
-	memset(&gs, 0, sizeof(gs));
 	memset(res, 0, sizeof(*res));
-	struct item *order = bp_calloc(n ? n : 1, sizeof(*order), err);
-	size_t *rank = bp_calloc(n ? n : 1, sizeof(size_t), err);
-	int *label = bp_calloc(np ? np : 1, sizeof(int), err); /* warm pipeline -> ILP label */
-	int *next = NULL;
-	int64_t *ecol = bp_calloc(np ? np : 1, sizeof(int64_t), err);
-	int64_t *cols = NULL;
-	double *vals = NULL, *x = NULL, *per = NULL;
-	if (!order || !rank || !label || !ecol || groups_make(d, &gs, err) < 0)
+	if (dispatch_alloc(d, &w, err) < 0)
 		goto out;
-	next = bp_calloc(gs.n ? gs.n : 1, sizeof(int), err);
-	cols = bp_calloc(n + 2 * np + 2, sizeof(int64_t), err);
-	vals = bp_calloc(n + 2 * np + 2, sizeof(double), err);
-	per = bp_calloc(np ? np : 1, sizeof(double), err);
-	if (!next || !cols || !vals || !per)
-		goto out;
-	double warm_obj = bp_hyd_eq2(d, warm, NULL);
-	double lb = bp_hyd_dispatch_bound(d);
-	double scale = 0.0;
+	w.warm_obj = bp_hyd_eq2(d, warm, NULL);
+	w.lb = bp_hyd_dispatch_bound(d);
 	for (size_t i = 0; i < n; i++) {
 		double c = bp_hyd_seq_cost(d, 0, d->len[i]) * d->pipes[0].pp;
-		if (c > scale)
-			scale = c;
+		if (c > w.scale)
+			w.scale = c;
 	}
-	if (!n || scale <= 0 || warm_obj <= lb * (1 + 1e-12)) {
+	if (!n || w.scale <= 0 || w.warm_obj <= w.lb * (1 + 1e-12)) {
 		memcpy(pipe_of, warm, n * sizeof(int));
 		res->status = BP_ILP_OPTIMAL;
-		res->objective = res->bound = warm_obj;
+		res->objective = res->bound = w.warm_obj;
 		rc = 0;
 		goto out;
 	}
-	/* Symmetry: within a group the pipelines are alike, so label them by their longest
-	 * sequence; the r-th longest sequence may only use group labels <= r. */
-	for (size_t i = 0; i < n; i++)
-		order[i] = (struct item){d->len[i], i};
-	qsort(order, n, sizeof(*order), cmp_item);
-	for (size_t k = 0; k < n; k++)
-		rank[order[k].i] = k;
-	for (size_t j = 0; j < np; j++)
-		label[j] = -1;
-	for (size_t k = 0; k < n; k++) {
-		size_t j = (size_t)warm[order[k].i];
-		size_t g = 0;
-		while (!(gs.g[g].start <= j && j < gs.g[g].start + gs.g[g].size))
-			g++;
-		if (label[j] < 0)
-			label[j] = (int)gs.g[g].start + next[g]++;
-	}
-	ilp = bp_ilp_new(err);
-	if (!ilp || bp_ilp_add_col(ilp, BP_ILP_CONTINUOUS, lb / scale, INFINITY, 1.0, err) < 0)
+	warm_labels(d, &w, warm);
+	if (add_columns(d, &w, err) < 0 || add_rows(d, &w, err) < 0 ||
+	    warm_point(d, &w, warm, err) < 0)
 		goto out;
-	/* m_ij for allowed j with label rule; columns of item i at first[i]... */
-	int64_t **mcol = bp_calloc(n ? n : 1, sizeof(int64_t *), err);
-	if (!mcol)
+	struct bp_ilp_opts oo = *o;
+	oo.warm = w.x;
+	if (bp_ilp_solve(w.ilp, &oo, &r, err) < 0)
 		goto out;
-	int fail = 0;
-	for (size_t i = 0; i < n && !fail; i++) {
-		mcol[i] = bp_calloc(np, sizeof(int64_t), err);
-		if (!mcol[i]) {
-			fail = 1;
-			break;
-		}
-		for (size_t j = 0; j < np; j++)
-			mcol[i][j] = -1;
-		for (size_t g = 0; g < gs.n; g++) {
-			if (gs.g[g].cap < d->len[i])
-				break;
-			size_t lim = gs.g[g].size;
-			if (rank[i] + 1 < lim)
-				lim = rank[i] + 1;
-			for (size_t q = 0; q < lim; q++) {
-				int64_t c = bp_ilp_add_col(ilp, BP_ILP_BINARY, 0, 1, 0.0, err);
-				if (c < 0) {
-					fail = 1;
-					break;
-				}
-				mcol[i][gs.g[g].start + q] = c;
-			}
-		}
+	if (r.limit == BP_ILP_LIMIT_TIME) {
+		bp_errorf(err, "the dispatch ilp of %zu sequences over %zu pipelines reached "
+			  "ilp_time_limit_s %g before its deterministic budget; raise "
+			  "ilp_time_limit_s or lower ilp_work_limit", n, np, o->time_limit_s);
+		goto out;
 	}
-	for (size_t j = 0; j < np && !fail; j++) {
-		ecol[j] = -1;
-		if (d->pipes[j].pp > 1 &&
-		    (ecol[j] = bp_ilp_add_col(ilp, BP_ILP_CONTINUOUS, 0, INFINITY, 0.0, err)) < 0)
-			fail = 1;
-	}
-	/* Rows: each sequence once; Z >= C_j + E_j; E_j >= (PP - 1) c_ij m_ij. */
-	for (size_t i = 0; i < n && !fail; i++) {
-		size_t nc = 0;
-		for (size_t j = 0; j < np; j++)
-			if (mcol[i][j] >= 0) {
-				cols[nc] = mcol[i][j];
-				vals[nc++] = 1.0;
-			}
-		if (bp_ilp_add_row(ilp, nc, cols, vals, 1.0, 1.0, err) < 0)
-			fail = 1;
-	}
-	for (size_t j = 0; j < np && !fail; j++) {
-		size_t nc = 0;
-		int pm1 = d->pipes[j].pp - 1;
-		for (size_t i = 0; i < n && !fail; i++) {
-			if (mcol[i][j] < 0)
-				continue;
-			double c = bp_hyd_seq_cost(d, j, d->len[i]) / scale;
-			cols[nc] = mcol[i][j];
-			vals[nc++] = -c;
-			if (pm1 > 0) {
-				int64_t ec[2] = {ecol[j], mcol[i][j]};
-				double ev[2] = {1.0, -pm1 * c};
-				if (bp_ilp_add_row(ilp, 2, ec, ev, 0.0, INFINITY, err) < 0)
-					fail = 1;
-			}
-		}
-		if (!nc)
-			continue;
-		if (ecol[j] >= 0) {
-			cols[nc] = ecol[j];
-			vals[nc++] = -1.0;
-		}
-		cols[nc] = 0;
-		vals[nc++] = 1.0;
-		if (!fail && bp_ilp_add_row(ilp, nc, cols, vals, 0.0, INFINITY, err) < 0)
-			fail = 1;
-	}
-	if (!fail) {
-		/* The warm start with relabelled pipelines. */
-		x = bp_calloc(bp_ilp_ncols(ilp), sizeof(double), err);
-		int *relab = bp_calloc(n ? n : 1, sizeof(int), err);
-		if (!x || !relab)
-			fail = 1;
-		for (size_t i = 0; i < n && !fail; i++) {
-			relab[i] = label[warm[i]];
-			if (mcol[i][relab[i]] < 0) {
-				bp_errorf(err, "internal: warm start outside the symmetry rule");
-				fail = 1;
-				break;
-			}
-			x[mcol[i][relab[i]]] = 1.0;
-		}
-		if (!fail) {
-			double wobj = bp_hyd_eq2(d, relab, per);
-			for (size_t j = 0; j < np; j++) {
-				if (ecol[j] < 0)
-					continue;
-				double e = 0.0;
-				for (size_t i = 0; i < n; i++)
-					if (relab[i] == (int)j)
-						e = dmax(e, (d->pipes[j].pp - 1) *
-							 bp_hyd_seq_cost(d, j, d->len[i]) / scale);
-				x[ecol[j]] = e;
-			}
-			x[0] = dmax(wobj / scale, lb / scale) * (1 + 1e-12);
-			struct bp_ilp_opts oo = *o;
-			oo.warm = x;
-			if (bp_ilp_solve(ilp, &oo, &r, err) < 0)
-				fail = 1;
-			else if (r.limit == BP_ILP_LIMIT_TIME) {
-				bp_errorf(err, "the dispatch ilp of %zu sequences over %zu pipelines "
-					  "reached ilp_time_limit_s %g before its deterministic budget; "
-					  "raise ilp_time_limit_s or lower ilp_work_limit", n, np,
-					  o->time_limit_s);
-				fail = 1;
-			}
-		}
-		/* Decode. */
-		double best = warm_obj;
-		int from = 0;
-		if (!fail && r.x) {
-			int ok = 1;
-			for (size_t i = 0; i < n && ok; i++) {
-				int pj = -1;
-				for (size_t j = 0; j < np; j++)
-					if (mcol[i][j] >= 0 && r.x[mcol[i][j]] == 1.0)
-						pj = pj < 0 ? (int)j : -2;
-				if (pj < 0)
-					ok = 0;
-				relab[i] = pj;
-			}
-			if (ok) {
-				double v = bp_hyd_eq2(d, relab, NULL);
-				if (v < best) {
-					best = v;
-					from = 1;
-					memcpy(pipe_of, relab, n * sizeof(int));
-				}
-			}
-		}
-		if (!fail) {
-			if (!from)
-				memcpy(pipe_of, warm, n * sizeof(int));
-			res->objective = best;
-			res->nodes = r.nodes;
-			double b = isinf(r.bound) ? lb : dmax(lb, r.bound * scale);
-			res->status = r.status == BP_ILP_OPTIMAL ? BP_ILP_OPTIMAL
-				      : from ? BP_ILP_FEASIBLE : BP_ILP_WARM_START;
-			if (res->status == BP_ILP_OPTIMAL || b > best)
-				b = best;
-			res->bound = b;
-			rc = 0;
-		}
-		free(relab);
-	}
-	for (size_t i = 0; i < n; i++)
-		free(mcol[i]);
-	free(mcol);
+	take_dispatch(d, &w, &r, warm, pipe_of, res);
+	rc = 0;
 out:
 	bp_ilp_result_release(&r);
-	bp_ilp_free(ilp);
-	groups_release(&gs);
-	free(order);
-	free(rank);
-	free(label);
-	free(next);
-	free(ecol);
-	free(cols);
-	free(vals);
-	free(x);
-	free(per);
+	dispatch_free(&w);
 	return rc;
 }

@@ -368,172 +368,167 @@ static glp_prob *build(const struct bp_ilp *p, int *ind, double *val)
 	return lp;
 }
 
-int bp_ilp_solve(const struct bp_ilp *p, const struct bp_ilp_opts *o, struct bp_ilp_result *r,
-		 struct bp_error *err)
+/* The result before the search: an error until a step says otherwise. */
+static void result_init(const struct bp_ilp *p, struct bp_ilp_result *r)
 {
-	struct run run;
-	glp_prob *volatile lp = NULL;
-	int *volatile ind = NULL;
-	double *volatile val = NULL;
-	double *volatile warm1 = NULL;
-	volatile int rc = -1;
-	double warm_obj = INFINITY;
-	size_t maxrow = 1;
-	memset(&run, 0, sizeof(run));
 	memset(r, 0, sizeof(*r));
 	r->status = BP_ILP_ERROR;
 	r->objective = INFINITY;
 	r->bound = -INFINITY;
 	r->gap = INFINITY;
 	r->ncols = p->ncols;
-	run.bound = -INFINITY;
-	run.node_limit = o->node_limit;
+}
+
+/* A proven infeasible problem: no point to report. */
+static void result_infeasible(struct bp_ilp_result *r)
+{
+	r->status = BP_ILP_INFEASIBLE;
+	free(r->x);
+	r->x = NULL;
+}
+
+/* Checks the problem and its warm start, and sizes the run's work unit (the nonzeros, at
+ * least 1) and the longest row (its column buffers, 1-based). */
+static int prepare_run(const struct bp_ilp *p, const struct bp_ilp_opts *o, struct run *run,
+		       double *warm_obj, size_t *maxrow, struct bp_error *err)
+{
+	run->bound = -INFINITY;
+	run->node_limit = o->node_limit;
 	if (!p->ncols)
 		return bp_errorf(err, "ilp has no columns");
 	if (o->warm) {
-		int64_t bad = check_point(p, o->warm, &warm_obj);
+		int64_t bad = check_point(p, o->warm, warm_obj);
 		if (bad > 0)
 			return bp_errorf(err, "warm start violates ilp row %lld", (long long)bad - 1);
 		if (bad < 0)
 			return bp_errorf(err, "warm start violates ilp column %lld",
 					 (long long)-bad - 1);
 	}
+	*maxrow = 1;
 	for (size_t i = 0; i < p->nrows; i++) {
-		if (p->rows[i].n + 1 > maxrow)
-			maxrow = p->rows[i].n + 1;
-		run.nnz += (double)p->rows[i].n;
+		if (p->rows[i].n + 1 > *maxrow)
+			*maxrow = p->rows[i].n + 1;
+		run->nnz += (double)p->rows[i].n;
 	}
-	if (run.nnz < 1.0)
-		run.nnz = 1.0;
-	run.work_limit = o->work_limit;
-	ind = bp_calloc(maxrow, sizeof(int), err);
-	val = bp_calloc(maxrow, sizeof(double), err);
-	r->x = bp_calloc(p->ncols, sizeof(double), err);
-	if (o->warm)
-		warm1 = bp_calloc(p->ncols + 1, sizeof(double), err);
-	if (!ind || !val || !r->x || (o->warm && !warm1))
-		goto out;
-	if (warm1 && !o->presolve) {
-		memcpy(warm1 + 1, o->warm, p->ncols * sizeof(double));
-		run.warm1 = warm1;
-	}
+	if (run->nnz < 1.0)
+		run->nnz = 1.0;
+	run->work_limit = o->work_limit;
+	return 0;
+}
 
-	glp_term_hook(term_hook, &run);
-	glp_error_hook(error_hook, &run);
-	if (setjmp(run.jb)) {
-		/* GLPK called glp_error: its environment (lp included) is unusable. */
-		char msg[200];
-		glpk_message(&run, msg, sizeof(msg));
-		glp_free_env();
-		lp = NULL;
-		bp_errorf(err, "glpk failed: %s", msg);
-		goto out;
-	}
-	lp = build(p, ind, val);
-
+/* Without the MIP presolver glp_intopt needs an optimal root relaxation: solves it within the
+ * root's share of the budgets. Returns 0 (go on, r->limit set when a budget ended it), 1
+ * (infeasible) or -1. */
+static int solve_root(glp_prob *lp, const struct bp_ilp_opts *o, struct run *run,
+		      struct bp_ilp_result *r, struct bp_error *err)
+{
 	glp_smcp smcp;
 	glp_init_smcp(&smcp);
 	smcp.msg_lev = GLP_MSG_OFF;
 	smcp.presolve = o->presolve ? GLP_ON : GLP_OFF;
-	int tm = time_ms(o->time_limit_s);
-	smcp.tm_lim = tm;
+	smcp.tm_lim = time_ms(o->time_limit_s);
 	if (o->work_limit > 0) { /* the root's share of the work budget, at least 1 */
-		double it = floor(o->work_limit / run.nnz);
+		double it = floor(o->work_limit / run->nnz);
 		smcp.it_lim = it < 1 ? 1 : it > INT32_MAX ? INT32_MAX : (int)it;
 	}
-	double t0 = glp_time();
-	int simplex_rc = 0;
-	if (!o->presolve) {
-		/* Without the MIP presolver glp_intopt needs an optimal root relaxation. */
-		glp_scale_prob(lp, GLP_SF_AUTO);
-		glp_adv_basis(lp, 0);
-		simplex_rc = glp_simplex(lp, &smcp);
-		int st = glp_get_status(lp);
-		if (simplex_rc == GLP_ETMLIM) {
-			r->limit = BP_ILP_LIMIT_TIME;
-		} else if (simplex_rc == GLP_EITLIM) {
-			r->limit = BP_ILP_LIMIT_WORK; /* the budget ends before the root is solved */
-		} else if (simplex_rc == 0 && (st == GLP_NOFEAS || st == GLP_INFEAS)) {
-			r->status = BP_ILP_INFEASIBLE;
-			free(r->x);
-			r->x = NULL;
-			rc = 0;
-			goto out;
-		} else if (simplex_rc != 0 || st != GLP_OPT) {
-			bp_errorf(err, "glpk root relaxation failed: %s (status %d)",
-				  simplex_message(simplex_rc), st);
-			goto out;
-		} else {
-			run.bound = glp_get_obj_val(lp);
-		}
+	if (o->presolve)
+		return 0;
+	glp_scale_prob(lp, GLP_SF_AUTO);
+	glp_adv_basis(lp, 0);
+	int simplex_rc = glp_simplex(lp, &smcp);
+	int st = glp_get_status(lp);
+	if (simplex_rc == GLP_ETMLIM) {
+		r->limit = BP_ILP_LIMIT_TIME;
+	} else if (simplex_rc == GLP_EITLIM) {
+		r->limit = BP_ILP_LIMIT_WORK; /* the budget ends before the root is solved */
+	} else if (simplex_rc == 0 && (st == GLP_NOFEAS || st == GLP_INFEAS)) {
+		return 1;
+	} else if (simplex_rc != 0 || st != GLP_OPT) {
+		return bp_errorf(err, "glpk root relaxation failed: %s (status %d)",
+				 simplex_message(simplex_rc), st);
+	} else {
+		run->bound = glp_get_obj_val(lp);
 	}
-	int mip_rc = GLP_ESTOP, mip_st = GLP_UNDEF;
-	if (r->limit == BP_ILP_LIMIT_NONE) {
-		glp_iocp iocp;
-		glp_init_iocp(&iocp);
-		iocp.msg_lev = GLP_MSG_OFF;
-		iocp.presolve = o->presolve ? GLP_ON : GLP_OFF;
-		iocp.mip_gap = o->rel_gap;
-		iocp.br_tech = GLP_BR_DTH;
-		iocp.bt_tech = GLP_BT_BLB;
-		iocp.mir_cuts = iocp.cov_cuts = iocp.clq_cuts = o->cuts ? GLP_ON : GLP_OFF;
-		iocp.gmi_cuts = GLP_OFF;
-		iocp.fp_heur = iocp.ps_heur = GLP_OFF;
-		iocp.sr_heur = GLP_ON;
-		iocp.cb_func = callback;
-		iocp.cb_info = &run;
-		if (o->time_limit_s > 0) {
-			double left = o->time_limit_s * 1e3 - glp_difftime(glp_time(), t0) * 1e3;
-			iocp.tm_lim = left < 1 ? 1 : left > INT32_MAX ? INT32_MAX : (int)ceil(left);
-		}
-		mip_rc = glp_intopt(lp, &iocp);
-		mip_st = glp_mip_status(lp);
+	return 0;
+}
+
+/* Branch and bound within what is left of the time budget (from t0); its return code, and
+ * the solution status in *mip_st. */
+static int search(glp_prob *lp, const struct bp_ilp_opts *o, struct run *run, double t0,
+		  int *mip_st)
+{
+	glp_iocp iocp;
+	glp_init_iocp(&iocp);
+	iocp.msg_lev = GLP_MSG_OFF;
+	iocp.presolve = o->presolve ? GLP_ON : GLP_OFF;
+	iocp.mip_gap = o->rel_gap;
+	iocp.br_tech = GLP_BR_DTH;
+	iocp.bt_tech = GLP_BT_BLB;
+	iocp.mir_cuts = iocp.cov_cuts = iocp.clq_cuts = o->cuts ? GLP_ON : GLP_OFF;
+	iocp.gmi_cuts = GLP_OFF;
+	iocp.fp_heur = iocp.ps_heur = GLP_OFF;
+	iocp.sr_heur = GLP_ON;
+	iocp.cb_func = callback;
+	iocp.cb_info = run;
+	if (o->time_limit_s > 0) {
+		double left = o->time_limit_s * 1e3 - glp_difftime(glp_time(), t0) * 1e3;
+		iocp.tm_lim = left < 1 ? 1 : left > INT32_MAX ? INT32_MAX : (int)ceil(left);
 	}
-	r->nodes = run.nodes;
-	r->iterations = glp_get_it_cnt(lp);
-	r->work = ((double)r->iterations + BP_ILP_NODE_WORK * (double)r->nodes) * run.nnz;
-	r->warm_injected = run.accepted;
-	int proven = 0;
+	int rc = glp_intopt(lp, &iocp);
+	*mip_st = glp_mip_status(lp);
+	return rc;
+}
+
+/* What the search's return code says: 0 (a point may follow; *proven when optimal within the
+ * gap, r->limit the budget that ended it), 1 (infeasible) or -1. */
+static int search_outcome(int mip_rc, int mip_st, const struct run *run,
+			  struct bp_ilp_result *r, int *proven, struct bp_error *err)
+{
+	*proven = 0;
 	switch (mip_rc) {
 	case 0:
-		if (mip_st == GLP_NOFEAS) {
-			r->status = BP_ILP_INFEASIBLE;
-			free(r->x);
-			r->x = NULL;
-			rc = 0;
-			goto out;
-		}
-		proven = mip_st == GLP_OPT;
-		if (!proven) {
-			bp_errorf(err, "glpk finished the search with solution status '%s'",
-				  mip_status_name(mip_st));
-			goto out;
-		}
-		break;
+		if (mip_st == GLP_NOFEAS)
+			return 1;
+		*proven = mip_st == GLP_OPT;
+		if (!*proven)
+			return bp_errorf(err, "glpk finished the search with solution status '%s'",
+					 mip_status_name(mip_st));
+		return 0;
 	case GLP_EMIPGAP:
-		proven = 1; /* optimal within the relative gap */
-		break;
+		*proven = 1; /* optimal within the relative gap */
+		return 0;
 	case GLP_ETMLIM:
 		r->limit = BP_ILP_LIMIT_TIME;
-		break;
+		return 0;
 	case GLP_ESTOP: /* our callback, or the root relaxation's limit above */
 		if (r->limit == BP_ILP_LIMIT_NONE)
-			r->limit = run.node_stop   ? BP_ILP_LIMIT_NODES
-				   : run.work_stop ? BP_ILP_LIMIT_WORK
-						   : BP_ILP_LIMIT_TIME;
-		break;
+			r->limit = run->node_stop   ? BP_ILP_LIMIT_NODES
+				   : run->work_stop ? BP_ILP_LIMIT_WORK
+						    : BP_ILP_LIMIT_TIME;
+		return 0;
 	case GLP_ENOPFS:
-		r->status = BP_ILP_INFEASIBLE;
-		free(r->x);
-		r->x = NULL;
-		rc = 0;
-		goto out;
+		return 1;
 	default:
-		bp_errorf(err, "glpk branch-and-bound failed: %s (code %d, solution status '%s')",
-			  intopt_message(mip_rc), mip_rc, mip_status_name(mip_st));
-		goto out;
+		return bp_errorf(err, "glpk branch-and-bound failed: %s (code %d, solution status "
+				 "'%s')", intopt_message(mip_rc), mip_rc, mip_status_name(mip_st));
 	}
-	int have = mip_st == GLP_OPT || mip_st == GLP_FEAS;
+}
+
+/* How the search ended: glp_intopt's return code and solution status, whether it proved
+ * optimality (within the gap), the best bound seen, and the warm start's objective. */
+struct outcome {
+	int mip_rc, mip_st, proven;
+	double bound, warm_obj;
+};
+
+/* The point found (rounded, kept only if still feasible) or the warm start when no worse,
+ * its objective, bound and gap. */
+static void take_point(glp_prob *lp, const struct bp_ilp *p, const struct bp_ilp_opts *o,
+		       const struct outcome *oc, struct bp_ilp_result *r)
+{
+	const int mip_rc = oc->mip_rc, proven = oc->proven;
+	const double warm_obj = oc->warm_obj;
+	int have = oc->mip_st == GLP_OPT || oc->mip_st == GLP_FEAS;
 	double obj = INFINITY;
 	if (have) {
 		for (size_t j = 0; j < p->ncols; j++) {
@@ -558,7 +553,7 @@ int bp_ilp_solve(const struct bp_ilp *p, const struct bp_ilp_opts *o, struct bp_
 		r->x = NULL;
 	}
 	r->objective = obj;
-	r->bound = run.bound;
+	r->bound = oc->bound;
 	if (proven && have) {
 		r->status = BP_ILP_OPTIMAL;
 		if (mip_rc == 0 || r->bound > obj)
@@ -570,6 +565,11 @@ int bp_ilp_solve(const struct bp_ilp *p, const struct bp_ilp_opts *o, struct bp_
 		double denom = fabs(obj) > 1e-300 ? fabs(obj) : 1.0;
 		r->gap = isinf(r->bound) ? INFINITY : (obj - r->bound) / denom;
 	}
+}
+
+/* The warning naming the budget that ended the search, if one did. */
+static void limit_warning(const struct bp_ilp_opts *o, struct bp_ilp_result *r)
+{
 	if (r->limit == BP_ILP_LIMIT_NODES)
 		snprintf(r->warning, sizeof(r->warning),
 			 "node limit %lld reached, solution %s, gap %.3g%%", (long long)o->node_limit,
@@ -584,6 +584,74 @@ int bp_ilp_solve(const struct bp_ilp *p, const struct bp_ilp_opts *o, struct bp_
 			 "time limit %gs reached after %lld nodes, solution %s, gap %.3g%%; the "
 			 "result may differ between runs", o->time_limit_s, (long long)r->nodes,
 			 bp_ilp_status_name(r->status), 100.0 * r->gap);
+}
+
+int bp_ilp_solve(const struct bp_ilp *p, const struct bp_ilp_opts *o, struct bp_ilp_result *r,
+		 struct bp_error *err)
+{
+	struct run run;
+	glp_prob *volatile lp = NULL;
+	int *volatile ind = NULL;
+	double *volatile val = NULL;
+	double *volatile warm1 = NULL;
+	volatile int rc = -1;
+	double warm_obj = INFINITY;
+	size_t maxrow = 1;
+	memset(&run, 0, sizeof(run));
+	result_init(p, r);
+	if (prepare_run(p, o, &run, &warm_obj, &maxrow, err) < 0)
+		return -1;
+	ind = bp_calloc(maxrow, sizeof(int), err);
+	val = bp_calloc(maxrow, sizeof(double), err);
+	r->x = bp_calloc(p->ncols, sizeof(double), err);
+	if (o->warm)
+		warm1 = bp_calloc(p->ncols + 1, sizeof(double), err);
+	if (!ind || !val || !r->x || (o->warm && !warm1))
+		goto out;
+	if (warm1 && !o->presolve) {
+		memcpy(warm1 + 1, o->warm, p->ncols * sizeof(double));
+		run.warm1 = warm1;
+	}
+
+	glp_term_hook(term_hook, &run);
+	glp_error_hook(error_hook, &run);
+	if (setjmp(run.jb)) {
+		/* GLPK called glp_error: its environment (lp included) is unusable. */
+		char msg[200];
+		glpk_message(&run, msg, sizeof(msg));
+		glp_free_env();
+		lp = NULL;
+		bp_errorf(err, "glpk failed: %s", msg);
+		goto out;
+	}
+	lp = build(p, ind, val);
+	double t0 = glp_time();
+	int done = solve_root(lp, o, &run, r, err);
+	if (done) {
+		if (done > 0) {
+			result_infeasible(r);
+			rc = 0;
+		}
+		goto out;
+	}
+	int mip_rc = GLP_ESTOP, mip_st = GLP_UNDEF, proven;
+	if (r->limit == BP_ILP_LIMIT_NONE)
+		mip_rc = search(lp, o, &run, t0, &mip_st);
+	r->nodes = run.nodes;
+	r->iterations = glp_get_it_cnt(lp);
+	r->work = ((double)r->iterations + BP_ILP_NODE_WORK * (double)r->nodes) * run.nnz;
+	r->warm_injected = run.accepted;
+	done = search_outcome(mip_rc, mip_st, &run, r, &proven, err);
+	if (done) {
+		if (done > 0) {
+			result_infeasible(r);
+			rc = 0;
+		}
+		goto out;
+	}
+	struct outcome oc = {mip_rc, mip_st, proven, run.bound, warm_obj};
+	take_point(lp, p, o, &oc, r);
+	limit_warning(o, r);
 	rc = 0;
 out:
 	if (lp)

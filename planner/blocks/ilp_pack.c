@@ -32,136 +32,268 @@
 
 #include "pack.h"
 
+/* What one bp_ilp_pack_solve builds and keeps: items sorted by cost (order), item k's first
+ * column (first[k], first[n] the end), per-bin scratch and the row buffers. Costs are scaled
+ * by wmax before GLPK; warm_max is the warm start's objective and lb the certified bound,
+ * both in us. */
+struct pack_work {
+	size_t n, M;
+	size_t *order, *first;
+	int *label;
+	int64_t *cols;
+	double *vals, *load;
+	int64_t *fill;
+	double *warm;
+	double wmax, warm_max, lb;
+	struct bp_ilp *ilp;
+};
+
+static int work_alloc(struct pack_work *w, size_t n, size_t M, struct bp_error *err)
+{
+	memset(w, 0, sizeof(*w));
+	w->n = n;
+	w->M = M;
+	w->order = bp_calloc(n ? n : 1, sizeof(size_t), err);
+	w->first = bp_calloc(n + 1, sizeof(size_t), err);
+	w->label = bp_calloc(M ? M : 1, sizeof(int), err);
+	w->cols = bp_calloc(n + 1, sizeof(int64_t), err);
+	w->vals = bp_calloc(n + 1, sizeof(double), err);
+	w->load = bp_calloc(M ? M : 1, sizeof(double), err);
+	w->fill = bp_calloc(M ? M : 1, sizeof(int64_t), err);
+	return w->order && w->first && w->label && w->cols && w->vals && w->load && w->fill
+		       ? 0 : -1;
+}
+
+static void work_free(struct pack_work *w)
+{
+	bp_ilp_free(w->ilp);
+	free(w->order);
+	free(w->first);
+	free(w->label);
+	free(w->cols);
+	free(w->vals);
+	free(w->load);
+	free(w->fill);
+	free(w->warm);
+}
+
+/* The warm start's bins, checked, and its objective (w->warm_max, us); w->wmax the largest
+ * item cost. */
+static int warm_objective(const struct bp_ilp_pack *in, struct pack_work *w,
+			  struct bp_error *err)
+{
+	for (size_t i = 0; i < w->n; i++) {
+		if (in->warm_bin[i] < 0 || (size_t)in->warm_bin[i] >= w->M)
+			return bp_errorf(err, "internal: warm start puts item %zu in bin %d of %zu",
+					 i, in->warm_bin[i], w->M);
+		w->load[in->warm_bin[i]] += in->w[i];
+		w->fill[in->warm_bin[i]] += in->len[i];
+		if (in->w[i] > w->wmax)
+			w->wmax = in->w[i];
+	}
+	for (size_t j = 0; j < w->M; j++) {
+		if (w->fill[j] > in->cap)
+			return bp_errorf(err, "internal: warm start bin %zu holds %lld tokens over "
+					 "%lld", j, (long long)w->fill[j], (long long)in->cap);
+		if (w->load[j] > w->warm_max)
+			w->warm_max = w->load[j];
+	}
+	return 0;
+}
+
+/* Bin j's capacity row (when its items could overflow it), then z >= the bin's cost. */
+static int add_bin_rows(const struct bp_ilp_pack *in, struct pack_work *w, size_t j,
+			struct bp_error *err)
+{
+	size_t nc = 0;
+	int64_t tokens = 0;
+	for (size_t k = 0; k < w->n; k++)
+		if (w->first[k] + j < w->first[k + 1]) {
+			w->cols[nc] = (int64_t)(w->first[k] + j);
+			w->vals[nc++] = (double)in->len[w->order[k]];
+			tokens += in->len[w->order[k]];
+		}
+	if (tokens > in->cap &&
+	    bp_ilp_add_row(w->ilp, nc, w->cols, w->vals, -INFINITY, (double)in->cap, err) < 0)
+		return -1;
+	nc = 0;
+	for (size_t k = 0; k < w->n; k++)
+		if (w->first[k] + j < w->first[k + 1]) {
+			w->cols[nc] = (int64_t)(w->first[k] + j);
+			w->vals[nc++] = -in->w[w->order[k]] / w->wmax;
+		}
+	w->cols[nc] = 0;
+	w->vals[nc++] = 1.0;
+	return bp_ilp_add_row(w->ilp, nc, w->cols, w->vals, 0.0, INFINITY, err) < 0 ? -1 : 0;
+}
+
+/* The formulation above: columns z, then item k's x_kj for j <= jmax(k); rows each document
+ * once, then every bin's. */
+static int build_model(const struct bp_ilp_pack *in, struct pack_work *w, struct bp_error *err)
+{
+	size_t n = w->n, M = w->M;
+	bp_order_by_cost(in->w, in->len, n, w->order);
+	w->ilp = bp_ilp_new(err);
+	if (!w->ilp ||
+	    bp_ilp_add_col(w->ilp, BP_ILP_CONTINUOUS, w->lb / w->wmax, INFINITY, 1.0, err) < 0)
+		return -1;
+	for (size_t k = 0; k < n; k++) {
+		size_t jmax = in->symmetry && k < M - 1 ? k : M - 1;
+		w->first[k] = bp_ilp_ncols(w->ilp);
+		for (size_t j = 0; j <= jmax; j++)
+			if (bp_ilp_add_col(w->ilp, BP_ILP_BINARY, 0, 1, 0.0, err) < 0)
+				return -1;
+	}
+	w->first[n] = bp_ilp_ncols(w->ilp);
+	for (size_t k = 0; k < n; k++) { /* each document once */
+		size_t nc = w->first[k + 1] - w->first[k];
+		for (size_t q = 0; q < nc; q++) {
+			w->cols[q] = (int64_t)(w->first[k] + q);
+			w->vals[q] = 1.0;
+		}
+		if (bp_ilp_add_row(w->ilp, nc, w->cols, w->vals, 1.0, 1.0, err) < 0)
+			return -1;
+	}
+	for (size_t j = 0; j < M; j++) /* capacity, then z >= the bin's cost */
+		if (add_bin_rows(in, w, j, err) < 0)
+			return -1;
+	return 0;
+}
+
+/* The warm start with bins relabelled by their costliest item (symmetry breaking), as a
+ * point of the model (w->warm). */
+static int warm_point(const struct bp_ilp_pack *in, struct pack_work *w, struct bp_error *err)
+{
+	w->warm = bp_calloc(bp_ilp_ncols(w->ilp), sizeof(double), err);
+	if (!w->warm)
+		return -1;
+	for (size_t j = 0; j < w->M; j++)
+		w->label[j] = -1;
+	int next = 0;
+	double zwarm = 0.0;
+	for (size_t k = 0; k < w->n; k++) {
+		int b = in->warm_bin[w->order[k]];
+		if (w->label[b] < 0)
+			w->label[b] = next++;
+		w->warm[w->first[k] + (size_t)w->label[b]] = 1.0;
+	}
+	for (size_t j = 0; j < w->M; j++) {
+		double s = 0.0;
+		for (size_t k = 0; k < w->n; k++)
+			if (w->first[k] + j < w->first[k + 1] && w->warm[w->first[k] + j] == 1.0)
+				s += in->w[w->order[k]] / w->wmax;
+		if (s > zwarm)
+			zwarm = s;
+	}
+	w->warm[0] = zwarm > w->lb / w->wmax ? zwarm : w->lb / w->wmax;
+	return 0;
+}
+
+/* The solver's point decoded into bin_of (binaries come back rounded) with its objective
+ * recomputed in us (*mx); 0 when some item is in no bin or one bin, or a bin overflows. */
+static int decode_point(const struct bp_ilp_pack *in, struct pack_work *w, const double *x,
+			int *bin_of, double *mx)
+{
+	for (size_t j = 0; j < w->M; j++) {
+		w->load[j] = 0.0;
+		w->fill[j] = 0;
+	}
+	for (size_t k = 0; k < w->n; k++) {
+		int bj = -1;
+		for (size_t q = w->first[k]; q < w->first[k + 1]; q++)
+			if (x[q] == 1.0)
+				bj = bj < 0 ? (int)(q - w->first[k]) : -2;
+		if (bj < 0)
+			return 0;
+		bin_of[w->order[k]] = bj;
+		w->load[bj] += in->w[w->order[k]];
+		w->fill[bj] += in->len[w->order[k]];
+	}
+	int ok = 1;
+	*mx = 0.0;
+	for (size_t j = 0; j < w->M && ok; j++) {
+		if (w->fill[j] > in->cap)
+			ok = 0;
+		if (w->load[j] > *mx)
+			*mx = w->load[j];
+	}
+	return ok;
+}
+
+/* res from the search r: the solver's packing when it beats the warm start, else warm_bin,
+ * and the bound and gap in us. */
+static void take_result(const struct bp_ilp_pack *in, struct pack_work *w,
+			const struct bp_ilp_result *r, int *bin_of, struct bp_ilp_pack_result *res)
+{
+	res->nodes = r->nodes;
+	res->iterations = r->iterations;
+	res->work = r->work;
+	res->limit = r->limit;
+	snprintf(res->warning, sizeof(res->warning), "%s", r->warning);
+	res->bound = isinf(r->bound) ? w->lb : r->bound * w->wmax;
+	if (res->bound < w->lb)
+		res->bound = w->lb;
+	int from_solver = r->x && r->status != BP_ILP_WARM_START;
+	double best = w->warm_max;
+	if (r->x) {
+		double mx = 0.0;
+		if (!decode_point(in, w, r->x, bin_of, &mx))
+			from_solver = 0;
+		else if (from_solver)
+			res->solver_objective = mx;
+		if (from_solver && mx < w->warm_max)
+			best = mx;
+		else
+			from_solver = 0;
+	}
+	if (!from_solver)
+		memcpy(bin_of, in->warm_bin, w->n * sizeof(int));
+	res->objective = best;
+	if (r->status == BP_ILP_OPTIMAL)
+		res->status = BP_ILP_OPTIMAL;
+	else
+		res->status = from_solver ? BP_ILP_FEASIBLE : BP_ILP_WARM_START;
+	if (res->status == BP_ILP_OPTIMAL && res->bound > best)
+		res->bound = best;
+	if (res->bound > best)
+		res->bound = best;
+	res->gap = best > 0 ? (best - res->bound) / best : 0.0;
+}
+
 int bp_ilp_pack_solve(const struct bp_ilp_pack *in, const struct bp_ilp_opts *o, int *bin_of,
 		      struct bp_ilp_pack_result *res, struct bp_error *err)
 {
 	size_t n = in->n, M = in->nbins;
 	int rc = -1;
-	struct bp_ilp *ilp = NULL;
+	struct pack_work w;
 	struct bp_ilp_result r;
-	size_t *order = bp_calloc(n ? n : 1, sizeof(size_t), err);
-	size_t *first = bp_calloc(n + 1, sizeof(size_t), err); /* item k's columns start */
-	int *label = bp_calloc(M ? M : 1, sizeof(int), err);
-	int64_t *cols = bp_calloc(n + 1, sizeof(int64_t), err);
-	double *vals = bp_calloc(n + 1, sizeof(double), err);
-	double *load = bp_calloc(M ? M : 1, sizeof(double), err);
-	int64_t *fill = bp_calloc(M ? M : 1, sizeof(int64_t), err);
-	double *warm = NULL;
 	memset(&r, 0, sizeof(r));
 	memset(res, 0, sizeof(*res));
 	res->solver_objective = INFINITY;
-	if (!order || !first || !label || !cols || !vals || !load || !fill)
+	if (work_alloc(&w, n, M, err) < 0)
 		goto out;
 	if (!M) {
 		bp_errorf(err, "internal: packing into no bins");
 		goto out;
 	}
-	/* The warm start's objective, in us. */
-	double warm_max = 0.0, wmax = 0.0;
-	for (size_t i = 0; i < n; i++) {
-		if (in->warm_bin[i] < 0 || (size_t)in->warm_bin[i] >= M) {
-			bp_errorf(err, "internal: warm start puts item %zu in bin %d of %zu", i,
-				  in->warm_bin[i], M);
-			goto out;
-		}
-		load[in->warm_bin[i]] += in->w[i];
-		fill[in->warm_bin[i]] += in->len[i];
-		if (in->w[i] > wmax)
-			wmax = in->w[i];
-	}
-	for (size_t j = 0; j < M; j++) {
-		if (fill[j] > in->cap) {
-			bp_errorf(err, "internal: warm start bin %zu holds %lld tokens over %lld", j,
-				  (long long)fill[j], (long long)in->cap);
-			goto out;
-		}
-		if (load[j] > warm_max)
-			warm_max = load[j];
-	}
-	double lb = in->lower_bound ? bp_pack_bound(in->w, n, M) : 0.0;
-	if (!n || wmax <= 0.0 || warm_max <= lb * (1.0 + 1e-12)) {
+	if (warm_objective(in, &w, err) < 0)
+		goto out;
+	w.lb = in->lower_bound ? bp_pack_bound(in->w, n, M) : 0.0;
+	if (!n || w.wmax <= 0.0 || w.warm_max <= w.lb * (1.0 + 1e-12)) {
 		/* Nothing to search: the greedy meets the certified bound (or there is no cost). */
 		memcpy(bin_of, in->warm_bin, n * sizeof(int));
 		res->status = BP_ILP_OPTIMAL;
-		res->objective = res->solver_objective = warm_max;
-		res->bound = warm_max;
+		res->objective = res->solver_objective = w.warm_max;
+		res->bound = w.warm_max;
 		res->gap = 0.0;
 		rc = 0;
 		goto out;
 	}
-
-	/* Columns: z, then item k's x_kj for j <= jmax(k). */
-	bp_order_by_cost(in->w, in->len, n, order);
-	ilp = bp_ilp_new(err);
-	if (!ilp || bp_ilp_add_col(ilp, BP_ILP_CONTINUOUS, lb / wmax, INFINITY, 1.0, err) < 0)
+	if (build_model(in, &w, err) < 0 || warm_point(in, &w, err) < 0)
 		goto out;
-	for (size_t k = 0; k < n; k++) {
-		size_t jmax = in->symmetry && k < M - 1 ? k : M - 1;
-		first[k] = bp_ilp_ncols(ilp);
-		for (size_t j = 0; j <= jmax; j++)
-			if (bp_ilp_add_col(ilp, BP_ILP_BINARY, 0, 1, 0.0, err) < 0)
-				goto out;
-	}
-	first[n] = bp_ilp_ncols(ilp);
-	for (size_t k = 0; k < n; k++) { /* each document once */
-		size_t nc = first[k + 1] - first[k];
-		for (size_t q = 0; q < nc; q++) {
-			cols[q] = (int64_t)(first[k] + q);
-			vals[q] = 1.0;
-		}
-		if (bp_ilp_add_row(ilp, nc, cols, vals, 1.0, 1.0, err) < 0)
-			goto out;
-	}
-	for (size_t j = 0; j < M; j++) { /* capacity, then z >= the bin's cost */
-		size_t nc = 0;
-		int64_t tokens = 0;
-		for (size_t k = 0; k < n; k++)
-			if (first[k] + j < first[k + 1]) {
-				cols[nc] = (int64_t)(first[k] + j);
-				vals[nc++] = (double)in->len[order[k]];
-				tokens += in->len[order[k]];
-			}
-		if (tokens > in->cap &&
-		    bp_ilp_add_row(ilp, nc, cols, vals, -INFINITY, (double)in->cap, err) < 0)
-			goto out;
-		nc = 0;
-		for (size_t k = 0; k < n; k++)
-			if (first[k] + j < first[k + 1]) {
-				cols[nc] = (int64_t)(first[k] + j);
-				vals[nc++] = -in->w[order[k]] / wmax;
-			}
-		cols[nc] = 0;
-		vals[nc++] = 1.0;
-		if (bp_ilp_add_row(ilp, nc, cols, vals, 0.0, INFINITY, err) < 0)
-			goto out;
-	}
-
-	/* The warm start with bins relabelled by their costliest item (symmetry breaking). */
-	warm = bp_calloc(bp_ilp_ncols(ilp), sizeof(double), err);
-	if (!warm)
-		goto out;
-	for (size_t j = 0; j < M; j++)
-		label[j] = -1;
-	int next = 0;
-	double zwarm = 0.0;
-	for (size_t k = 0; k < n; k++) {
-		int b = in->warm_bin[order[k]];
-		if (label[b] < 0)
-			label[b] = next++;
-		warm[first[k] + (size_t)label[b]] = 1.0;
-	}
-	for (size_t j = 0; j < M; j++) {
-		double s = 0.0;
-		for (size_t k = 0; k < n; k++)
-			if (first[k] + j < first[k + 1] && warm[first[k] + j] == 1.0)
-				s += in->w[order[k]] / wmax;
-		if (s > zwarm)
-			zwarm = s;
-	}
-	warm[0] = zwarm > lb / wmax ? zwarm : lb / wmax;
 	struct bp_ilp_opts oo = *o;
-	oo.warm = in->warm ? warm : NULL;
-	if (bp_ilp_solve(ilp, &oo, &r, err) < 0)
+	oo.warm = in->warm ? w.warm : NULL;
+	if (bp_ilp_solve(w.ilp, &oo, &r, err) < 0)
 		goto out;
 	if (r.limit == BP_ILP_LIMIT_TIME) {
 		/* The clock, not the budget, ended the search: what it found depends on how fast
@@ -174,77 +306,11 @@ int bp_ilp_pack_solve(const struct bp_ilp_pack *in, const struct bp_ilp_opts *o,
 			  o->time_limit_s, (long long)o->node_limit, o->work_limit / 1e6);
 		goto out;
 	}
-	res->nodes = r.nodes;
-	res->iterations = r.iterations;
-	res->work = r.work;
-	res->limit = r.limit;
-	snprintf(res->warning, sizeof(res->warning), "%s", r.warning);
-	res->bound = isinf(r.bound) ? lb : r.bound * wmax;
-	if (res->bound < lb)
-		res->bound = lb;
-
-	/* Decode (binaries come back rounded) and recompute the objective in us. */
-	int from_solver = r.x && r.status != BP_ILP_WARM_START;
-	double best = warm_max;
-	if (r.x) {
-		for (size_t j = 0; j < M; j++) {
-			load[j] = 0.0;
-			fill[j] = 0;
-		}
-		int ok = 1;
-		for (size_t k = 0; k < n && ok; k++) {
-			int bj = -1;
-			for (size_t q = first[k]; q < first[k + 1]; q++)
-				if (r.x[q] == 1.0)
-					bj = bj < 0 ? (int)(q - first[k]) : -2;
-			if (bj < 0) {
-				ok = 0;
-				break;
-			}
-			bin_of[order[k]] = bj;
-			load[bj] += in->w[order[k]];
-			fill[bj] += in->len[order[k]];
-		}
-		double mx = 0.0;
-		for (size_t j = 0; j < M && ok; j++) {
-			if (fill[j] > in->cap)
-				ok = 0;
-			if (load[j] > mx)
-				mx = load[j];
-		}
-		if (!ok)
-			from_solver = 0;
-		else if (from_solver)
-			res->solver_objective = mx;
-		if (from_solver && mx < warm_max)
-			best = mx;
-		else
-			from_solver = 0;
-	}
-	if (!from_solver)
-		memcpy(bin_of, in->warm_bin, n * sizeof(int));
-	res->objective = best;
-	if (r.status == BP_ILP_OPTIMAL)
-		res->status = BP_ILP_OPTIMAL;
-	else
-		res->status = from_solver ? BP_ILP_FEASIBLE : BP_ILP_WARM_START;
-	if (res->status == BP_ILP_OPTIMAL && res->bound > best)
-		res->bound = best;
-	if (res->bound > best)
-		res->bound = best;
-	res->gap = best > 0 ? (best - res->bound) / best : 0.0;
+	take_result(in, &w, &r, bin_of, res);
 	rc = 0;
 out:
 	bp_ilp_result_release(&r);
-	bp_ilp_free(ilp);
-	free(order);
-	free(first);
-	free(label);
-	free(cols);
-	free(vals);
-	free(load);
-	free(fill);
-	free(warm);
+	work_free(&w);
 	return rc;
 }
 
@@ -439,8 +505,12 @@ static void solver_diff(const void *a, const void *b, char *buf, size_t n)
 }
 
 const struct bp_record_ops bp_record_ilp = {
-	"ilp", sizeof(struct bp_solver), solver_to_json, solver_from_json, solver_validate,
-	solver_diff, NULL,
+	.name = "ilp",
+	.size = sizeof(struct bp_solver),
+	.to_json = solver_to_json,
+	.from_json = solver_from_json,
+	.validate = solver_validate,
+	.diff = solver_diff,
 };
 
 void bp_ilp_warn(const struct bp_plan *p, char *buf, size_t n)

@@ -9,16 +9,64 @@
 #include "plan.h"
 
 /* Orders item indices by cost descending, then length descending, then index: the
- * deterministic "largest first" order of LPT-style heuristics. order gets n indices. */
+ * deterministic "largest first" order of LPT-style heuristics. order gets n indices. A radix
+ * sort on the keys' bits from a few hundred items (O(n)), qsort below that or with a NaN
+ * cost. */
 void bp_order_by_cost(const double *cost, const int64_t *len, size_t n, size_t *order);
 
 /* Greedy longest-processing-time packing with a capacity (Graham's LPT, with the token cap of
  * WLB-LLM Sec. 3.2's fixed-length packing): items in bp_order_by_cost order, each into the
  * bin with the least load among those with room for it (ties: lowest bin). bin_of gets each
  * item's bin; load and fill (nbins each) the bins' cost and tokens. Returns 0 when every item
- * fit, 1 when one did not (the caller adds bins), -1 on allocation failure. */
+ * fit, 1 when one did not (the caller adds bins), -1 on allocation failure. O(n log n) plus
+ * O(n log nbins) (bp_pack_lpt_ex). */
 int bp_pack_lpt(const double *cost, const int64_t *len, size_t n, size_t nbins, int64_t cap,
 		int *bin_of, double *load, int64_t *fill, struct bp_error *err);
+
+/* bp_pack_lpt's rule with more bins and a count limit (SparseBalance's batching, plain's
+ * balanced deal, bp_deal_bins): items in bp_order_by_cost order (order gets it, n entries),
+ * each into the bin of least load among the open bins with room for it (fill + len <= cap
+ * and, when per > 0, fewer than per items; ties: lowest bin); when none has room, bin nbins,
+ * nbins + 1, ... opens for it while fewer than maxbins are open (maxbins <= nbins: none
+ * opens). With sorted set, order already holds that order (a caller packing the same items
+ * again). load (and fill unless NULL) get max(nbins, maxbins) entries, *nused the bins open
+ * at the end. Many bins are kept in a treap ordered by (load, bin), so an item costs
+ * O(log bins) rather than a scan of the bins. Returns 0, 1 when an item fit no bin with all
+ * bins open (bin_of, load and fill then partial), -1 on error. */
+struct bp_lpt_opts {
+	size_t nbins, maxbins;
+	int64_t cap;
+	size_t per;
+	int sorted;
+};
+
+int bp_pack_lpt_ex(const struct bp_lpt_opts *o, const double *cost, const int64_t *len,
+		   size_t n, size_t *order, int *bin_of, double *load, int64_t *fill,
+		   size_t *nused, struct bp_error *err);
+
+/* The micro-batch count of a packer that adds micro-batches until its packing fits (fixed's
+ * greedy, multipack, kk): try_m(m, arg, err) packs into m per pipeline and returns 0 (it
+ * fit), 1 (it did not) or -1 (error). From m = first, then m + 1, ... for BP_GROW_STEPS
+ * tries: the smallest count that fits from first. Past that (data whose documents are
+ * mostly near the cap, where a greedy may need hundreds more), m grows by an eighth,
+ * doubling the step, until one fits, then bisects between it and the last that did not,
+ * so the tries stay about BP_GROW_STEPS + 2 log2(the gap); a packer's fit need not be
+ * monotone in m, so the count found there is one that fits, near the smallest. *m gets
+ * it; try_m's outputs are its call for *m (called again if the bisection ended on a
+ * miss). A packer that fits every item alone in a bin of its own fits by m = n; past
+ * that, an error. Returns 0 or -1. */
+typedef int (*bp_try_m_fn)(size_t m, void *arg, struct bp_error *err);
+#define BP_GROW_STEPS 8
+
+int bp_grow_m(size_t first, size_t n, bp_try_m_fn try_m, void *arg, size_t *m,
+	      struct bp_error *err);
+
+/* The first count bp_grow_m should try: m = ceil(tokens / (dp * per_mb)), at least 1, and
+ * at least the bins no packing can do without: items longer than cap / 2 never share a bin
+ * of cap tokens, so dp * m >= their number (a count below it fails for every packer, so
+ * starting there gives the same packing as counting up from the first). */
+size_t bp_first_m(int64_t tokens, int dp, int64_t per_mb, const int64_t *len, size_t n,
+		  int64_t cap);
 
 /* Deals nbins = groups * per bins to groups so each group gets exactly per bins and the
  * groups' load sums are balanced (LPT over groups). group_of gets each bin's group; within a

@@ -77,6 +77,9 @@ struct bp_sp_problem {
 	const double *fix;           /* [ng] us per micro-batch */
 	const int64_t *cap;          /* [ng] tokens per micro-batch (memory) */
 	int canonical;               /* costs depend on the size only: add the canonical rows */
+	int max_runs;                /* bp_sp_greedy's LPT runs at most: 0 its default
+				      * (max(4, 65,536 / documents)), < 0 no limit (the
+				      * exhaustive result; tests) */
 };
 
 /* A solution: used groups, documents per (bucket, group), micro-batches per group. */
@@ -98,18 +101,24 @@ double bp_sp_eval(const struct bp_sp_problem *p, struct bp_sp_sol *s);
  * grows least, with the per-micro-batch cost; ties to the earlier group) over a few
  * partitions: every homogeneous one (one size over all units, a remainder of units idle),
  * then every "k groups of size S, the rest in groups of a smaller size" (a long document's
- * group beside short documents' ones); the best makespan wins, the first on ties. Every
- * group of the chosen partition is marked used, empty or not. *size gets the size of its
- * largest group, *obj its makespan. Returns 0, or BP_INFEASIBLE when a bucket fits no
- * partition's groups. */
+ * group beside short documents' ones), in this order; the best makespan wins, the first in
+ * the order on ties. Partitions run in ascending order of a certified lower bound on their
+ * makespan, those whose bound exceeds the best found are skipped and a run stops once it
+ * is worse, which leaves the result of running all of them; p->max_runs (default
+ * max(4, 65,536 / documents)) caps the runs, so that on large steps the search may stop
+ * before proving its best (a partition it did not run could be better; sp_ilp.c
+ * GREEDY_RUNS says where it cannot). Every group of the chosen partition is marked used,
+ * empty or not. *size gets the size of its largest group, *obj its makespan. O(documents
+ * log units) a run where groups of one size cost alike, O(documents x units) otherwise.
+ * Returns 0, or BP_INFEASIBLE when a bucket fits no partition's groups. */
 int bp_sp_greedy(const struct bp_sp_problem *p, struct bp_sp_sol *s, int *size, double *obj,
 		 struct bp_error *err);
 
 /* What the search did. */
 struct bp_sp_result {
 	char status[16];      /* "optimal", "feasible" (better than the greedy, not proven),
-			       * "warm-start" (nothing better found), "too-large" (more columns
-			       * than ilp_max_vars: GLPK not run) */
+			       * "warm-start" (nothing better found, or no search asked for),
+			       * "too-large" (more columns than ilp_max_vars: GLPK not run) */
 	enum bp_ilp_limit limit; /* what ended an unproven search (NODES or WORK) */
 	double greedy, objective, bound, gap; /* us; gap (objective - bound) / objective */
 	int64_t cols, rows, nodes;
@@ -118,8 +127,9 @@ struct bp_sp_result {
 
 /* Solves p from the warm start in s (bp_sp_greedy's); s gets the best solution, never
  * worse than the warm start under bp_sp_eval. The result depends only on the inputs and
- * o's deterministic budget; a search the wall-clock safety net ends is an error. Returns 0
- * or -1. */
+ * o's deterministic budget; a search the wall-clock safety net ends is an error. o NULL:
+ * no search, r describes the warm start ("optimal" where it meets the certified bound,
+ * else "warm-start" with its gap to the bound). Returns 0 or -1. */
 int bp_sp_solve(const struct bp_sp_problem *p, const struct bp_ilp_opts *o,
 		struct bp_sp_sol *s, struct bp_sp_result *r, struct bp_error *err);
 

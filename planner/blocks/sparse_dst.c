@@ -183,10 +183,44 @@ double bp_sb_syn_alpha(int64_t m, int k90)
 void bp_sb_syn_cov(int64_t m, double alpha, const int *kset, size_t nk, int k_base, double *c,
 		   double *c_base)
 {
-	double total = power_sum(m, alpha);
-	for (size_t i = 0; i < nk; i++)
-		c[i] = kset[i] - 1 >= m ? 1.0 : power_sum(kset[i] - 1, alpha) / total;
-	*c_base = k_base - 1 >= m ? 1.0 : power_sum(k_base - 1, alpha) / total;
+	/* power_sum at every k - 1 below m and at m from one pass over j = 1..m: each prefix is
+	 * the same additions in the same order as power_sum's own loop, so the same double. The
+	 * targets (k - 1 < m, index nk for k_base) in increasing order, by insertion. */
+	int64_t at[65];
+	size_t nt = 0;
+	double *want[65], s = 0.0, pre[65];
+	if (nk + 1 > 64) { /* a large budget set: one power_sum per budget */
+		double total = power_sum(m, alpha);
+		for (size_t i = 0; i < nk; i++)
+			c[i] = kset[i] - 1 >= m ? 1.0 : power_sum(kset[i] - 1, alpha) / total;
+		*c_base = k_base - 1 >= m ? 1.0 : power_sum(k_base - 1, alpha) / total;
+		return;
+	}
+	for (size_t i = 0; i <= nk; i++) {
+		int64_t u = (i < nk ? kset[i] : k_base) - 1;
+		double *out = i < nk ? &c[i] : c_base;
+		if (u >= m) {
+			*out = 1.0;
+			continue;
+		}
+		size_t k = nt++;
+		for (; k > 0 && at[k - 1] > u; k--) {
+			at[k] = at[k - 1];
+			want[k] = want[k - 1];
+		}
+		at[k] = u;
+		want[k] = out;
+	}
+	size_t t = 0;
+	while (t < nt && at[t] <= 0)
+		pre[t++] = s;
+	for (int64_t j = 1; j <= m; j++) {
+		s += alpha == 0.0 ? 1.0 : exp(-alpha * log((double)j));
+		while (t < nt && at[t] == j)
+			pre[t++] = s;
+	}
+	for (size_t k = 0; k < nt; k++)
+		*want[k] = pre[k] / s;
 }
 
 int bp_sb_syn_k90(uint64_t seed, int64_t doc, int layer, int layers, double lo, double hi,

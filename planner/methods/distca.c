@@ -109,14 +109,36 @@ static int cmp_task(const void *a, const void *b)
 	return (x->q0 > y->q0) - (x->q0 < y->q0);
 }
 
+/* What every scheduler call of a step shares (schedule_step): the step's nano-batches
+ * (2 per micro-batch, m micro-batches per pipeline), the layout (pp stages, dp pipelines,
+ * srv[stage * dp + pipeline] the server index of each linear rank, nservers servers) and
+ * the options; pl keeps its Items' capacity from call to call and ch gets each call's
+ * chunks. */
+struct dc_call {
+	const struct dc_nano *nanos;
+	size_t m;
+	int pp, dp;
+	const int *srv;
+	int nservers;
+	const struct dc_opts *o;
+	struct bp_ca_placement pl;
+	struct bp_ca_chunk *ch; /* owned */
+	size_t nch;
+	struct bp_error *err;
+};
+
 /* One scheduler call: the Items of micro-batches t - r on stage r (r < pp) of nano-batch n,
- * moved onto server indices, scheduled at tolerance eps; *ch gets its chunks in task order
- * (server, doc, q0). Returns the call's buffer bytes, or -1. */
-static double one_call(const struct dc_nano *nanos, size_t m, int pp, int dp, size_t t, int n,
-		       const int *srv, int nservers, const struct dc_opts *o, double eps,
-		       struct bp_ca_placement *pl, struct bp_ca_result *res,
-		       struct bp_ca_chunk **ch, size_t *nch, struct bp_error *err)
+ * moved onto server indices, scheduled at tolerance eps into *res; c->ch gets its chunks in
+ * task order (server, doc, q0). Returns the call's buffer bytes, or -1. */
+static double one_call(struct dc_call *c, size_t t, int n, double eps,
+		       struct bp_ca_result *res)
 {
+	const struct dc_nano *nanos = c->nanos;
+	const size_t m = c->m;
+	const int pp = c->pp, dp = c->dp, nservers = c->nservers;
+	const struct dc_opts *o = c->o;
+	struct bp_ca_placement *pl = &c->pl;
+	struct bp_error *err = c->err;
 	size_t units = 0, need = 1;
 	for (int r = 0; r < pp; r++)
 		if (t >= (size_t)r && t - (size_t)r < m)
@@ -137,7 +159,7 @@ static double one_call(const struct dc_nano *nanos, size_t m, int pp, int dp, si
 		size_t maxu = 0;
 		for (size_t i = 0; i < src->nitems; i++) {
 			struct bp_ca_item it = src->items[i];
-			it.src = it.server = srv[r * dp + it.src];
+			it.src = it.server = c->srv[r * dp + it.src];
 			if (it.unit + 1 > maxu)
 				maxu = it.unit + 1;
 			it.unit += units;
@@ -151,11 +173,11 @@ static double one_call(const struct dc_nano *nanos, size_t m, int pp, int dp, si
 		return -1;
 	double *sr = bp_calloc(2 * (size_t)nservers, sizeof(double), err);
 	double bytes = -1;
-	free(*ch);
-	*ch = NULL;
+	free(c->ch);
+	c->ch = NULL;
 	if (sr)
-		bytes = bp_ca_emit(pl, nservers, o->ca.q_bytes, o->ca.kv_bytes, ch, nch, sr,
-				   sr + nservers, err);
+		bytes = bp_ca_emit(pl, nservers, o->ca.q_bytes, o->ca.kv_bytes, &c->ch, &c->nch,
+				   sr, sr + nservers, err);
 	free(sr);
 	return bytes;
 }
@@ -167,11 +189,9 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 {
 	size_t cap = 0, tmp_cap = 0;
 	int rc = -1;
-	struct bp_ca_placement pl;
-	struct bp_ca_chunk *ch = NULL;
+	struct dc_call c = {.nanos = nanos, .m = m, .pp = pp, .dp = dp, .srv = srv,
+			    .nservers = nservers, .o = o, .err = err};
 	struct bp_ca_task *tmp = NULL;
-	memset(&pl, 0, sizeof(pl));
-	size_t nch = 0;
 	/* room for about what the calls emit: every stage's call sees each nano-batch's Items,
 	 * most one chunk, split ones two, plus the split-offs */
 	size_t guess = 16;
@@ -200,8 +220,7 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 			size_t rung = 0;
 			double bytes;
 			for (;;) {
-				bytes = one_call(nanos, m, pp, dp, t, n, srv, nservers, o, eps, &pl,
-						 &res, &ch, &nch, err);
+				bytes = one_call(&c, t, n, eps, &res);
 				if (bytes < 0)
 					goto out;
 				if (bytes <= o->buffer)
@@ -223,6 +242,8 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 			}
 			if (calls_push(calls, (double)t, n, eps, &res, bytes, err) < 0)
 				goto out;
+			const struct bp_ca_chunk *ch = c.ch;
+			size_t nch = c.nch;
 			if (st->nca + nch > cap) {
 				size_t nc = 2 * (st->nca + nch) + 16;
 				struct bp_ca_task *na = bp_realloc_array(st->ca, nc, sizeof(*na), err);
@@ -261,8 +282,73 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 	rc = 0;
 out:
 	free(tmp);
-	free(ch);
-	bp_ca_placement_release(&pl);
+	free(c.ch);
+	bp_ca_placement_release(&c.pl);
+	return rc;
+}
+
+/* The step's pipelines from the placements (step 3 of the header): per (pipeline k,
+ * micro-batch j) a micro-batch of the ping placement's pieces on linear rank k, then the
+ * pong's, each in placement order; ping[k * m + j] gets the ping pieces' count. The
+ * pieces are indexed by rank first (a counting sort, placement order kept), so the step
+ * takes time linear in them (issue 24: a scan of every piece per pipeline was quadratic). */
+static int pipe_spans(const struct dc_nano *nanos, size_t m, int dp, enum bp_shard shard,
+		      struct bp_step *st, size_t *ping, struct bp_error *err)
+{
+	size_t npc = 0;
+	for (size_t x = 0; x < 2 * m; x++)
+		npc += nanos[x].pl.npieces;
+	struct bp_span *spans = bp_calloc(npc + 1, sizeof(*spans), err);
+	size_t *at = bp_calloc(2 * m * ((size_t)dp + 2) + 1, sizeof(size_t), err);
+	size_t *ord = bp_calloc(npc + 1, sizeof(size_t), err);
+	int rc = -1;
+	if (!spans || !at || !ord)
+		goto out;
+	/* at[x * (dp + 2) + k] .. [k + 1]: placement x's pieces on rank k, in ord */
+	for (size_t x = 0, base = 0; x < 2 * m; x++) {
+		const struct bp_ca_placement *pl = &nanos[x].pl;
+		size_t *ax = at + x * ((size_t)dp + 2);
+		ax[0] = base;
+		for (size_t q = 0; q < pl->npieces; q++)
+			ax[pl->pieces[q].rank + 2]++;
+		ax[1] = base;
+		for (int k = 0; k < dp; k++)
+			ax[k + 2] += ax[k + 1];
+		for (size_t q = 0; q < pl->npieces; q++)
+			ord[ax[pl->pieces[q].rank + 1]++] = q;
+		base += pl->npieces;
+	}
+	for (int k = 0; k < dp; k++)
+		for (size_t j = 0; j < m; j++) {
+			size_t ns = 0;
+			for (int n = 0; n < 2; n++) {
+				size_t x = 2 * j + (size_t)n;
+				const struct bp_ca_placement *pl = &nanos[x].pl;
+				const size_t *ax = at + x * ((size_t)dp + 2);
+				for (size_t r = ax[k]; r < ax[k + 1]; r++) {
+					const struct bp_ca_piece *pc = &pl->pieces[ord[r]];
+					spans[ns++] = (struct bp_span){pc->doc, pc->offset, pc->len};
+				}
+				if (!n)
+					ping[(size_t)k * m + j] = ns;
+			}
+			if (!ns) {
+				if (j + 1 == m) /* the last micro-batch may leave pipelines out */
+					continue;
+				bp_errorf(err, "micro-batch %zu of step %lld leaves pipeline %d without "
+					  "tokens", j, (long long)st->index, k);
+				goto out;
+			}
+			struct bp_pipe *pi = &st->pipes[k];
+			if (bp_pipe_add_mb(pi, spans, ns, shard, err) < 0)
+				goto out;
+			pi->mbs[pi->nmbs - 1].attn = BP_ATTN_DISAGG;
+		}
+	rc = 0;
+out:
+	free(spans);
+	free(at);
+	free(ord);
 	return rc;
 }
 
@@ -276,7 +362,6 @@ static int place_step(const struct bp_batch *b, int dp, int64_t cap, const struc
 	struct dc_nano *nanos = NULL;
 	int64_t *doc = bp_calloc(b->ndocs + 1, sizeof(int64_t), err);
 	int64_t *len = bp_calloc(b->ndocs + 1, sizeof(int64_t), err);
-	struct bp_span *spans = NULL;
 	size_t *ping = NULL;
 	int rc = -1;
 	if (!doc || !len)
@@ -341,36 +426,9 @@ static int place_step(const struct bp_batch *b, int dp, int64_t cap, const struc
 		}
 		i = e;
 	}
-	/* spans per (pipeline, micro-batch): ping pieces, then pong pieces */
-	spans = bp_calloc(2 * b->ndocs + 4 * (size_t)dp + 1, sizeof(*spans), err);
 	ping = bp_calloc((size_t)dp * m + 1, sizeof(size_t), err);
-	if (!spans || !ping)
+	if (!ping || pipe_spans(nanos, m, dp, shard, st, ping, err) < 0)
 		goto out;
-	for (int k = 0; k < dp; k++)
-		for (size_t j = 0; j < m; j++) {
-			size_t ns = 0;
-			for (int n = 0; n < 2; n++) {
-				const struct bp_ca_placement *pl = &nanos[2 * j + (size_t)n].pl;
-				for (size_t q = 0; q < pl->npieces; q++)
-					if (pl->pieces[q].rank == k)
-						spans[ns++] = (struct bp_span){pl->pieces[q].doc,
-									       pl->pieces[q].offset,
-									       pl->pieces[q].len};
-				if (!n)
-					ping[(size_t)k * m + j] = ns;
-			}
-			if (!ns) {
-				if (j + 1 == m) /* the last micro-batch may leave pipelines out */
-					continue;
-				bp_errorf(err, "micro-batch %zu of step %lld leaves pipeline %d without "
-					  "tokens", j, (long long)st->index, k);
-				goto out;
-			}
-			struct bp_pipe *pi = &st->pipes[k];
-			if (bp_pipe_add_mb(pi, spans, ns, shard, err) < 0)
-				goto out;
-			pi->mbs[pi->nmbs - 1].attn = BP_ATTN_DISAGG;
-		}
 	if (o->pingpong) {
 		size_t nmbs = 0;
 		for (int k = 0; k < dp; k++)
@@ -396,7 +454,6 @@ out:
 	}
 	free(doc);
 	free(len);
-	free(spans);
 	free(ping);
 	return rc;
 }
@@ -594,6 +651,16 @@ static int read_opts(struct bp_plan *out, int tp, int app_a, struct dc_opts *o,
 	return 0;
 }
 
+/* Whether a step has CA-tasks or disaggregated micro-batches (sim/check_ca.c checks them). */
+static int runs_ca(const struct bp_step *st)
+{
+	for (size_t k = 0; k < st->npipes; k++)
+		for (size_t j = 0; j < st->pipes[k].nmbs; j++)
+			if (st->pipes[k].mbs[j].attn == BP_ATTN_DISAGG)
+				return 1;
+	return st->nca > 0;
+}
+
 /* check's half of the parameters (method.h check_params): read_opts on the scratch copy,
  * then every step's record against them: each call's tolerance is the parameter's, or with
  * escalate 1 a rung of the ladder above it; its bytes fit ca_buffer_bytes; max_shards is the
@@ -610,10 +677,15 @@ int bp_distca_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 		return -1;
 	if (bp_parse_int64(bp_plan_param(scratch, "max_shards"), &ms, "max_shards", err) < 0)
 		return -1;
+	const char *resend = bp_plan_param(p, "resend");
 	for (size_t s = 0; s < p->nsteps; s++) {
 		const struct bp_ca_record *r = p->steps[s].record;
 		if (!r || p->steps[s].record_ops != &bp_record_distca)
 			continue;
+		/* a plan whose parameter resend is 1 resends at every step with CA-tasks */
+		if (!r->resend && resend && !strcmp(resend, "1") && runs_ca(&p->steps[s]))
+			return bp_errorf(err, "step %zu runs non-resend mode but the plan's "
+					 "parameter resend is 1", s);
 		if (ms >= 0 ? r->max_shards != ms : r->max_shards < 1)
 			return bp_errorf(err, "step %zu record: max_shards %d, the plan's "
 					 "parameter max_shards is %lld", s, r->max_shards,
@@ -939,9 +1011,21 @@ static void rec_release(void *p)
 	bp_ca_record_release(p);
 }
 
+/* The record is the step's tick-schedule decisions (plan.h bp_record_ops.ca). */
+static const struct bp_ca_record *rec_ca(const void *p)
+{
+	return p;
+}
+
 const struct bp_record_ops bp_record_distca = {
-	"distca", sizeof(struct bp_ca_record), rec_to_json, rec_from_json, rec_validate,
-	rec_diff, rec_release,
+	.name = "distca",
+	.size = sizeof(struct bp_ca_record),
+	.to_json = rec_to_json,
+	.from_json = rec_from_json,
+	.validate = rec_validate,
+	.diff = rec_diff,
+	.release = rec_release,
+	.ca = rec_ca,
 };
 
 /* The front end's warning: non-resend steps that fell back to resend (header step 7). */
@@ -997,4 +1081,5 @@ BP_METHOD_ROW(distca) = {
 	.check_request = bp_distca_check_request,
 	.rank = 130,
 	.price = distca_price,
+	.mem_tokens_param = "rank_tokens",
 };

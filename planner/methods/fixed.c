@@ -93,4 +93,5 @@ BP_METHOD_ROW(fixed) = {
 	.in_all = 1,
 	.rank = 20,
 	.price = fixed_price,
+	.carries_param = "window",
 };

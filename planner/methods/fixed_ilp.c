@@ -78,4 +78,5 @@ BP_METHOD_ROW(fixed_ilp) = {
 	.in_all = 1,
 	.rank = 40,
 	.price = fixed_ilp_price,
+	.carries_param = "window",
 };

@@ -5,14 +5,16 @@
  *   1. length buckets (blocks/sp_ilp.c bp_sp_bucketize: one per distinct length when the
  *      step has few, else `buckets` runs of equal quadratic weight, each priced at its
  *      longest document);
- *   2. the warm start (bp_sp_greedy): the best homogeneous partition, LPT by bucket;
- *   3. FlexSP's MILP (bp_sp_solve, sp_ilp.h): a partition of the units into aligned
- *      power-of-two groups (sizes up to `max_group`; by default Ulysses's own limit, the
- *      largest power of two dividing a TP rank's query heads, heads / tp, so every rank of
- *      a group keeps whole heads; bp_flexsp_max_group) and counts of every bucket's documents
- *      per group, minimising the slowest group's time, by GLPK with the deterministic
- *      budget of ilp.h (ilp_node_limit, ilp_work_limit; never the clock), never worse than
- *      the warm start;
+ *   2. the warm start (bp_sp_greedy): the best of the homogeneous partitions and those of
+ *      k large groups beside smaller ones, LPT by bucket;
+ *   3. with `milp` 1 (default 0: it bought nothing measurable over the warm start, whose
+ *      plan it then is; tools/bench/flexsp-budget), FlexSP's MILP (bp_sp_solve, sp_ilp.h):
+ *      a partition of the units into aligned power-of-two groups (sizes up to
+ *      `max_group`; by default Ulysses's own limit, the largest power of two dividing a TP
+ *      rank's query heads, heads / tp, so every rank of a group keeps whole heads;
+ *      bp_flexsp_max_group) and counts of every bucket's documents per group, minimising
+ *      the slowest group's time, by GLPK with the deterministic budget of ilp.h
+ *      (ilp_node_limit, ilp_work_limit; never the clock), never worse than the warm start;
  *   4. the documents themselves: bucket by bucket, longest first, each to the group (of
  *      those the program gave a place in its bucket) whose exact time grows least; inside a
  *      group first-fit-decreasing into micro-batches under the group's memory cap;
@@ -212,8 +214,13 @@ static void rec_diff(const void *a, const void *b, char *buf, size_t n)
 }
 
 const struct bp_record_ops bp_record_flexsp = {
-	"flexsp", sizeof(struct fsp_rec), rec_to_json, rec_from_json, rec_validate, rec_diff,
-	rec_release,
+	.name = "flexsp",
+	.size = sizeof(struct fsp_rec),
+	.to_json = rec_to_json,
+	.from_json = rec_from_json,
+	.validate = rec_validate,
+	.diff = rec_diff,
+	.release = rec_release,
 };
 
 void bp_flexsp_warn(const struct bp_plan *p, char *buf, size_t n)
@@ -261,8 +268,13 @@ struct fsp_ctx {
 				  * micro-batch's token-wise time from above where that time is
 				  * convex in tokens (flat kernel and latency floors, then linear) */
 	int canonical;
+	size_t *cls;             /* [ng] the group's cost class: the first group whose cost
+				  * model and slope are the same (cm_same), so doc_us is too */
+	size_t *off;             /* [levels] index of the first group of size 2^l in g */
+	int nlvl;
 	int *ranks;              /* [units * tp]: the request's rank of (unit, TP position) */
 	struct bp_ilp_opts ilp;
+	int milp;                /* run the MILP after the greedy (parameter milp) */
 	int64_t coef;
 	/* the step layouts made so far: partition keys (first, size pairs) */
 	int **keys;
@@ -327,8 +339,18 @@ static void group_ranks(const struct fsp_ctx *c, int first, int size, int *ranks
 			ranks[k * c->tp + t] = c->ranks[(first + k) * c->tp + t];
 }
 
+/* The group of the given first unit and size: bp_sp_groups's order (size ascending, then
+ * first), indexed by c->off once fsp_prepare has it. */
 static size_t find_group(const struct fsp_ctx *c, int first, int size)
 {
+	if (c->off) {
+		int l = 0;
+		while ((1 << l) < size)
+			l++;
+		size_t g = l < c->nlvl && first % size == 0 ? c->off[l] + (size_t)(first / size)
+							      : c->ng;
+		return g < c->ng && c->g[g].first == first && c->g[g].size == size ? g : c->ng;
+	}
 	for (size_t g = 0; g < c->ng; g++)
 		if (c->g[g].first == first && c->g[g].size == size)
 			return g;
@@ -373,8 +395,102 @@ static void fsp_release(struct fsp_ctx *c)
 	free(c->cap);
 	free(c->fix);
 	free(c->slope);
+	free(c->cls);
+	free(c->off);
 	free(c->g);
 	free(c->ranks);
+}
+
+static int pick_same(const struct bp_coll_pick *a, const struct bp_coll_pick *b)
+{
+	return a->lo == b->lo && a->hi == b->hi && a->scale == b->scale && a->t == b->t;
+}
+
+/* Whether two cost models answer every bp_cost_mb alike: every field of struct
+ * bp_costmodel (model/costmodel.h) equal, the stage layers by value. */
+static int cm_same(const struct bp_costmodel *a, const struct bp_costmodel *b)
+{
+	if (a->prof != b->prof || a->sc.tp != b->sc.tp || a->sc.cp != b->sc.cp ||
+	    a->sc.pp != b->sc.pp || a->dp != b->dp || a->sync_ranks != b->sync_ranks ||
+	    a->attn != b->attn || a->linear != b->linear || a->tp_inter != b->tp_inter ||
+	    a->cp_inter != b->cp_inter || a->pp_inter != b->pp_inter ||
+	    a->dp_inter != b->dp_inter || a->token_bytes != b->token_bytes ||
+	    a->kv_token_bytes != b->kv_token_bytes || a->lm_ratio != b->lm_ratio ||
+	    a->mb_cap != b->mb_cap || !pick_same(&a->tp_allreduce, &b->tp_allreduce) ||
+	    !pick_same(&a->cp_allgather, &b->cp_allgather) ||
+	    !pick_same(&a->cp_reducescatter, &b->cp_reducescatter) ||
+	    !pick_same(&a->pp_sendrecv, &b->pp_sendrecv) ||
+	    !pick_same(&a->sync_reducescatter, &b->sync_reducescatter) ||
+	    !pick_same(&a->sync_allgather, &b->sync_allgather))
+		return 0;
+	for (int k = 0; k < a->sc.pp; k++)
+		if (a->stage_layers[k] != b->stage_layers[k])
+			return 0;
+	return 1;
+}
+
+/* Each group's cost class (c->cls): the first group of its size with the same cost model
+ * and slope, so that a document's time (doc_us) is computed once per class. */
+static int cost_classes(struct fsp_ctx *c, struct bp_error *err)
+{
+	size_t *rep = bp_calloc(c->ng + 1, sizeof(size_t), err), nrep = 0;
+	c->cls = bp_calloc(c->ng + 1, sizeof(size_t), err);
+	if (!rep || !c->cls) {
+		free(rep);
+		return -1;
+	}
+	for (size_t g = 0; g < c->ng; g++) {
+		size_t k = 0;
+		if (g && c->g[g].size != c->g[g - 1].size)
+			nrep = 0; /* classes do not span sizes */
+		while (k < nrep && !(c->slope[rep[k]] == c->slope[g] && cm_same(&c->cm[rep[k]],
+										   &c->cm[g])))
+			k++;
+		if (k == nrep)
+			rep[nrep++] = g;
+		c->cls[g] = rep[k];
+	}
+	free(rep);
+	return 0;
+}
+
+/* c->off: the groups are bp_sp_groups's, size ascending, then first. */
+static int group_index(struct fsp_ctx *c, struct bp_error *err)
+{
+	c->nlvl = 0;
+	while (c->nlvl < 31 && (1 << c->nlvl) <= c->max_group && (1 << c->nlvl) <= c->units)
+		c->nlvl++;
+	c->off = bp_calloc((size_t)c->nlvl + 1, sizeof(size_t), err);
+	if (!c->off)
+		return -1;
+	size_t n = 0;
+	for (int l = 0; l < c->nlvl; l++) {
+		c->off[l] = n;
+		n += (size_t)(c->units >> l);
+	}
+	if (n != c->ng)
+		return bp_errorf(err, "internal: %zu sequence-parallel groups, %zu by size", c->ng, n);
+	return 0;
+}
+
+/* The layout make_layout gives the partition of group g and single units (pp 1), as a view
+ * into pipes (units entries) that borrows the ranks and the stage layers (*layers): for
+ * bp_costmodel_init_pipe, which only reads it; never released. Each pipeline's token cap is
+ * its group's so far (0 before fsp_prepare sets it), as make_layout would give. */
+static void view_layout(const struct fsp_ctx *c, size_t g, int *layers, struct bp_lpipe *pipes,
+			struct bp_layout *l)
+{
+	size_t np = 0;
+	bp_layout_init(l);
+	for (int u = 0; u < c->units;) {
+		int s = u == c->g[g].first ? c->g[g].size : 1;
+		size_t h = find_group(c, u, s);
+		pipes[np++] = (struct bp_lpipe){{c->tp, s, 1}, c->ranks + (size_t)u * c->tp, layers,
+						h < c->ng ? c->cap[h] : 1};
+		u += s;
+	}
+	l->pipes = pipes;
+	l->npipes = np;
 }
 
 /* Every aligned group's cost model (in a layout of the group and single units, so its sync
@@ -389,31 +505,20 @@ static int fsp_prepare(struct fsp_ctx *c, const struct bp_method_ctx *ctx,
 	c->cap = bp_calloc(c->ng, sizeof(int64_t), err);
 	c->fix = bp_calloc(c->ng, sizeof(double), err);
 	c->slope = bp_calloc(c->ng, sizeof(double), err);
-	int *part = bp_calloc(2 * (size_t)c->units + 2, sizeof(int), err);
-	int rc = -1;
-	if (!c->g || !c->cm || !c->cap || !c->fix || !c->slope || !part)
+	struct bp_lpipe *pipes = bp_calloc((size_t)c->units + 1, sizeof(*pipes), err);
+	int rc = -1, layers = out->model.layers;
+	if (!c->g || !c->cm || !c->cap || !c->fix || !c->slope || !pipes)
 		goto out;
 	bp_sp_groups(c->units, c->max_group, c->g);
+	if (group_index(c, err) < 0)
+		goto out;
 	c->canonical = 1;
-	for (size_t g = 0; g < c->ng; g++) {
-		size_t np = 0;
-		for (int u = 0; u < c->units;) {
-			int s = u == c->g[g].first ? c->g[g].size : 1;
-			part[2 * np] = u;
-			part[2 * np++ + 1] = s;
-			u += s;
-		}
+	for (size_t g = 0, h0 = 0; g < c->ng; g++) {
 		struct bp_layout l;
-		int r = make_layout(c, part, np, out->model.layers, &l, err);
-		size_t k = 0;
-		while (r == 0 && !(l.pipes[k].sc.cp == c->g[g].size &&
-				   l.pipes[k].ranks[0] == c->ranks[c->g[g].first * c->tp]))
-			k++;
-		if (r == 0) {
-			r = bp_costmodel_init_pipe(&c->cm[g], ctx->cm->prof, &l, k, err);
-			c->ncm = g + 1;
-		}
-		bp_layout_release(&l);
+		view_layout(c, g, &layers, pipes, &l);
+		int r = bp_costmodel_init_pipe(&c->cm[g], ctx->cm->prof, &l,
+					       (size_t)c->g[g].first, err);
+		c->ncm = g + 1;
 		if (r < 0) {
 			bp_error_prefix(err, "sequence-parallel group of %d units at unit %d",
 					c->g[g].size, c->g[g].first);
@@ -426,17 +531,17 @@ static int fsp_prepare(struct fsp_ctx *c, const struct bp_method_ctx *ctx,
 			goto out;
 		c->fix[g] = r1;
 		c->slope[g] = c->cap[g] > 1 && rc2 > r1 ? (rc2 - r1) / (double)(c->cap[g] - 1) : 0.0;
-		for (size_t h = 0; h < g; h++)
-			if (c->g[h].size == c->g[g].size &&
-			    (c->cap[h] != c->cap[g] || c->fix[h] != c->fix[g] ||
-			     c->slope[h] != c->slope[g] ||
-			     c->cm[h].cp_inter != c->cm[g].cp_inter ||
-			     c->cm[h].tp_inter != c->cm[g].tp_inter))
-				c->canonical = 0;
+		/* groups of one size cost alike iff each is the size's first group's equal */
+		if (g && c->g[g].size != c->g[g - 1].size)
+			h0 = g;
+		if (c->cap[h0] != c->cap[g] || c->fix[h0] != c->fix[g] ||
+		    c->slope[h0] != c->slope[g] || c->cm[h0].cp_inter != c->cm[g].cp_inter ||
+		    c->cm[h0].tp_inter != c->cm[g].tp_inter)
+			c->canonical = 0;
 	}
-	rc = 0;
+	rc = cost_classes(c, err);
 out:
-	free(part);
+	free(pipes);
 	return rc;
 }
 
@@ -482,33 +587,32 @@ static int step_layout(struct fsp_ctx *c, const int *part, size_t npart, struct 
 }
 
 /* The partition of the used groups, the units they leave in the largest aligned free
- * groups: (first, size) pairs in unit order into part, each one's group into pgroup; cover
- * (units bytes) is scratch. Returns the count, 0 when a unit is left over (cannot happen:
- * single units are groups). */
+ * groups: (first, size) pairs in unit order into part, each one's group into pgroup; start
+ * (units size_t) and cover (units bytes) are scratch. Returns the count, 0 when a unit is
+ * left over (cannot happen: single units are groups). */
 static size_t partition_of(const struct fsp_ctx *c, const unsigned char *used, int *part,
-			   int *pgroup, unsigned char *cover)
+			   int *pgroup, size_t *start, unsigned char *cover)
 {
 	size_t ng = c->ng, np = 0;
 	memset(cover, 0, (size_t)c->units);
+	for (int u = 0; u < c->units; u++)
+		start[u] = ng;
 	for (size_t g = 0; g < ng; g++)
-		if (used[g])
+		if (used[g]) {
+			start[c->g[g].first] = g; /* the last used group starting there */
 			for (int u = c->g[g].first; u < c->g[g].first + c->g[g].size; u++)
 				cover[u] = 1;
+		}
 	for (int u = 0; u < c->units;) {
-		size_t g = ng;
-		for (size_t h = 0; h < ng; h++)
-			if (used[h] && c->g[h].first == u)
+		size_t g = start[u];
+		/* else the largest free group starting at u */
+		for (int l = c->nlvl - 1; g == ng && l >= 0; l--) {
+			size_t h = find_group(c, u, 1 << l);
+			int ok = h < ng;
+			for (int v = u; ok && v < u + (1 << l); v++)
+				ok = !cover[v];
+			if (ok)
 				g = h;
-		if (g == ng) {
-			size_t f = ng; /* the largest free group starting at u */
-			for (size_t h = 0; h < ng; h++) {
-				int ok = c->g[h].first == u;
-				for (int v = u; ok && v < u + c->g[h].size; v++)
-					ok = !cover[v];
-				if (ok && (f == ng || c->g[h].size > c->g[f].size))
-					f = h;
-			}
-			g = f;
 		}
 		if (g == ng)
 			return 0;
@@ -529,20 +633,22 @@ static int catalog_layouts(struct fsp_ctx *c, struct bp_plan *out, struct bp_err
 	unsigned char *used = bp_calloc(c->ng + 1, 1, err), *cover = NULL;
 	int *part = bp_calloc(2 * (size_t)c->units + 2, sizeof(int), err);
 	int *pgroup = bp_calloc((size_t)c->units + 1, sizeof(int), err);
+	size_t *start = bp_calloc((size_t)c->units + 1, sizeof(size_t), err);
 	int rc = -1;
 	cover = bp_calloc((size_t)c->units + 1, 1, err);
-	if (!used || !part || !pgroup || !cover)
+	if (!used || !part || !pgroup || !start || !cover)
 		goto out;
 	for (int s = 1; s <= c->units && s <= c->max_group; s *= 2) {
 		for (size_t g = 0; g < c->ng; g++)
 			used[g] = c->g[g].size == s;
-		size_t np = partition_of(c, used, part, pgroup, cover);
+		size_t np = partition_of(c, used, part, pgroup, start, cover);
 		if (!np || step_layout(c, part, np, out, err) < 0)
 			goto out;
 	}
 	rc = 0;
 out:
 	free(used);
+	free(start);
 	free(cover);
 	free(part);
 	free(pgroup);
@@ -565,13 +671,119 @@ static int cmp_doc_key(const void *a, const void *b)
 	return (x->i > y->i) - (x->i < y->i);
 }
 
+/* Step 4's choice for one bucket's documents, the group (of those the program left a place
+ * in the bucket) whose exact time grows least, ties to the first group: a segment tree per
+ * cost class over its groups with a place, in group order, holding their loads (a
+ * document's time is its class's, and load + time grows with the load, so the least load
+ * of a subtree says whether it holds the best group). */
+struct rtree {
+	size_t n, P, *g; /* leaves, P the power of two >= n, each leaf's group */
+	double *v;       /* [2 P] least load below each node; INFINITY: no place left */
+	size_t *leaf;    /* [ng] each group's leaf in its class's tree */
+};
+
+/* After leaf x changed: its ancestors, up to the first that does not. */
+static void rtree_pull(struct rtree *t, size_t x)
+{
+	for (x /= 2; x >= 1; x /= 2) {
+		double m = t->v[2 * x] < t->v[2 * x + 1] ? t->v[2 * x] : t->v[2 * x + 1];
+		if (m == t->v[x])
+			break;
+		t->v[x] = m;
+	}
+}
+
+/* The first leaf whose load plus tt is v (v the least such sum). */
+static size_t rtree_first(const struct rtree *t, double tt, double v)
+{
+	size_t x = 1;
+	while (x < t->P) {
+		x *= 2;
+		if (!(t->v[x] + tt == v))
+			x++;
+	}
+	return x - t->P;
+}
+
+/* The documents of keys[k0, k1) (one bucket bb) to groups: group_of and load. ncls classes
+ * (their first groups in cls, each group's index into cls in ci), tr their trees (leaves
+ * and nodes in pools of ng and 6 ng: 2 P <= max(2, 4 n) a class). */
+static int assign_bucket(const struct fsp_ctx *c, const struct bp_batch *b,
+			 const struct doc_key *keys, size_t k0, size_t k1, size_t bb,
+			 int64_t *rem, double *load, int *group_of, const size_t *cls, size_t ncls,
+			 const size_t *ci, struct rtree *tr, size_t *gpool, double *vpool,
+			 double *tcls, struct bp_error *err)
+{
+	size_t ng = c->ng, gused = 0, vused = 0;
+	for (size_t j = 0; j < ncls; j++)
+		tr[j].n = 0;
+	for (size_t g = 0; g < ng; g++)
+		if (rem[bb * ng + g])
+			tr[ci[g]].n++;
+	for (size_t j = 0; j < ncls; j++) {
+		struct rtree *t = &tr[j];
+		for (t->P = 1; t->P < t->n; t->P *= 2)
+			;
+		t->g = gpool + gused;
+		t->v = vpool + vused;
+		gused += t->n;
+		vused += 2 * t->P;
+		for (size_t x = 0; x < 2 * t->P; x++)
+			t->v[x] = INFINITY;
+		t->n = 0;
+	}
+	for (size_t g = 0; g < ng; g++)
+		if (rem[bb * ng + g]) {
+			struct rtree *t = &tr[ci[g]];
+			t->leaf[g] = t->n;
+			t->g[t->n] = g;
+			t->v[t->P + t->n++] = load[g];
+		}
+	for (size_t j = 0; j < ncls; j++)
+		for (size_t x = tr[j].P - 1; x >= 1; x--)
+			tr[j].v[x] = tr[j].v[2 * x] < tr[j].v[2 * x + 1] ? tr[j].v[2 * x]
+									  : tr[j].v[2 * x + 1];
+	for (size_t k = k0; k < k1; k++) {
+		size_t i = keys[k].i, best = ng, bj = ncls;
+		double bv = INFINITY, bt = 0.0;
+		for (size_t j = 0; j < ncls; j++) {
+			if (!tr[j].n || !isfinite(tr[j].v[1]))
+				continue;
+			tcls[j] = doc_us(c, cls[j], b->docs[i].len, err);
+			if (tcls[j] < 0)
+				return -1;
+			double v = tr[j].v[1] + tcls[j];
+			if (v > bv)
+				continue;
+			size_t g = tr[j].g[rtree_first(&tr[j], tcls[j], v)];
+			if (v < bv || g < best) {
+				bv = v;
+				bt = tcls[j];
+				best = g;
+				bj = j;
+			}
+		}
+		if (best == ng)
+			return bp_errorf(err, "internal: bucket %zu has no place left for document "
+					 "%lld", bb, (long long)b->docs[i].id);
+		struct rtree *t = &tr[bj];
+		size_t x = t->P + t->leaf[best];
+		rem[bb * ng + best]--;
+		load[best] += bt;
+		group_of[i] = (int)best;
+		t->v[x] = rem[bb * ng + best] ? load[best] : INFINITY;
+		rtree_pull(t, x);
+	}
+	return 0;
+}
+
 /* Steps 4-5 of the header: documents to groups by the program's counts, micro-batches,
  * the partition and its layout. */
 static int realise(struct fsp_ctx *c, const struct bp_batch *b, const struct bp_sp_buckets *bk,
 		   const struct bp_sp_sol *sol, struct bp_step *st, struct fsp_rec *rec,
 		   struct bp_plan *out, struct bp_error *err)
 {
-	size_t n = b->ndocs, ng = c->ng;
+	size_t n = b->ndocs, ng = c->ng, ncls = 0;
 	int rc = -1;
 	struct doc_key *keys = bp_calloc(n + 1, sizeof(*keys), err);
 	int64_t *rem = bp_calloc(bk->n * ng + 1, sizeof(int64_t), err);
@@ -584,38 +796,38 @@ static int realise(struct fsp_ctx *c, const struct bp_batch *b, const struct bp_
 	size_t *idx = bp_calloc(n + 1, sizeof(size_t), err);
 	int *bin_of = bp_calloc(n + 1, sizeof(int), err);
 	struct bp_span *spans = bp_calloc(n + 1, sizeof(*spans), err);
+	size_t *cls = bp_calloc(ng + 1, sizeof(size_t), err);
+	size_t *ci = bp_calloc(ng + 1, sizeof(size_t), err);
+	size_t *leaf = bp_calloc(ng + 1, sizeof(size_t), err);
+	size_t *gpool = bp_calloc(ng + 1, sizeof(size_t), err);
+	double *vpool = bp_calloc(6 * ng + 2, sizeof(double), err);
+	double *tcls = bp_calloc(ng + 1, sizeof(double), err);
+	struct rtree *tr = bp_calloc(ng + 1, sizeof(*tr), err);
+	size_t *first = bp_calloc(ng + 2, sizeof(size_t), err);
+	size_t *start = bp_calloc((size_t)c->units + 1, sizeof(size_t), err);
 	if (!keys || !rem || !load || !group_of || !part || !pgroup || !cover || !len || !idx ||
-	    !bin_of || !spans)
+	    !bin_of || !spans || !cls || !ci || !leaf || !gpool || !vpool || !tcls || !tr ||
+	    !first || !start)
 		goto out;
 	memcpy(rem, sol->n, bk->n * ng * sizeof(int64_t));
+	for (size_t g = 0; g < ng; g++) {
+		if (c->cls[g] == g)
+			cls[ncls++] = g;
+		ci[g] = c->cls[g] == g ? ncls - 1 : ci[c->cls[g]];
+	}
+	for (size_t j = 0; j < ncls; j++)
+		tr[j].leaf = leaf;
 	for (size_t i = 0; i < n; i++)
 		keys[i] = (struct doc_key){bk->of[i], b->docs[i].len, i};
 	qsort(keys, n, sizeof(*keys), cmp_doc_key);
-	for (size_t k = 0; k < n; k++) {
-		size_t i = keys[k].i, bb = keys[k].bucket, best = ng;
-		double bv = INFINITY, bt = 0.0;
-		for (size_t g = 0; g < ng; g++) {
-			if (!rem[bb * ng + g])
-				continue;
-			double t = doc_us(c, g, b->docs[i].len, err);
-			if (t < 0)
-				goto out;
-			if (load[g] + t < bv) {
-				bv = load[g] + t;
-				bt = t;
-				best = g;
-			}
-		}
-		if (best == ng) {
-			bp_errorf(err, "internal: bucket %zu has no place left for document %lld", bb,
-				  (long long)b->docs[i].id);
+	for (size_t k0 = 0, k1; k0 < n; k0 = k1) {
+		for (k1 = k0 + 1; k1 < n && keys[k1].bucket == keys[k0].bucket; k1++)
+			;
+		if (assign_bucket(c, b, keys, k0, k1, keys[k0].bucket, rem, load, group_of, cls,
+				  ncls, ci, tr, gpool, vpool, tcls, err) < 0)
 			goto out;
-		}
-		rem[bb * ng + best]--;
-		load[best] += bt;
-		group_of[i] = (int)best;
 	}
-	size_t np = partition_of(c, sol->used, part, pgroup, cover);
+	size_t np = partition_of(c, sol->used, part, pgroup, start, cover);
 	if (!np) {
 		bp_errorf(err, "internal: the units have no partition");
 		goto out;
@@ -633,14 +845,25 @@ static int realise(struct fsp_ctx *c, const struct bp_batch *b, const struct bp_
 	}
 	st->npipes = np;
 	st->layout = li;
+	/* the documents by group, in draw order: idx[first[g] .. first[g + 1]) */
+	for (size_t k = 0; k < n; k++)
+		first[group_of[k] + 1]++;
+	for (size_t g = 0; g < ng; g++)
+		first[g + 1] += first[g];
+	for (size_t k = 0; k < n; k++)
+		idx[first[group_of[k]]++] = k;
+	for (size_t g = ng; g > 0; g--)
+		first[g] = first[g - 1];
+	first[0] = 0;
 	for (size_t q = 0; q < np; q++) {
 		size_t m = 0, nb = 0;
 		int g = pgroup[q];
-		for (size_t k = 0; k < n; k++) /* draw order; FFD orders by length */
-			if (group_of[k] == g && sol->used[g]) {
-				idx[m] = k;
-				len[m++] = b->docs[k].len;
-			}
+		if (!sol->used[g])
+			continue;
+		size_t *gi = idx + first[g];
+		m = first[g + 1] - first[g];
+		for (size_t k = 0; k < m; k++)
+			len[k] = b->docs[gi[k]].len;
 		if (!m)
 			continue;
 		if (bp_pack_ffd(len, m, c->cap[g], bin_of, &nb, err) < 0)
@@ -649,7 +872,7 @@ static int realise(struct fsp_ctx *c, const struct bp_batch *b, const struct bp_
 			size_t ns = 0;
 			for (size_t k = 0; k < m; k++)
 				if (bin_of[k] == (int)j)
-					spans[ns++] = (struct bp_span){b->docs[idx[k]].id, 0, len[k]};
+					spans[ns++] = (struct bp_span){b->docs[gi[k]].id, 0, len[k]};
 			/* spans longest first, then draw order */
 			for (size_t x = 1; x < ns; x++)
 				for (size_t y = x; y > 0 && spans[y].len > spans[y - 1].len; y--) {
@@ -679,6 +902,15 @@ out:
 	free(idx);
 	free(bin_of);
 	free(spans);
+	free(cls);
+	free(ci);
+	free(leaf);
+	free(gpool);
+	free(vpool);
+	free(tcls);
+	free(tr);
+	free(first);
+	free(start);
 	return rc;
 }
 
@@ -729,12 +961,16 @@ static int plan_step(struct fsp_ctx *c, const struct bp_batch *b, struct bp_step
 		for (size_t g = 0; g < ng; g++) {
 			if (bk.len[q] > c->cap[g])
 				continue;
+			if (c->cls[g] != g) { /* its class's first group is computed */
+				t[q * ng + g] = t[q * ng + c->cls[g]];
+				continue;
+			}
 			t[q * ng + g] = doc_us(c, g, bk.len[q], err);
 			if (t[q * ng + g] < 0)
 				goto out;
 		}
 	struct bp_sp_problem p = {c->units, c->g, ng, bk.len, bk.count, bk.n, t, c->fix, c->cap,
-				  c->canonical};
+				  c->canonical, 0};
 	int gsize = 0;
 	double gobj = 0.0;
 	if (n) {
@@ -742,7 +978,7 @@ static int plan_step(struct fsp_ctx *c, const struct bp_batch *b, struct bp_step
 		if (rc < 0)
 			goto out;
 		rc = -1;
-		if (bp_sp_solve(&p, &c->ilp, &sol, &res, err) < 0)
+		if (bp_sp_solve(&p, c->milp ? &c->ilp : NULL, &sol, &res, err) < 0)
 			goto out;
 	} else {
 		memset(&res, 0, sizeof(res));
@@ -782,12 +1018,19 @@ int bp_flexsp_max_group(const struct bp_model *m, int tp, int units, int64_t max
 	return (int)lim;
 }
 
+/* Whether FlexSP's MILP runs after the greedy by default (parameter milp): no, measured to
+ * buy nothing (tools/bench/flexsp-budget: the predicted step time of its plans at 1/8 to 2x
+ * the default budget equals the greedy's at 64 and 256 GPUs on three workloads), while it
+ * took 99% of a step's planning. */
+#define FSP_MILP_DEFAULT 0
+
 /* flexsp's parameters: solve's reader and check's (bp_flexsp_check_params). */
 static int read_params(struct bp_plan *out, int64_t *buckets, int64_t *max_group,
-		       struct bp_ilp_opts *ilp, struct bp_error *err)
+		       int64_t *milp, struct bp_ilp_opts *ilp, struct bp_error *err)
 {
 	if (bp_method_param_int(out, "buckets", 16, 1, 4096, buckets, err) < 0 ||
 	    bp_method_param_int(out, "max_group", 0, 0, 1 << 20, max_group, err) < 0 ||
+	    bp_method_param_int(out, "milp", FSP_MILP_DEFAULT, 0, 1, milp, err) < 0 ||
 	    bp_ilp_read_params(out, ilp, err) < 0)
 		return -1;
 	if (*max_group & (*max_group - 1))
@@ -799,10 +1042,10 @@ static int read_params(struct bp_plan *out, int64_t *buckets, int64_t *max_group
 int bp_flexsp_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 			   struct bp_error *err)
 {
-	int64_t buckets, max_group;
+	int64_t buckets, max_group, milp;
 	struct bp_ilp_opts ilp;
 	(void)p;
-	return read_params(scratch, &buckets, &max_group, &ilp, err);
+	return read_params(scratch, &buckets, &max_group, &milp, &ilp, err);
 }
 
 int bp_flexsp_check_request(struct bp_scheme sc, const struct bp_model *m,
@@ -827,7 +1070,7 @@ int bp_method_flexsp(const struct bp_method_ctx *ctx, const struct bp_batches *i
 	const struct bp_layout *l0 = &out->layouts[0];
 	const struct bp_scheme sc = l0->pipes[0].sc;
 	struct fsp_ctx c;
-	int64_t buckets, max_group;
+	int64_t buckets, max_group, milp;
 	int rc = -1;
 	memset(&c, 0, sizeof(c));
 	if (bp_flexsp_check_request(sc, &out->model, ctx->shard, err) < 0)
@@ -839,8 +1082,9 @@ int bp_method_flexsp(const struct bp_method_ctx *ctx, const struct bp_batches *i
 		return -1;
 	for (int u = 0; u < c.units; u++)
 		memcpy(c.ranks + (size_t)u * c.tp, l0->pipes[u].ranks, (size_t)c.tp * sizeof(int));
-	if (read_params(out, &buckets, &max_group, &c.ilp, err) < 0)
+	if (read_params(out, &buckets, &max_group, &milp, &c.ilp, err) < 0)
 		goto out;
+	c.milp = (int)milp;
 	c.buckets = (size_t)buckets;
 	c.max_group = bp_flexsp_max_group(&out->model, c.tp, c.units, max_group);
 	c.coef = bp_kk_coef(&out->model);
@@ -882,36 +1126,59 @@ size_t bp_flexsp_profile_schemes(const struct bp_model *m, struct bp_scheme sc, 
 	return n;
 }
 
-/* Its price (cmd/cmd_solve_limits.c), in instructions per step: its MILP, W (60 + 1.5 u) over
- * u = dp units (62 a work unit measured at 8 units, 149 at 64) at most ilp_time_limit_s, plus
- * 1e5 u^2 + 5,000 D; once 2e8. Its own work grows with the GPUs. */
+/* Its price (cmd/cmd_solve_limits.c), in instructions per step: with milp 1 its MILP,
+ * W (60 + 1.5 u) over u = dp units (62 a work unit measured at 8 units, 149 at 64) at most
+ * ilp_time_limit_s, where the program's columns fit ilp_max_vars; the warm start and the
+ * realisation, I_FSP_DOC D log2(2 u) + I_FSP_UNIT u; once I_FSP_ONCE + I_FSP_UNIT_PAIR u^2
+ * (a cost model per group, each from a layout of all units). Callgrind, 2026-11-27,
+ * llama3-8b synthetic-longtail tp 8, milp 0: 65 M, 258 M and 1,145 M instructions a step at
+ * 1,024, 4,096 and 16,384 GPUs, priced 3.0-3.5x over with the front end's terms. */
 #define I_FSP_WORK 60.0
 #define I_FSP_WORK_UNIT 1.5
-#define I_FSP_UNIT_PAIR 1e5
 #define I_FSP_DOC 5e3
+#define I_FSP_UNIT 1e5
+#define I_FSP_UNIT_PAIR 250.0
 #define I_FSP_ONCE 2e8
+
+/* Whether GLPK runs (milp 1): the program's columns (sp_ilp.h: 1 + 2 ng + one per fitting
+ * bucket and group) within ilp_max_vars; the groups counted low (those of max_group's sizes,
+ * of size 1 alone when the price cannot know Ulysses's limit), the buckets as min(buckets,
+ * D), each fitting every group (a step with fewer distinct lengths has fewer columns, and
+ * may run GLPK where this says it does not). */
+static int flexsp_runs_glpk(const struct bp_price_req *r)
+{
+	double mv = bp_price_param(r, "ilp_max_vars", 10000.0);
+	double mg = bp_price_param(r, "max_group", 0.0), ng = 0.0;
+	double nb = fmin(bp_price_param(r, "buckets", 16.0), fmax(r->docs, 1.0));
+	if (mv <= 0)
+		return 1;
+	for (double s = 1.0; s <= fmax(mg, 1.0) && s <= (double)r->dp; s *= 2.0)
+		ng += floor((double)r->dp / s);
+	return 1.0 + (2.0 + nb) * ng <= mv;
+}
 
 static void flexsp_price(const struct bp_price_req *r, struct bp_price *p)
 {
-	double dp = (double)r->dp;
+	double u = (double)r->dp;
 	double w = bp_price_param(r, "ilp_work_limit", BP_ILP_WORK_LIMIT_M) * 1e6;
 	double tl = bp_price_param(r, "ilp_time_limit_s", 300.0);
 	p->grows = BP_GROWS_GPUS;
-	p->own = fmin(w * (I_FSP_WORK + I_FSP_WORK_UNIT * dp), tl * r->instr_per_s) +
-		 I_FSP_UNIT_PAIR * dp * dp + I_FSP_DOC * r->docs;
-	p->once += I_FSP_ONCE;
+	p->own = I_FSP_DOC * r->docs * log2(2.0 * u) + I_FSP_UNIT * u;
+	if (bp_price_param(r, "milp", FSP_MILP_DEFAULT) != 0 && flexsp_runs_glpk(r))
+		p->own += fmin(w * (I_FSP_WORK + I_FSP_WORK_UNIT * u), tl * r->instr_per_s);
+	p->once += I_FSP_ONCE + I_FSP_UNIT_PAIR * u * u;
 }
 
-static const char *const flexsp_params[] = {"buckets", "max_group", "ilp_time_limit_s",
-					    "ilp_gap", "ilp_node_limit", "ilp_work_limit",
-					    "ilp_max_vars", NULL};
+static const char *const flexsp_params[] = {"buckets", "max_group", "milp",
+					    "ilp_time_limit_s", "ilp_gap", "ilp_node_limit",
+					    "ilp_work_limit", "ilp_max_vars", NULL};
 
 /* The method's row of the table (plan/method.h struct bp_method). */
 BP_METHOD_ROW(flexsp) = {
 	.name = "flexsp",
 	.solve = bp_method_flexsp,
 	.summary = "per-step power-of-two Ulysses SP groups of TP groups, documents "
-		   "assigned by a MILP",
+		   "assigned greedily (the MILP with milp=1)",
 	.paper = "FlexSP (arXiv 2412.01523) as DistCA Sec. 6's FlexSP+",
 	.params = flexsp_params,
 	.record = &bp_record_flexsp,

@@ -256,8 +256,13 @@ static void rec_diff(const void *a, const void *b, char *buf, size_t n)
 }
 
 const struct bp_record_ops bp_record_hydraulis = {
-	"hydraulis", sizeof(struct hyd_rec), rec_to_json, rec_from_json, rec_validate,
-	rec_diff, rec_release,
+	.name = "hydraulis",
+	.size = sizeof(struct hyd_rec),
+	.to_json = rec_to_json,
+	.from_json = rec_from_json,
+	.validate = rec_validate,
+	.diff = rec_diff,
+	.release = rec_release,
 };
 
 /* ---- the method ---- */
@@ -748,8 +753,10 @@ static const char *const hyd_params[] = {"trials", "hyd_c", "prune", "v_tries", 
 					 "ilp_gap", "sync", NULL};
 
 /* Its price (cmd/cmd_solve_limits.c), in instructions: per step C D (150 trials + 25,000)
- * over the C candidates (--strategies, or 32 when proposed: 30 at solve's default tokens per
- * step, up to 98 in our scans), and their dispatch ILP (bp_price_ilp_search at 5 M work
+ * over the C candidates (--strategies, or as many as the proposal made: the front end prices
+ * a request twice when it proposes, before with C = 1 and after with the proposal's count,
+ * which is 1 to 98 in our scans and not predictable from the request: 1 at 1,024 GPUs and
+ * 8,192 tokens per GPU, 22 at 64; 32 is assumed where nothing says), and their dispatch ILP (bp_price_ilp_search at 5 M work
  * units) where D max(2, GPUs/8) <= 2 ilp_max_vars (a candidate holds GPUs/8 pipelines or
  * more, a short document fits them all); once 1e8 + 2e6 C, a cost model per candidate
  * pipeline pair as every method's (20 C (GPUs/8)^2) and, proposed, the proposal's DP,
@@ -779,7 +786,7 @@ static void hyd_price(const struct bp_price_req *r, struct bp_price *p)
 		p->own += c * bp_price_ilp_search(r, 5, 300.0);
 	p->once += I_HYD_ONCE + I_HYD_STRATEGY * c +
 		   c * I_HYD_PIPE_PAIR * (gpus / 8) * (gpus / 8);
-	if (r->inputs <= 0) {
+	if (r->inputs <= 0 || r->inputs_made) {
 		int gs = 1;
 		int64_t ls = 1;
 		bp_hyd_default_steps((int)r->gpus, r->max_tokens, &gs, &ls);
@@ -787,6 +794,16 @@ static void hyd_price(const struct bp_price_req *r, struct bp_price *p)
 		p->once += I_HYD_PROPOSE + I_HYD_PROPOSE_CELL * nu * nu * lb;
 	}
 	p->mem_once = 4.0 * fmin(trials * d, 16777216.0) + 128.0 * d * c;
+}
+
+/* The fits it records per strategy (fit_*), beyond its parameters. */
+static const char *const hyd_recorded[] = {"fit_*", NULL};
+
+/* check's re-derivation (its row's recheck): bp_hyd_recheck, which needs no cost model. */
+static int hyd_recheck(const struct bp_plan *p, struct bp_costs *costs, struct bp_error *err)
+{
+	(void)costs;
+	return bp_hyd_recheck(p, err);
 }
 
 /* The method's row of the table (plan/method.h struct bp_method). */
@@ -804,4 +821,6 @@ BP_METHOD_ROW(hydraulis) = {
 	.rank = 100,
 	.input = BP_INPUT_STRATEGIES,
 	.price = hyd_price,
+	.recorded = hyd_recorded,
+	.recheck = hyd_recheck,
 };

@@ -81,22 +81,27 @@ int bp_method_takes(const struct bp_method *m, const char *key, const char *batc
 	int known = 0;
 	for (size_t k = 0; m->params && m->params[k] && !known; k++)
 		known = !strcmp(m->params[k], key);
-	/* sparsebalance and sb-lbb packing with another method (sb_batching=NAME) take that
-	 * method's parameters too */
+	/* a method packing with another (its packer_param names it) takes that method's
+	 * parameters too */
 	const struct bp_method *in = NULL;
-	if (!known && batching &&
-	    (m->solve == bp_method_sparsebalance || m->solve == bp_method_sb_lbb))
+	if (!known && batching && m->packer_param)
 		in = bp_method_find(batching);
 	return known || (in && in != m && bp_method_takes(in, key, NULL));
 }
 
-/* Keys a method records beyond its parameters: wlb's N, hydraulis's fits. */
+/* Keys a method records beyond its parameters: every method's cp_shard, and its row's
+ * recorded keys ('*' at the end: a prefix). */
 static int recorded_key(const struct bp_method *m, const char *key)
 {
-	return !strcmp(key, "cp_shard") ||
-	       (!strcmp(key, "microbatches_per_step") &&
-		(m->solve == bp_method_wlb || m->solve == bp_method_wlb_ilp)) ||
-	       (!strncmp(key, "fit_", 4) && m->solve == bp_method_hydraulis);
+	if (!strcmp(key, "cp_shard"))
+		return 1;
+	for (size_t k = 0; m->recorded && m->recorded[k]; k++) {
+		const char *r = m->recorded[k];
+		size_t n = strlen(r);
+		if (n && r[n - 1] == '*' ? !strncmp(key, r, n - 1) : !strcmp(key, r))
+			return 1;
+	}
+	return 0;
 }
 
 int bp_method_check_params(const struct bp_method *m, const struct bp_plan *p,
@@ -104,9 +109,8 @@ int bp_method_check_params(const struct bp_method *m, const struct bp_plan *p,
 {
 	struct bp_plan sc;
 	int rc = -1;
-	const char *batching = bp_plan_param(p, "sb_batching");
-	const struct bp_method *in = batching && bp_method_takes(m, "sb_batching", NULL)
-					     ? bp_method_find(batching) : NULL;
+	const char *batching = m->packer_param ? bp_plan_param(p, m->packer_param) : NULL;
+	const struct bp_method *in = batching ? bp_method_find(batching) : NULL;
 	for (size_t i = 0; i < p->nparams; i++) {
 		const char *key = p->params[i].key;
 		int known = recorded_key(m, key) || (in && recorded_key(in, key)) ||
@@ -162,6 +166,14 @@ const struct bp_record_ops *bp_record_find(const char *kind)
 	for (size_t i = 0; i < BP_ARRAY_LEN(rows); i++)
 		if (rows[i]->record && !strcmp(rows[i]->record->name, kind))
 			return rows[i]->record;
+	return NULL;
+}
+
+const struct bp_method *bp_method_baseline(void)
+{
+	for (size_t i = 0; i < BP_ARRAY_LEN(rows); i++)
+		if (rows[i]->baseline)
+			return rows[i];
 	return NULL;
 }
 

@@ -17,29 +17,14 @@
 
 #include <stdlib.h>
 
+#include "heap.h"
 #include "pack.h"
 
 /* Heap order on bins: fewer tokens first, then lower index. */
-static int bin_less(const int64_t *fill, int a, int b)
+static int bin_first(const void *keys, int a, int b)
 {
+	const int64_t *fill = keys;
 	return fill[a] != fill[b] ? fill[a] < fill[b] : a < b;
-}
-
-static void sift_down(int *h, size_t k, const int64_t *fill, size_t v)
-{
-	for (;;) {
-		size_t c = 2 * v + 1, best = v;
-		if (c < k && bin_less(fill, h[c], h[best]))
-			best = c;
-		if (c + 1 < k && bin_less(fill, h[c + 1], h[best]))
-			best = c + 1;
-		if (best == v)
-			return;
-		int t = h[v];
-		h[v] = h[best];
-		h[best] = t;
-		v = best;
-	}
 }
 
 int bp_pack_lpt_tokens(const int64_t *len, size_t n, size_t k, int64_t cap, int *bin_of,
@@ -48,30 +33,50 @@ int bp_pack_lpt_tokens(const int64_t *len, size_t n, size_t k, int64_t cap, int 
 	if (!k || k > (size_t)INT32_MAX)
 		return bp_errorf(err, "internal: %zu bins", k);
 	size_t *order = bp_calloc(n ? n : 1, sizeof(size_t), err);
-	int *heap = bp_calloc(k, sizeof(int), err); /* min-heap on (fill, index) */
+	struct bp_heap heap = {0}; /* the bins by (fill, index) */
 	int rc = -1;
-	if (!order || !heap || bp_order_by_len(len, n, order, err) < 0)
+	if (!order || bp_heap_reserve(&heap, k, 0, err) < 0 ||
+	    bp_order_by_len(len, n, order, err) < 0)
 		goto out;
-	for (size_t b = 0; b < k; b++) {
+	for (size_t b = 0; b < k; b++)
 		fill[b] = 0;
-		heap[b] = (int)b; /* all zero: index order is a valid heap */
-	}
+	bp_heap_iota(&heap, k); /* all zero: index order is a valid heap */
 	rc = 0;
 	for (size_t q = 0; q < n; q++) {
 		size_t i = order[q];
-		int b = heap[0];
+		int b = heap.h[0];
 		if (fill[b] + len[i] > cap) {
 			rc = 1;
 			break;
 		}
 		bin_of[i] = b;
 		fill[b] += len[i];
-		sift_down(heap, k, fill, 0);
+		bp_heap_down(&heap, 0, bin_first, fill);
 	}
 out:
 	free(order);
-	free(heap);
+	bp_heap_free(&heap);
 	return rc;
+}
+
+/* bp_grow_m's try: token LPT into dp x m bins (fill reallocated to fit) */
+struct mp_try {
+	const int64_t *len;
+	size_t n, dp;
+	int64_t cap;
+	int *bin_of;
+	int64_t *fill;
+};
+
+static int mp_try(size_t m, void *arg, struct bp_error *err)
+{
+	struct mp_try *t = arg;
+	size_t k = m * t->dp;
+	free(t->fill);
+	t->fill = bp_calloc(k, sizeof(int64_t), err);
+	if (!t->fill)
+		return -1;
+	return bp_pack_lpt_tokens(t->len, t->n, k, t->cap, t->bin_of, t->fill, err);
 }
 
 static int multipack_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
@@ -99,22 +104,12 @@ static int multipack_step(const struct bp_method_ctx *ctx, const struct bp_batch
 	int64_t tokens = 0;
 	for (size_t i = 0; i < n; i++)
 		tokens += len[i];
-	size_t m = (size_t)((tokens + (int64_t)dp * cap - 1) / ((int64_t)dp * cap));
-	if (m < 1)
-		m = 1;
-	for (;;) { /* ends by m = n at the latest: every document alone in a bin */
-		size_t k = m * (size_t)dp;
-		free(fill);
-		fill = bp_calloc(k, sizeof(int64_t), err);
-		if (!fill)
-			goto out;
-		int r = bp_pack_lpt_tokens(len, n, k, cap, bin_of, fill, err);
-		if (r < 0)
-			goto out;
-		if (r == 0)
-			break;
-		m++;
-	}
+	struct mp_try t = {len, n, (size_t)dp, cap, bin_of, NULL};
+	size_t m;
+	int r = bp_grow_m(bp_first_m(tokens, dp, cap, len, n, cap), n, mp_try, &t, &m, err);
+	fill = t.fill;
+	if (r < 0)
+		goto out;
 	size_t k = m * (size_t)dp;
 	border = bp_calloc(k, sizeof(size_t), err);
 	group_of = bp_calloc(k, sizeof(int), err);

@@ -70,35 +70,28 @@ static int deal_balanced(const struct bp_method_ctx *ctx, const struct windows *
 	size_t nw = W->nw, per = (nw + (size_t)dp - 1) / (size_t)dp;
 	double *cost = bp_calloc(nw + 1, sizeof(double), err), *load = NULL;
 	int64_t *len = bp_calloc(nw + 1, sizeof(int64_t), err);
-	size_t *order = bp_calloc(nw + 1, sizeof(size_t), err), *count = NULL;
+	size_t *order = bp_calloc(nw + 1, sizeof(size_t), err), used;
+	struct bp_lpt_opts o = {.nbins = (size_t)dp, .maxbins = (size_t)dp, .cap = INT64_MAX,
+				.per = per};
 	int rc = -1;
 	load = bp_calloc((size_t)dp, sizeof(double), err);
-	count = bp_calloc((size_t)dp, sizeof(size_t), err);
-	if (!cost || !len || !order || !load || !count)
+	if (!cost || !len || !order || !load)
 		goto out;
 	for (size_t w = 0; w < nw; w++)
 		for (size_t q = W->start[w]; q < W->start[w + 1]; q++) {
 			cost[w] += bp_cost_doc(ctx->cm, W->spans[q].len);
 			len[w] += W->spans[q].len;
 		}
-	bp_order_by_cost(cost, len, nw, order);
-	for (size_t k = 0; k < nw; k++) {
-		size_t w = order[k];
-		int best = -1;
-		for (int d = 0; d < dp; d++)
-			if (count[d] < per && (best < 0 || load[d] < load[best]))
-				best = d;
-		pipe_of[w] = best;
-		load[best] += cost[w];
-		count[best]++;
-	}
-	rc = 0;
+	/* LPT with a count cap and no token cap (pack.h bp_pack_lpt_ex); dp * per >= nw, so
+	 * every window finds a pipeline */
+	rc = bp_pack_lpt_ex(&o, cost, len, nw, order, pipe_of, load, NULL, &used, err);
+	if (rc > 0)
+		rc = bp_errorf(err, "internal: %zu windows do not fit %d pipelines", nw, dp);
 out:
 	free(cost);
 	free(len);
 	free(order);
 	free(load);
-	free(count);
 	return rc;
 }
 
@@ -211,5 +204,6 @@ BP_METHOD_ROW(plain) = {
 	.check_params = bp_plain_check_params,
 	.schedules = 1,
 	.in_all = 1,
+	.baseline = 1,
 	.rank = 10,
 };

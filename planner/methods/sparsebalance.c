@@ -173,8 +173,13 @@ static void rec_diff(const void *a, const void *b, char *buf, size_t n)
 }
 
 const struct bp_record_ops bp_record_sparsebalance = {
-	"sparsebalance", sizeof(struct sb_rec), rec_to_json, rec_from_json, rec_validate,
-	rec_diff, rec_release,
+	.name = "sparsebalance",
+	.size = sizeof(struct sb_rec),
+	.to_json = rec_to_json,
+	.from_json = rec_from_json,
+	.validate = rec_validate,
+	.diff = rec_diff,
+	.release = rec_release,
 };
 
 /* ---- configuration ---- */
@@ -185,8 +190,25 @@ enum batching { BATCH_SAB, BATCH_LBB, BATCH_DEFAULT, BATCH_OTHER };
 struct cov_entry {
 	int64_t m;
 	int k90;
-	double *c; /* [nk + 1]: C(K[i]), then C(k_base); owned by the cache's pool */
+	double *c; /* [nk + 1]: C(K[i]) (1 for K[i] > k_base), then C(k_base); owned */
 };
+
+/* The synthetic coverage cache: open addressing over (m, k90), m = -1 empty. Its values also
+ * depend on the budget set and k_base, which a run keeps, so a run's windows share one
+ * (struct sb_state): an alpha solve (bp_sb_syn_alpha) happens once per key per run, not
+ * once per window. */
+struct cov_cache {
+	struct cov_entry *tab; /* owned, ncap slots */
+	size_t ncap, nused;
+};
+
+static void cov_cache_release(struct cov_cache *cc)
+{
+	for (size_t i = 0; cc->tab && i < cc->ncap; i++)
+		free(cc->tab[i].c);
+	free(cc->tab);
+	memset(cc, 0, sizeof(*cc));
+}
 
 struct sb {
 	const struct bp_costmodel *cm;
@@ -206,9 +228,7 @@ struct sb {
 	double *ema; /* [t->nx] Spar state, updated after every step's DST; owned */
 	double *pub; /* [t->nx] the state SAB reads, refreshed from ema every `refresh` steps */
 	int refresh, kk;
-	/* synthetic coverage cache: open addressing over (m, k90) */
-	struct cov_entry *tab; /* owned, ncap slots, m = -1 empty */
-	size_t ncap, nused;
+	struct cov_cache own, *cc; /* the coverage cache: cc (the run's) or own */
 };
 
 static void sb_release(struct sb *c)
@@ -216,9 +236,7 @@ static void sb_release(struct sb *c)
 	free(c->kset);
 	free(c->ema);
 	free(c->pub);
-	for (size_t i = 0; c->tab && i < c->ncap; i++)
-		free(c->tab[i].c);
-	free(c->tab);
+	cov_cache_release(&c->own);
 }
 
 static int param_str(struct bp_plan *p, const char *key, const char *def, const char **out,
@@ -427,36 +445,45 @@ static uint64_t cov_hash(int64_t m, int k90)
 /* C at K and k_base for (m, k90), computed once per run (bp_sb_syn_alpha is the cost). */
 static const double *cov_lookup(struct sb *c, int64_t m, int k90, struct bp_error *err)
 {
-	if (2 * (c->nused + 1) > c->ncap) {
-		size_t nc = c->ncap ? 2 * c->ncap : 1024;
+	struct cov_cache *cc = c->cc ? c->cc : &c->own;
+	if (2 * (cc->nused + 1) > cc->ncap) {
+		size_t nc = cc->ncap ? 2 * cc->ncap : 1024;
 		struct cov_entry *nt = bp_calloc(nc, sizeof(*nt), err);
 		if (!nt)
 			return NULL;
 		for (size_t i = 0; i < nc; i++)
 			nt[i].m = -1;
-		for (size_t i = 0; i < c->ncap; i++)
-			if (c->tab[i].m >= 0) {
-				size_t h = cov_hash(c->tab[i].m, c->tab[i].k90) & (nc - 1);
+		for (size_t i = 0; i < cc->ncap; i++)
+			if (cc->tab[i].m >= 0) {
+				size_t h = cov_hash(cc->tab[i].m, cc->tab[i].k90) & (nc - 1);
 				while (nt[h].m >= 0)
 					h = (h + 1) & (nc - 1);
-				nt[h] = c->tab[i];
+				nt[h] = cc->tab[i];
 			}
-		free(c->tab);
-		c->tab = nt;
-		c->ncap = nc;
+		free(cc->tab);
+		cc->tab = nt;
+		cc->ncap = nc;
 	}
-	size_t h = cov_hash(m, k90) & (c->ncap - 1);
-	while (c->tab[h].m >= 0) {
-		if (c->tab[h].m == m && c->tab[h].k90 == k90)
-			return c->tab[h].c;
-		h = (h + 1) & (c->ncap - 1);
+	size_t h = cov_hash(m, k90) & (cc->ncap - 1);
+	while (cc->tab[h].m >= 0) {
+		if (cc->tab[h].m == m && cc->tab[h].k90 == k90)
+			return cc->tab[h].c;
+		h = (h + 1) & (cc->ncap - 1);
 	}
 	double *v = bp_calloc(c->nk + 1, sizeof(*v), err);
 	if (!v)
 		return NULL;
-	bp_sb_syn_cov(m, bp_sb_syn_alpha(m, k90), c->kset, c->nk, c->k_base, v, &v[c->nk]);
-	c->tab[h] = (struct cov_entry){m, k90, v};
-	c->nused++;
+	/* Only budgets up to k_base are read (mb_kcov runs for k_anchor < k_base, and k_cov and
+	 * k_final = max(k_anchor, k_cov) are at most k_base); K ascends (bp_sb_kset_parse), so
+	 * those are its first nlo. The rest hold 1, never read. */
+	size_t nlo = 0;
+	while (nlo < c->nk && c->kset[nlo] <= c->k_base)
+		nlo++;
+	for (size_t i = nlo; i < c->nk; i++)
+		v[i] = 1.0;
+	bp_sb_syn_cov(m, bp_sb_syn_alpha(m, k90), c->kset, nlo, c->k_base, v, &v[c->nk]);
+	cc->tab[h] = (struct cov_entry){m, k90, v};
+	cc->nused++;
 	return v;
 }
 
@@ -524,15 +551,45 @@ static int mb_kcov(struct sb *c, const struct bp_mb *mb, int layer, int ka, doub
 
 /* ---- batching (Alg. 2) ---- */
 
+/* The weights and lengths of the items idx[] (n of them), in that order: *sw, *sl (owned). */
+static int gather(const double *w, const int64_t *len, const size_t *idx, size_t n,
+		  double **sw, int64_t **sl, struct bp_error *err)
+{
+	*sw = bp_calloc(n + 1, sizeof(**sw), err);
+	*sl = bp_calloc(n + 1, sizeof(**sl), err);
+	if (!*sw || !*sl)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		(*sw)[i] = w[idx[i]];
+		(*sl)[i] = len[idx[i]];
+	}
+	return 0;
+}
+
 /* LPT of the n items idx[] (weights w, lengths len) into at least nb bins of at most cap
  * tokens and, when per > 0, at most per items (sb_cardinality=exact): largest weight first
  * (bp_order_by_cost), each into the least-loaded bin that takes it (ties: lowest), a new bin
  * when none does (Alg. 2's bin_packing, which the paper leaves to any balanced partition
- * solver; LPT is our choice). bin_of[i] gets item i's bin (i in 0..n-1), order the placement
- * order; returns the bins used or -1. load gets each bin's weight (room for n bins). */
+ * solver; LPT is our choice; pack.h bp_pack_lpt_ex). bin_of[i] gets item i's bin (i in
+ * 0..n-1), order the placement order; returns the bins used or -1. load gets each bin's
+ * weight (room for nb + n bins). */
 static long lpt(const double *w, const int64_t *len, const size_t *idx, size_t n, size_t nb,
 		int64_t cap, int per, int *bin_of, size_t *order, double *load,
-		struct bp_error *err);
+		struct bp_error *err)
+{
+	struct bp_lpt_opts o = {.nbins = nb, .maxbins = nb + n, .cap = cap,
+				.per = per > 0 ? (size_t)per : 0};
+	double *sw = NULL;
+	int64_t *sl = NULL;
+	size_t used = 0;
+	long rc = -1;
+	if (gather(w, len, idx, n, &sw, &sl, err) == 0 &&
+	    bp_pack_lpt_ex(&o, sw, sl, n, order, bin_of, load, NULL, &used, err) == 0)
+		rc = (long)used;
+	free(sw);
+	free(sl);
+	return rc;
+}
 
 /* sb_packer=kk: the same contract by Karmarkar-Karp (pack.h bp_pack_kk) on weights in ns
  * (integers), one more bin whenever the cap cannot be met; order is the weight order, the
@@ -541,18 +598,15 @@ static long kk_bins(const double *w, const int64_t *len, const size_t *idx, size
 		    size_t nb, int64_t cap, int *bin_of, size_t *order, double *load,
 		    struct bp_error *err)
 {
-	double *sw = bp_calloc(n + 1, sizeof(*sw), err);
-	int64_t *iw = bp_calloc(n + 1, sizeof(*iw), err), *sl = bp_calloc(n + 1, sizeof(*sl), err);
+	double *sw = NULL;
+	int64_t *sl = NULL, *iw = bp_calloc(n + 1, sizeof(*iw), err);
 	int64_t *ld = bp_calloc(n + nb + 1, sizeof(*ld), err);
 	int64_t *fl = bp_calloc(n + nb + 1, sizeof(*fl), err);
 	long used = -1;
-	if (!sw || !iw || !sl || !ld || !fl)
+	if (gather(w, len, idx, n, &sw, &sl, err) < 0 || !iw || !ld || !fl)
 		goto out;
-	for (size_t i = 0; i < n; i++) {
-		sw[i] = w[idx[i]];
-		sl[i] = len[idx[i]];
+	for (size_t i = 0; i < n; i++)
 		iw[i] = llround(sw[i] * 1e3);
-	}
 	bp_order_by_cost(sw, sl, n, order);
 	size_t k = nb;
 	for (;;) {
@@ -574,47 +628,6 @@ out:
 	free(sl);
 	free(ld);
 	free(fl);
-	return used;
-}
-
-static long lpt(const double *w, const int64_t *len, const size_t *idx, size_t n, size_t nb,
-		int64_t cap, int per, int *bin_of, size_t *order, double *load,
-		struct bp_error *err)
-{
-	double *sw = bp_calloc(n + 1, sizeof(*sw), err);
-	int64_t *sl = bp_calloc(n + 1, sizeof(*sl), err);
-	int64_t *fill = bp_calloc(n + nb + 1, sizeof(*fill), err);
-	int *cnt = bp_calloc(n + nb + 1, sizeof(*cnt), err);
-	long used = -1;
-	if (!sw || !sl || !fill || !cnt)
-		goto out;
-	for (size_t i = 0; i < n; i++) {
-		sw[i] = w[idx[i]];
-		sl[i] = len[idx[i]];
-	}
-	bp_order_by_cost(sw, sl, n, order);
-	for (size_t b = 0; b < nb + n; b++)
-		load[b] = 0.0;
-	size_t open = nb;
-	for (size_t r = 0; r < n; r++) {
-		size_t i = order[r], best = open;
-		for (size_t b = 0; b < open; b++)
-			if (fill[b] + sl[i] <= cap && (per <= 0 || cnt[b] < per) &&
-			    (best == open || load[b] < load[best]))
-				best = b;
-		if (best == open)
-			open++;
-		bin_of[i] = (int)best;
-		load[best] += sw[i];
-		fill[best] += sl[i];
-		cnt[best]++;
-	}
-	used = (long)open;
-out:
-	free(sw);
-	free(sl);
-	free(fill);
-	free(cnt);
 	return used;
 }
 
@@ -874,6 +887,9 @@ struct sb_state {
 	double *ema, *pub;
 	size_t nx;
 	struct bp_method_run inner;
+	struct cov_cache cache; /* for the budget set kset and k_base */
+	int *kset, k_base;
+	size_t nk;
 };
 
 static void sb_state_free(void *p)
@@ -885,7 +901,28 @@ static void sb_state_free(void *p)
 		st->inner.release(st->inner.state);
 	free(st->ema);
 	free(st->pub);
+	cov_cache_release(&st->cache);
+	free(st->kset);
 	free(st);
+}
+
+/* Points c's coverage cache at the run's, emptied first when the budgets it was filled for
+ * differ from c's. */
+static int sb_keep_cache(struct sb_state *keep, struct sb *c, struct bp_error *err)
+{
+	if (!keep->kset || keep->nk != c->nk || keep->k_base != c->k_base ||
+	    memcmp(keep->kset, c->kset, c->nk * sizeof(int))) {
+		cov_cache_release(&keep->cache);
+		free(keep->kset);
+		keep->kset = bp_calloc(c->nk + 1, sizeof(int), err);
+		if (!keep->kset)
+			return -1;
+		memcpy(keep->kset, c->kset, c->nk * sizeof(int));
+		keep->nk = c->nk;
+		keep->k_base = c->k_base;
+	}
+	c->cc = &keep->cache;
+	return 0;
 }
 
 static int sb_run(const struct bp_method_ctx *ctx, const struct bp_batches *in,
@@ -904,6 +941,8 @@ static int sb_run(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 			memcpy(c.ema, keep->ema, c.t->nx * sizeof(*c.ema));
 			memcpy(c.pub, keep->pub, c.t->nx * sizeof(*c.pub));
 		}
+		if (sb_keep_cache(keep, &c, err) < 0)
+			goto out;
 	}
 	if (c.batching == BATCH_OTHER) {
 		struct bp_method_ctx octx = *ctx;
@@ -1214,6 +1253,16 @@ static void sb_price(const struct bp_price_req *r, struct bp_price *p)
 	}
 }
 
+/* check's re-derivation (its row's recheck): every budget, on layout 0's pipeline 0. */
+static int sb_recheck_row(const struct bp_plan *p, struct bp_costs *costs,
+			  struct bp_error *err)
+{
+	if (!p->nlayouts)
+		return 0;
+	const struct bp_costmodel *cm = bp_costs_pipe(costs, &p->layouts[0], 0, err);
+	return cm ? bp_sb_recheck(p, cm, err) : -1;
+}
+
 /* The method's row of the table (plan/method.h struct bp_method). */
 BP_METHOD_ROW(sparsebalance) = {
 	.name = "sparsebalance",
@@ -1229,6 +1278,8 @@ BP_METHOD_ROW(sparsebalance) = {
 	.rank = 110,
 	.input = BP_INPUT_COVERAGE,
 	.price = sb_price,
+	.packer_param = "sb_batching",
+	.recheck = sb_recheck_row,
 };
 
 /* The method's row of the table (plan/method.h struct bp_method). */
@@ -1245,4 +1296,6 @@ BP_METHOD_ROW(sb_lbb) = {
 	.rank = 120,
 	.input = BP_INPUT_COVERAGE,
 	.price = sb_price,
+	.packer_param = "sb_batching",
+	.recheck = sb_recheck_row,
 };

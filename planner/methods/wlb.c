@@ -61,6 +61,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "heap.h"
 #include "pack.h"
 
 #define WLB_MAX_QUEUES 8
@@ -116,10 +117,7 @@ struct wlb {
 	size_t capbins;
 	/* the micro-batches by load and by tokens (each a min-heap of indices, ties by the
 	 * lower index), so placing a document costs log N, not N (issue 24) */
-	struct heap {
-		int *h, *pos;
-		size_t n;
-	} by_load, by_fill;
+	struct bp_heap by_load, by_fill;
 	/* per-document state of one step (capitems entries) */
 	int *bin_of, *sub_bin;
 	double *sub_cost;
@@ -216,61 +214,17 @@ static int queue_of(const struct wlb *w, int64_t len)
 	return q;
 }
 
-/* Heap order: a before b when its key is lower, or equal and its index lower. */
-static int heap_less(const struct wlb *w, const struct heap *hp, int a, int b)
+/* The heaps' orders: a before b when its key is lower, or equal and its index lower. */
+static int load_first(const void *keys, int a, int b)
 {
-	if (hp == &w->by_load) {
-		if (w->load[a] != w->load[b])
-			return w->load[a] < w->load[b];
-	} else if (w->fill[a] != w->fill[b]) {
-		return w->fill[a] < w->fill[b];
-	}
-	return a < b;
+	const struct wlb *w = keys;
+	return w->load[a] != w->load[b] ? w->load[a] < w->load[b] : a < b;
 }
 
-static void heap_swap(struct heap *hp, size_t i, size_t j)
+static int fill_first(const void *keys, int a, int b)
 {
-	int t = hp->h[i];
-	hp->h[i] = hp->h[j];
-	hp->h[j] = t;
-	hp->pos[hp->h[i]] = (int)i;
-	hp->pos[hp->h[j]] = (int)j;
-}
-
-static void heap_up(const struct wlb *w, struct heap *hp, size_t i)
-{
-	while (i > 0 && heap_less(w, hp, hp->h[i], hp->h[(i - 1) / 2])) {
-		heap_swap(hp, i, (i - 1) / 2);
-		i = (i - 1) / 2;
-	}
-}
-
-static void heap_down(const struct wlb *w, struct heap *hp, size_t i)
-{
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i;
-		if (l < hp->n && heap_less(w, hp, hp->h[l], hp->h[m]))
-			m = l;
-		if (r < hp->n && heap_less(w, hp, hp->h[r], hp->h[m]))
-			m = r;
-		if (m == i)
-			return;
-		heap_swap(hp, i, m);
-		i = m;
-	}
-}
-
-static int heap_room(struct heap *hp, size_t cap, struct bp_error *err)
-{
-	int *nh = bp_realloc_array(hp->h, cap, sizeof(int), err);
-	if (!nh)
-		return -1;
-	hp->h = nh;
-	int *np = bp_realloc_array(hp->pos, cap, sizeof(int), err);
-	if (!np)
-		return -1;
-	hp->pos = np;
-	return 0;
+	const struct wlb *w = keys;
+	return w->fill[a] != w->fill[b] ? w->fill[a] < w->fill[b] : a < b;
 }
 
 /* Makes room for nb micro-batches and empties [from, nb); the heaps hold [0, nb). */
@@ -285,7 +239,8 @@ static int grow_bins(struct wlb *w, size_t from, size_t nb, struct bp_error *err
 		if (!nf)
 			return -1;
 		w->fill = nf;
-		if (heap_room(&w->by_load, nb, err) < 0 || heap_room(&w->by_fill, nb, err) < 0)
+		if (bp_heap_reserve(&w->by_load, nb, 1, err) < 0 ||
+		    bp_heap_reserve(&w->by_fill, nb, 1, err) < 0)
 			return -1;
 		w->capbins = nb;
 	}
@@ -293,22 +248,14 @@ static int grow_bins(struct wlb *w, size_t from, size_t nb, struct bp_error *err
 		w->load[b] = 0.0;
 		w->fill[b] = 0;
 	}
-	struct heap *hs[2] = {&w->by_load, &w->by_fill};
-	for (int k = 0; k < 2; k++) {
-		struct heap *hp = hs[k];
-		if (!from) { /* all empty: index order is heap order */
-			for (size_t b = 0; b < nb; b++) {
-				hp->h[b] = (int)b;
-				hp->pos[b] = (int)b;
-			}
-			hp->n = nb;
-			continue;
-		}
-		for (size_t b = from; b < nb; b++) {
-			hp->h[hp->n] = (int)b;
-			hp->pos[b] = (int)hp->n;
-			heap_up(w, hp, hp->n++);
-		}
+	if (!from) { /* all empty: index order is heap order */
+		bp_heap_iota(&w->by_load, nb);
+		bp_heap_iota(&w->by_fill, nb);
+		return 0;
+	}
+	for (size_t b = from; b < nb; b++) {
+		bp_heap_push(&w->by_load, (int)b, load_first, w);
+		bp_heap_push(&w->by_fill, (int)b, fill_first, w);
 	}
 	return 0;
 }
@@ -327,8 +274,8 @@ static int place(struct wlb *w, const struct item *it)
 		return -1;
 	w->load[to] += it->w;
 	w->fill[to] += it->len;
-	heap_down(w, &w->by_load, (size_t)w->by_load.pos[to]);
-	heap_down(w, &w->by_fill, (size_t)w->by_fill.pos[to]);
+	bp_heap_down(&w->by_load, (size_t)w->by_load.pos[to], load_first, w);
+	bp_heap_down(&w->by_fill, (size_t)w->by_fill.pos[to], fill_first, w);
 	return to;
 }
 
@@ -762,10 +709,8 @@ static void wlb_free(void *state)
 	free(w->carry);
 	free(w->load);
 	free(w->fill);
-	free(w->by_load.h);
-	free(w->by_load.pos);
-	free(w->by_fill.h);
-	free(w->by_fill.pos);
+	bp_heap_free(&w->by_load);
+	bp_heap_free(&w->by_fill);
 	free(w->bin_of);
 	free(w->sub_bin);
 	free(w->sub_cost);
@@ -849,6 +794,9 @@ int bp_method_wlb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 static const char *const wlb_params[] = {"queues", "thresholds", "max_len_factor",
 					 "max_delay", "release", NULL};
 
+/* The N it records (method.h's recorded), wlb-ilp's too. */
+const char *const bp_wlb_recorded[] = {"microbatches_per_step", NULL};
+
 /* Its price (cmd/cmd_solve_limits.c): 5,000 instructions a document per step (the queues
  * and the greedy packing). */
 #define I_WLB_DOC 5e3
@@ -876,4 +824,5 @@ BP_METHOD_ROW(wlb) = {
 	.in_all = 1,
 	.rank = 30,
 	.price = wlb_price,
+	.recorded = bp_wlb_recorded,
 };

@@ -64,4 +64,5 @@ BP_METHOD_ROW(wlb_ilp) = {
 	.in_all = 1,
 	.rank = 50,
 	.price = wlb_ilp_price,
+	.recorded = bp_wlb_recorded,
 };

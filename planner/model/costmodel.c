@@ -18,6 +18,7 @@
 #include "costmodel.h"
 
 #include "costkinds.h"
+#include "heap.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -184,25 +185,6 @@ static int launch_group(const struct bp_attn_table *t)
 	return g < 1 ? 1 : g;
 }
 
-/* The smallest of a min-heap of n finish times takes a block of duration d. */
-static void heap_add(double *h, int n, double d)
-{
-	double v = h[0] + d;
-	int i = 0;
-	for (;;) {
-		int c = 2 * i + 1;
-		if (c >= n)
-			break;
-		if (c + 1 < n && h[c + 1] < h[c])
-			c++;
-		if (h[c] >= v)
-			break;
-		h[i] = h[c];
-		i = c;
-	}
-	h[i] = v;
-}
-
 /* Segment k of the launch's dispatch order (copies x n segments; the forward takes them last
  * first) and block b of it in order (the forward: its last tiles first). */
 static size_t launch_seg(size_t k, size_t n, int bwd)
@@ -218,7 +200,7 @@ static size_t launch_seg(size_t k, size_t n, int bwd)
 static double launch_end(const struct bp_attn_table *t, const int64_t (*seg)[2], size_t n,
 			 int64_t copies, const double *u, int bwd, int S)
 {
-	double h[LAUNCH_SLOTS_MAX];
+	double h[LAUNCH_SLOTS_MAX]; /* the places' finish times, a min-heap (heap.h) */
 	const int heads = bwd ? t->kv_heads : t->heads, group = launch_group(t);
 	const size_t nk = (size_t)copies * n;
 	double total = 0.0;
@@ -270,7 +252,7 @@ static double launch_end(const struct bp_attn_table *t, const int64_t (*seg)[2],
 					continue;
 				int64_t x = block_work(q, kv, bwd ? b : nb - 1 - b, bwd, group);
 				if (x > 0)
-					heap_add(h, S, (double)x * u[i]);
+					bp_heap_grow_least(h, S, (double)x * u[i]);
 			}
 		}
 	double end = 0.0;
@@ -597,23 +579,66 @@ void bp_costs_release(struct bp_costs *c)
 		free(c->e[i]);
 	}
 	free(c->e);
+	free(c->slot);
 	bp_costs_init(c, c->prof);
+}
+
+/* The slot of (l, k) in a table of nslot slots: a multiplicative hash of the layout's address
+ * and the pipeline. Lookups only: which slot holds an entry never reaches a plan. */
+static size_t costs_hash(const struct bp_layout *l, size_t k, size_t nslot)
+{
+	uint64_t x = (uint64_t)(uintptr_t)l * 0x9e3779b97f4a7c15ULL ^
+		     ((uint64_t)k + 1) * 0xc2b2ae3d27d4eb4fULL;
+	x ^= x >> 31;
+	return (size_t)(x & (nslot - 1));
+}
+
+static void costs_put(size_t *slot, size_t nslot, const struct bp_costs_entry *x, size_t i)
+{
+	size_t j = costs_hash(x->layout, x->pipe, nslot);
+	while (slot[j])
+		j = (j + 1) & (nslot - 1);
+	slot[j] = i + 1;
+}
+
+/* Room for one more entry: the array doubles, the index is rebuilt at twice the entries. */
+static int costs_reserve(struct bp_costs *c, struct bp_error *err)
+{
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? 2 * c->cap : 16;
+		struct bp_costs_entry **ne = bp_realloc_array(c->e, cap, sizeof(*ne), err);
+		if (!ne)
+			return -1;
+		c->e = ne;
+		c->cap = cap;
+	}
+	if (2 * (c->n + 1) > c->nslot) {
+		size_t nslot = c->nslot ? 2 * c->nslot : 32;
+		size_t *slot = bp_calloc(nslot, sizeof(*slot), err);
+		if (!slot)
+			return -1;
+		for (size_t i = 0; i < c->n; i++)
+			costs_put(slot, nslot, c->e[i], i);
+		free(c->slot);
+		c->slot = slot;
+		c->nslot = nslot;
+	}
+	return 0;
 }
 
 const struct bp_costmodel *bp_costs_pipe(struct bp_costs *c, const struct bp_layout *l,
 					 size_t k, struct bp_error *err)
 {
-	/* entries of the first layout sit at their pipeline's index: O(1) for the common case,
-	 * a scan otherwise (a step asks for each of its pipelines) */
-	if (k < c->n && c->e[k]->layout == l && c->e[k]->pipe == k)
-		return &c->e[k]->cm;
-	for (size_t i = 0; i < c->n; i++)
-		if (c->e[i]->layout == l && c->e[i]->pipe == k)
-			return &c->e[i]->cm;
-	struct bp_costs_entry **ne = bp_realloc_array(c->e, c->n + 1, sizeof(*ne), err);
-	if (!ne)
+	/* a step asks for each of its pipelines; flexsp makes a layout a step, with up to
+	 * thousands of pipelines: a hash lookup, not a scan over the cache */
+	if (c->nslot)
+		for (size_t j = costs_hash(l, k, c->nslot); c->slot[j]; j = (j + 1) & (c->nslot - 1)) {
+			struct bp_costs_entry *x = c->e[c->slot[j] - 1];
+			if (x->layout == l && x->pipe == k)
+				return &x->cm;
+		}
+	if (costs_reserve(c, err) < 0)
 		return NULL;
-	c->e = ne;
 	struct bp_costs_entry *x = bp_calloc(1, sizeof(*x), err);
 	if (!x)
 		return NULL;
@@ -624,7 +649,9 @@ const struct bp_costmodel *bp_costs_pipe(struct bp_costs *c, const struct bp_lay
 		free(x);
 		return NULL;
 	}
-	ne[c->n++] = x;
+	c->e[c->n] = x;
+	costs_put(c->slot, c->nslot, x, c->n);
+	c->n++;
 	return &x->cm;
 }
 

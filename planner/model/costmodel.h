@@ -104,7 +104,10 @@ struct bp_costs_entry {
 struct bp_costs {
 	const struct bp_profile *prof; /* borrowed */
 	struct bp_costs_entry **e;     /* owned, each entry too (pointers to them stay valid) */
-	size_t n;
+	size_t n, cap;
+	size_t *slot;                  /* open addressing over (layout, pipe): entry index + 1,
+					* 0 empty; nslot a power of two, at least 2 (n + 1) */
+	size_t nslot;
 };
 void bp_costs_init(struct bp_costs *c, const struct bp_profile *p);
 void bp_costs_release(struct bp_costs *c);

@@ -4,6 +4,7 @@
 #include "schedule.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "layout.h"
@@ -141,13 +142,29 @@ static int check_ticks(const struct bp_layout *l, struct bp_error *err)
 						 "stage)", i, s, p->stage_layers[s],
 						 p->stage_layers[0]);
 	}
+	if (p0->sc.tp <= 1)
+		return 0;
+	/* every server's place from one pass over the layout (a search per server grows with
+	 * the square of the GPUs) */
+	int world = 0;
+	for (size_t i = 0; i < l->nservers; i++)
+		if (l->servers[i] >= world)
+			world = l->servers[i] + 1;
+	struct bp_place *pl = bp_calloc(world ? (size_t)world : 1, sizeof(*pl), err);
+	if (!pl)
+		return -1;
+	bp_layout_place_all(l, world, pl);
 	for (size_t i = 0; i < l->nservers; i++) {
-		struct bp_place pl = bp_layout_place(l, l->servers[i]);
-		if (p0->sc.tp > 1 && (pl.pipe < 0 || pl.tp_i != 0))
+		int r = l->servers[i];
+		struct bp_place at = r >= 0 ? pl[r] : bp_layout_place(l, r);
+		if (at.pipe < 0 || at.tp_i != 0) {
+			free(pl);
 			return bp_errorf(err, "distca-ticks: attention server rank %d is not the "
 					 "first rank of a TP group (with tp %d a server is a TP group)",
-					 l->servers[i], p0->sc.tp);
+					 r, p0->sc.tp);
+		}
 	}
+	free(pl);
 	return 0;
 }
 

@@ -84,7 +84,10 @@ struct bp_price_req {
 	const struct bp_param *params; /* every --param given (bp_price_param reads one) */
 	size_t nparams;
 	int64_t inputs;    /* items of its input known up front (BP_INPUT_STRATEGIES: the
-			    * strategies in --strategies); 0: none, or proposed from the data */
+			    * strategies in --strategies, or as many as were proposed); 0: none,
+			    * or not known yet */
+	int inputs_made;   /* the front end makes the input (hydraulis's proposal): its work
+			    * is part of the price */
 	double instr_per_s; /* the front end's machine constant: a time limit in instructions */
 };
 
@@ -147,6 +150,8 @@ struct bp_method {
 	 * (distca's ticks, hydraulis's strategies, flexsp's groups) or sparse attention. */
 	int schedules;
 	int in_all;     /* 1: `solve -m all` runs it */
+	int baseline;   /* 1: the reference of solve's speedup column when --baseline is not
+			 * given (plain; one row) */
 	int own_memory; /* 1: it checks its own memory (flexsp, whose groups span several of the
 			 * request's pipelines); 0: solve refuses a max_tokens document that does
 			 * not fit one pipeline of the request first */
@@ -165,6 +170,26 @@ struct bp_method {
 	/* Its price (NULL: nothing beyond every method's draw, plan and predict): adds its own
 	 * work to p (zeroed, but for p->once) from the request r alone. */
 	void (*price)(const struct bp_price_req *r, struct bp_price *p);
+	/* Keys it records in a plan beyond its parameters and cp_shard (NULL-terminated; NULL:
+	 * none), which check accepts as its own; a key ending in '*' stands for every key that
+	 * begins with the rest (wlb's microbatches_per_step, hydraulis's fit_*). */
+	const char *const *recorded;
+	/* Its parameter (one of params) whose value names the method of the table it packs
+	 * with (NULL: none; sparsebalance's sb_batching): it then takes that method's
+	 * parameters and recorded keys too (bp_method_takes, bp_method_check_params). */
+	const char *packer_param;
+	/* `balplan check` after the plan's validation and bp_method_check_params (NULL:
+	 * nothing more): re-derives what its records and parameters say from the plan, costs
+	 * the plan's cost models (bp_plan_costs). 0 or -1 naming the first difference. */
+	int (*recheck)(const struct bp_plan *p, struct bp_costs *costs, struct bp_error *err);
+	/* Its parameter that, at a value other than 1, makes it carry state from step to step
+	 * as `carries` does (NULL: none; fixed's window, packing several global batches
+	 * together). */
+	const char *carries_param;
+	/* Its parameter bounding the tokens one rank holds (NULL: none; distca's rank_tokens,
+	 * a micro-batch's documents spread over its pipelines): solve's memory check before it
+	 * runs takes it in place of max_tokens when smaller. */
+	const char *mem_tokens_param;
 };
 
 /* A method's row, defined in its own file under planner/methods/ as
@@ -179,8 +204,8 @@ struct bp_method {
 int bp_method_check_request(const struct bp_method *m, struct bp_scheme sc,
 			    const struct bp_model *mdl, enum bp_shard shard, struct bp_error *err);
 
-/* Whether m takes parameter key: one of its own, or with batching (the value of
- * sb_batching, or NULL) one of the packing method sparsebalance and sb-lbb run. */
+/* Whether m takes parameter key: one of its own, or with batching (the value of its row's
+ * packer_param, or NULL) one of the packing method it names. */
 int bp_method_takes(const struct bp_method *m, const char *key, const char *batching);
 
 /* One validation of a plan's method parameters for solve and check alike: every key one of
@@ -223,6 +248,9 @@ double bp_wlb_pack_price(const struct bp_price_req *r);
 /* The record codec of a kind ("ilp"), searched in the method table; NULL when unknown. */
 const struct bp_record_ops *bp_record_find(const char *kind);
 
+/* The row marked baseline (the speedup column's reference without --baseline), or NULL. */
+const struct bp_method *bp_method_baseline(void);
+
 size_t bp_method_count(void);
 const struct bp_method *bp_method_at(size_t i);     /* static; NULL past the end */
 const struct bp_method *bp_method_find(const char *name); /* static; NULL when unknown */
@@ -236,6 +264,8 @@ int bp_method_fixed(const struct bp_method_ctx *ctx, const struct bp_batches *in
 		    struct bp_plan *out, struct bp_error *err);
 int bp_method_wlb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		  struct bp_plan *out, struct bp_error *err);
+/* The keys wlb and wlb-ilp record beyond their parameters (their rows' recorded; methods/wlb.c) */
+extern const char *const bp_wlb_recorded[];
 /* wlb's queue parameters as it reads them; wlb-ilp's add the ILP budgets (methods/wlb.c) */
 int bp_wlb_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 			struct bp_error *err);

@@ -115,6 +115,8 @@ struct bp_step;
 
 /* A method-owned per-step record (plan v2 steps[i].record): a method that keeps one gives
  * its codec here, and the plan holds a pointer to it beside the record. */
+struct bp_ca_record; /* blocks/ca_sched.h */
+
 struct bp_record_ops {
 	const char *name;                       /* the JSON key's "kind" */
 	size_t size;                            /* bytes of the record struct */
@@ -127,6 +129,9 @@ struct bp_record_ops {
 	/* Optional: frees what the record owns (not the record itself), for records with
 	 * arrays (NULL: the record is flat). */
 	void (*release)(void *rec);
+	/* Optional: the step's tick-schedule decisions when the record keeps them (DistCA's
+	 * ping/pong split and resend mode, read by sim/ticks.c), else NULL. */
+	const struct bp_ca_record *(*ca)(const void *rec);
 };
 
 struct bp_step {

@@ -9,7 +9,9 @@
  * attention kinds consistent (sparse: a budget per model layer, 1 <= k <= the blocks of the
  * longest span; disaggregated: a distca-ticks layout with attention servers, and CA-tasks
  * that tile every span of the micro-batch once per stage at the right tick, each with its
- * causal KV prefix); method records valid; and, when costs is given, every rank's recorded
+ * causal KV prefix, sim/check_ca.h); method records valid (their ops' validate; what a
+ * record says against the plan's parameters is its method's check_params, run by
+ * bp_plan_check); and, when costs is given, every rank's recorded
  * peak within the memory cap (bp_plan_check then recomputes every predicted number). */
 #ifndef BP_VALIDATE_H
 #define BP_VALIDATE_H

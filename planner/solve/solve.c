@@ -56,6 +56,49 @@ int bp_plan_repredict(struct bp_plan *p, struct bp_costs *costs, struct bp_error
 	return bp_plan_predict(p, costs, NULL, err);
 }
 
+/* The method's parameters as given, each one it takes (its own, or its packing method's),
+ * after cp_shard. */
+static int plan_params(const struct bp_method *m, const struct bp_solve_opts *o,
+		       struct bp_plan *out, struct bp_error *err)
+{
+	if (bp_plan_set_param(out, "cp_shard", bp_shard_name(o->shard), err) < 0)
+		return -1;
+	const char *batching = NULL; /* the packing method the method packs with, if any */
+	for (size_t i = 0; m->packer_param && i < o->nparams; i++)
+		if (!strcmp(o->params[i].key, m->packer_param))
+			batching = o->params[i].value;
+	for (size_t i = 0; i < o->nparams; i++) {
+		const char *key = o->params[i].key;
+		int known = bp_method_takes(m, key, batching);
+		if (!known)
+			return bp_errorf(err, "method '%s' has no parameter '%s'", m->name, key);
+		if (bp_plan_set_param(out, key, o->params[i].value, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The request's schedule on its layout (lay), for methods that plan on it. */
+static int request_schedule(const struct bp_method *m, const struct bp_solve_opts *o,
+			    const struct bp_profile *prof, const struct bp_plan *out,
+			    struct bp_layout *lay, struct bp_error *err)
+{
+	const struct bp_schedule *sch = bp_schedule_find(o->schedule);
+	char names[128];
+	bp_schedule_names(names, sizeof(names));
+	if (!sch || sch->world_ticks)
+		return bp_errorf(err, "schedule '%s' is not one a request can ask for (%s; "
+				 "distca-ticks comes with -m distca)", o->schedule, names);
+	if (sch != bp_schedule_default() && !m->schedules)
+		return bp_errorf(err, "method '%s' brings its own layouts, schedule or "
+				 "attention: schedule '%s' is for the packing methods", m->name,
+				 sch->name);
+	snprintf(lay->schedule, sizeof(lay->schedule), "%s", sch->name);
+	lay->vstages = sch->chunked ? o->vstages : 1;
+	return bp_layout_check(lay, out->cluster.gpus, out->cluster.gpus_per_node,
+			       prof->model.layers, err) < 0 ? -1 : 0;
+}
+
 /* The plan before any step: cluster, model, inputs, sampling options, the method's
  * parameters as given, layout 0 (the request's) and its cost model in costs (*cm_out),
  * and the memory check. 0, -1 or BP_INFEASIBLE; out is released on failure. */
@@ -103,22 +146,8 @@ static int solve_header(const struct bp_method *m, const struct bp_profile *prof
 		goto out;
 	}
 	out->documents = o->documents;
-	if (bp_plan_set_param(out, "cp_shard", bp_shard_name(o->shard), err) < 0)
+	if (plan_params(m, o, out, err) < 0)
 		goto out;
-	const char *batching = NULL;
-	for (size_t i = 0; i < o->nparams; i++)
-		if (!strcmp(o->params[i].key, "sb_batching"))
-			batching = o->params[i].value;
-	for (size_t i = 0; i < o->nparams; i++) {
-		const char *key = o->params[i].key;
-		int known = bp_method_takes(m, key, batching);
-		if (!known) {
-			bp_errorf(err, "method '%s' has no parameter '%s'", m->name, key);
-			goto out;
-		}
-		if (bp_plan_set_param(out, key, o->params[i].value, err) < 0)
-			goto out;
-	}
 	if (o->max_tokens < 1) {
 		bp_errorf(err, "max_tokens must be >= 1");
 		goto out;
@@ -134,39 +163,21 @@ static int solve_header(const struct bp_method *m, const struct bp_profile *prof
 		goto out;
 	if (bp_layout_megatron(&lay, sc, c->dp, prof->model.layers, o->max_tokens, err) < 0)
 		goto out;
-	if (o->schedule) { /* the request's schedule, for methods that plan on this layout */
-		const struct bp_schedule *sch = bp_schedule_find(o->schedule);
-		char names[128];
-		bp_schedule_names(names, sizeof(names));
-		if (!sch || sch->world_ticks) {
-			bp_errorf(err, "schedule '%s' is not one a request can ask for (%s; "
-				  "distca-ticks comes with -m distca)", o->schedule, names);
-			goto out;
-		}
-		if (sch != bp_schedule_default() && !m->schedules) {
-			bp_errorf(err, "method '%s' brings its own layouts, schedule or attention: "
-				  "schedule '%s' is for the packing methods", m->name, sch->name);
-			goto out;
-		}
-		snprintf(lay.schedule, sizeof(lay.schedule), "%s", sch->name);
-		lay.vstages = sch->chunked ? o->vstages : 1;
-		if (bp_layout_check(&lay, out->cluster.gpus, out->cluster.gpus_per_node,
-				    prof->model.layers, err) < 0)
-			goto out;
-	}
+	if (o->schedule && request_schedule(m, o, prof, out, &lay, err) < 0)
+		goto out;
 	if (bp_plan_add_layout(out, &lay, err) < 0)
 		goto out;
 	const struct bp_costmodel *cm = bp_costs_pipe(costs, &out->layouts[0], 0, err);
 	if (!cm)
 		goto out;
-	/* A method that spreads a micro-batch's documents over its pipelines (distca) holds
-	 * its rank_tokens parameter per rank, not a whole max_tokens document; the plan's
-	 * validation checks the memory it predicts either way. */
+	/* A method that spreads a micro-batch's documents over its pipelines holds its row's
+	 * mem_tokens_param per rank, not a whole max_tokens document; the plan's validation
+	 * checks the memory it predicts either way. */
 	int64_t mem_tokens = o->max_tokens;
-	const char *rt = bp_plan_param(out, "rank_tokens");
+	const char *rt = m->mem_tokens_param ? bp_plan_param(out, m->mem_tokens_param) : NULL;
 	if (rt) {
 		int64_t v;
-		if (bp_parse_int64(rt, &v, "rank_tokens", err) < 0)
+		if (bp_parse_int64(rt, &v, m->mem_tokens_param, err) < 0)
 			goto out;
 		if (v >= 1 && v < mem_tokens)
 			mem_tokens = v;
@@ -229,17 +240,16 @@ static double step_tokens(const struct bp_solve_opts *o, const struct bp_dataset
 	return n > 0 ? (double)o->docs_per_step * tok / n : 0.0;
 }
 
-/* The method on batches: with run NULL the whole run (ids and steps from 0), else a window
- * of it (method.h). */
-static int run_method(const struct bp_method *m, const struct bp_solve_opts *o,
-		      const struct bp_dataset *ds, struct bp_plan *out, struct bp_costs *costs,
-		      const struct bp_costmodel *cm, const struct bp_batches *batches,
-		      struct bp_rng *rng, struct bp_method_run *run, struct bp_error *err)
+/* What a method is called with (method.h): with run NULL the whole run (ids and steps from
+ * 0), else a window of it. */
+static struct bp_method_ctx method_ctx(const struct bp_solve_opts *o,
+				       const struct bp_dataset *ds, struct bp_costs *costs,
+				       const struct bp_costmodel *cm, struct bp_rng *rng,
+				       struct bp_method_run *run)
 {
-	struct bp_method_ctx ctx = {.cm = cm, .rng = rng, .shard = o->shard, .costs = costs,
-				    .input = o->method_input, .run = run,
-				    .step_tokens = step_tokens(o, ds)};
-	return m->solve(&ctx, batches, out, err);
+	return (struct bp_method_ctx){.cm = cm, .rng = rng, .shard = o->shard, .costs = costs,
+				      .input = o->method_input, .run = run,
+				      .step_tokens = step_tokens(o, ds)};
 }
 
 /* Prediction and validation of what the method returned. */
@@ -358,7 +368,8 @@ int bp_solve(const struct bp_dataset *ds, const struct bp_profile *prof,
 	if (o->documents == BP_DOCS_CUT && bp_batches_cut(&batches, o->max_tokens, NULL, err) < 0)
 		goto out;
 	method_rng(o, &rng);
-	rc = run_method(m, o, ds, out, &costs, cm, &batches, &rng, NULL, err);
+	struct bp_method_ctx ctx = method_ctx(o, ds, &costs, cm, &rng, NULL);
+	rc = m->solve(&ctx, &batches, out, err);
 	if (rc == 0)
 		rc = predict_method(m, out, &costs, batches.truncated, batches.dropped, err);
 out:
@@ -567,6 +578,61 @@ static int copy_decisions(const struct bp_plan *p, struct bp_plan *q, struct bp_
 static int keep_stubs(struct bp_plan *ledger, size_t *cap, const struct bp_plan *w,
 		      int64_t step0, struct bp_error *err);
 
+/* Pipeline k of step i: the recorded micro-batches' tokens and times (a) against the
+ * re-predicted ones (b), then the pipeline's time, busy time and peak memory per stage. */
+static int compare_pipe(const struct bp_pipe *pa, const struct bp_pipe *pb, int pp, size_t i,
+			size_t k, struct bp_error *err)
+{
+	char ctx[128];
+	for (size_t j = 0; j < pa->nmbs; j++) {
+		const struct bp_mb *x = &pa->mbs[j], *y = &pb->mbs[j];
+		if (x->tokens != y->tokens)
+			return bp_errorf(err, "step %zu pipeline %zu micro-batch %zu: tokens %lld, "
+					 "the spans hold %lld", i, k, j, (long long)x->tokens,
+					 (long long)y->tokens);
+		for (int s = 0; s < pp; s++)
+			if (differs(x->fwd[s], y->fwd[s]) || differs(x->bwd[s], y->bwd[s]))
+				return bp_errorf(err, "step %zu pipeline %zu micro-batch %zu stage "
+						 "%d: predicted %.3f/%.3f us, the profile gives "
+						 "%.3f/%.3f us", i, k, j, s, x->fwd[s], x->bwd[s],
+						 y->fwd[s], y->bwd[s]);
+	}
+	snprintf(ctx, sizeof(ctx), "step %zu pipeline %zu", i, k);
+	if (differs(pa->time_us, pb->time_us))
+		return bp_errorf(err, "%s: predicted time %.3f us, the profile gives %.3f us", ctx,
+				 pa->time_us, pb->time_us);
+	for (int s = 0; s < pp; s++) {
+		if (differs(pa->busy_us[s], pb->busy_us[s]))
+			return bp_errorf(err, "%s stage %d: predicted busy %.3f us, the profile "
+					 "gives %.3f us", ctx, s, pa->busy_us[s], pb->busy_us[s]);
+		if (pa->peak_mem[s] != pb->peak_mem[s])
+			return bp_errorf(err, "%s stage %d: predicted peak memory %lld bytes, the "
+					 "profile gives %lld", ctx, s, (long long)pa->peak_mem[s],
+					 (long long)pb->peak_mem[s]);
+	}
+	return 0;
+}
+
+/* What a plan says of its method before its steps are checked: the method is one of the
+ * table, its cp_shard known, and every record one the method keeps. */
+static int check_method_of(const struct bp_plan *p, const struct bp_method *m,
+			   struct bp_error *err)
+{
+	if (!m)
+		return bp_errorf(err, "method \"%.64s\" is not a method of this balplan",
+				 p->method);
+	enum bp_shard sh;
+	const char *cs = bp_plan_param(p, "cp_shard");
+	if (!cs || bp_shard_parse(cs, &sh) < 0)
+		return bp_errorf(err, "method parameter cp_shard \"%.64s\" is not sequence, "
+				 "document or adaptive", cs ? cs : "");
+	for (size_t i = 0; i < p->nsteps; i++)
+		if (p->steps[i].record_ops && p->steps[i].record_ops != m->record)
+			return bp_errorf(err, "step %zu carries a \"%s\" record, which method '%s' "
+					 "does not keep", i, p->steps[i].record_ops->name, m->name);
+	return 0;
+}
+
 /* bp_plan_check, or with a ledger (a window of a plan of lines) its steps checked alone:
  * their re-predicted stubs go to the ledger (indices from step0) and their FLOPs to *flops,
  * for the run's summary. */
@@ -581,23 +647,8 @@ static int check_plan(const struct bp_plan *p, const struct bp_profile *prof,
 	bp_plan_init(&q);
 	bp_costs_init(&costs, prof);
 	const struct bp_method *m = bp_method_find(p->method);
-	if (!m) {
-		bp_errorf(err, "method \"%.64s\" is not a method of this balplan", p->method);
+	if (check_method_of(p, m, err) < 0)
 		goto out;
-	}
-	enum bp_shard sh;
-	const char *cs = bp_plan_param(p, "cp_shard");
-	if (!cs || bp_shard_parse(cs, &sh) < 0) {
-		bp_errorf(err, "method parameter cp_shard \"%.64s\" is not sequence, document or "
-			  "adaptive", cs ? cs : "");
-		goto out;
-	}
-	for (size_t i = 0; i < p->nsteps; i++)
-		if (p->steps[i].record_ops && p->steps[i].record_ops != m->record) {
-			bp_errorf(err, "step %zu carries a \"%s\" record, which method '%s' does not "
-				  "keep", i, p->steps[i].record_ops->name, m->name);
-			goto out;
-		}
 	if (bp_plan_costs(p, prof, &costs, err) < 0)
 		goto out;
 	if (bp_plan_validate(p, &costs, err) < 0)
@@ -605,12 +656,7 @@ static int check_plan(const struct bp_plan *p, const struct bp_profile *prof,
 	/* the method's parameters as solve reads them, and its records against them */
 	if (bp_method_check_params(m, p, err) < 0)
 		goto out;
-	if (m->record == &bp_record_sparsebalance && p->nlayouts) { /* every budget re-derived */
-		const struct bp_costmodel *cm = bp_costs_pipe(&costs, &p->layouts[0], 0, err);
-		if (!cm || bp_sb_recheck(p, cm, err) < 0)
-			goto out;
-	}
-	if (m->record == &bp_record_hydraulis && bp_hyd_recheck(p, err) < 0)
+	if (m->recheck && m->recheck(p, &costs, err) < 0) /* its decisions re-derived */
 		goto out;
 	if (copy_decisions(p, &q, err) < 0)
 		goto out;
@@ -620,49 +666,10 @@ static int check_plan(const struct bp_plan *p, const struct bp_profile *prof,
 	for (size_t i = 0; i < p->nsteps; i++) {
 		const struct bp_step *a = &p->steps[i], *b = &q.steps[i];
 		const struct bp_layout *l = bp_plan_layout(p, a);
-		for (size_t k = 0; k < a->npipes; k++) {
-			int pp = l->pipes[k].sc.pp;
-			const struct bp_pipe *pa = &a->pipes[k], *pb = &b->pipes[k];
-			for (size_t j = 0; j < pa->nmbs; j++) {
-				const struct bp_mb *x = &pa->mbs[j], *y = &pb->mbs[j];
-				if (x->tokens != y->tokens) {
-					bp_errorf(err, "step %zu pipeline %zu micro-batch %zu: tokens "
-						  "%lld, the spans hold %lld", i, k, j,
-						  (long long)x->tokens, (long long)y->tokens);
-					goto out;
-				}
-				for (int s = 0; s < pp; s++)
-					if (differs(x->fwd[s], y->fwd[s]) ||
-					    differs(x->bwd[s], y->bwd[s])) {
-						bp_errorf(err, "step %zu pipeline %zu micro-batch %zu "
-							  "stage %d: predicted %.3f/%.3f us, the "
-							  "profile gives %.3f/%.3f us", i, k, j, s,
-							  x->fwd[s], x->bwd[s], y->fwd[s], y->bwd[s]);
-						goto out;
-					}
-			}
-			snprintf(ctx, sizeof(ctx), "step %zu pipeline %zu", i, k);
-			if (differs(pa->time_us, pb->time_us)) {
-				bp_errorf(err, "%s: predicted time %.3f us, the profile gives %.3f us",
-					  ctx, pa->time_us, pb->time_us);
+		for (size_t k = 0; k < a->npipes; k++)
+			if (compare_pipe(&a->pipes[k], &b->pipes[k], l->pipes[k].sc.pp, i, k,
+					 err) < 0)
 				goto out;
-			}
-			for (int s = 0; s < pp; s++) {
-				if (differs(pa->busy_us[s], pb->busy_us[s])) {
-					bp_errorf(err, "%s stage %d: predicted busy %.3f us, the "
-						  "profile gives %.3f us", ctx, s, pa->busy_us[s],
-						  pb->busy_us[s]);
-					goto out;
-				}
-				if (pa->peak_mem[s] != pb->peak_mem[s]) {
-					bp_errorf(err, "%s stage %d: predicted peak memory %lld bytes, "
-						  "the profile gives %lld", ctx, s,
-						  (long long)pa->peak_mem[s],
-						  (long long)pb->peak_mem[s]);
-					goto out;
-				}
-			}
-		}
 		snprintf(ctx, sizeof(ctx), "step %zu", i);
 		if (compare_metrics(&a->m, &b->m, ctx, err) < 0)
 			goto out;
@@ -855,15 +862,12 @@ static int explain_mismatch(const struct sample_at *want, size_t nw, const struc
 	return bp_errorf(err, "step %zu: the plan's documents and the index's order differ", s);
 }
 
-int bp_plan_check_samples(const struct bp_plan *p, const struct bp_dataset *ds,
+/* The plan names samples of this index: an order of samples, the same file read the same
+ * way. */
+static int check_index_of(const struct bp_plan *p, const struct bp_dataset *ds,
 			  const char *ds_sha, struct bp_error *err)
 {
 	const struct bp_source *src = &p->source;
-	struct bp_batches b = {0};
-	struct sample_at *want = NULL, *got = NULL;
-	const struct bp_doc **wd = NULL, **gd = NULL;
-	size_t *wn = NULL, *gn = NULL, nw = 0, ng = 0;
-	int rc = -1;
 	if (src->order == BP_ORDER_DRAW)
 		return bp_errorf(err, "the plan draws lengths (sampling.order draw, a what-if "
 				 "plan): it names no samples to check against an index");
@@ -877,6 +881,117 @@ int bp_plan_check_samples(const struct bp_plan *p, const struct bp_dataset *ds,
 	if (strcmp(ds->format, src->format))
 		return bp_errorf(err, "the index was read as %s, the plan's source as %s "
 				 "(other field options?)", ds->format, src->format);
+	return 0;
+}
+
+/* Documents drawn before the window (from step F) and trained in it: the order's (b), in
+ * their step. */
+static int check_carried_samples(const struct bp_plan *p, const struct bp_batches *b,
+				 int64_t F, struct bp_error *err)
+{
+	for (size_t i = 0; i < p->ncarried; i++) {
+		const struct bp_carried *c = &p->carried[i];
+		const struct bp_doc *e = NULL;
+		for (size_t k = 0; c->step >= 0 && c->step < F && k < b->b[c->step].ndocs; k++)
+			if (b->b[c->step].docs[k].id == c->d.id)
+				e = &b->b[c->step].docs[k];
+		if (!e || e->len != c->d.len || e->sample != c->d.sample || e->soff != c->d.soff)
+			return bp_errorf(err, "carried document %lld (sample %lld offset %lld, %lld "
+					 "tokens) is not what the index's order draws in step %lld",
+					 (long long)c->d.id, (long long)c->d.sample,
+					 (long long)c->d.soff, (long long)c->d.len,
+					 (long long)c->step);
+	}
+	return 0;
+}
+
+/* Every step's documents, in draw order, against the order's batches b from step F; the
+ * first difference explained (explain_mismatch). */
+static int check_step_samples(const struct bp_plan *p, const struct bp_batches *b, int64_t F,
+			      struct bp_error *err)
+{
+	struct sample_at *want = NULL, *got = NULL;
+	size_t nb = b->n - (size_t)F, nw = 0, ng = 0;
+	int rc = -1;
+	const struct bp_doc **wd = bp_calloc(nb + 1, sizeof(*wd), err);
+	const struct bp_doc **gd = bp_calloc(p->nsteps + 1, sizeof(*gd), err);
+	size_t *wn = bp_calloc(nb + 1, sizeof(*wn), err);
+	size_t *gn = bp_calloc(p->nsteps + 1, sizeof(*gn), err);
+	if (!wd || !gd || !wn || !gn)
+		goto out;
+	for (size_t s = 0; s < nb; s++) {
+		wd[s] = b->b[F + (int64_t)s].docs;
+		wn[s] = b->b[F + (int64_t)s].ndocs;
+	}
+	for (size_t s = 0; s < p->nsteps; s++) {
+		gd[s] = p->steps[s].docs;
+		gn[s] = p->steps[s].ndocs;
+	}
+	if (!(want = sample_table(wd, wn, nb, (size_t)F, &nw, err)) ||
+	    !(got = sample_table(gd, gn, p->nsteps, (size_t)F, &ng, err)))
+		goto out;
+	for (size_t s = 0; s < p->nsteps; s++) {
+		size_t n = s < nb ? wn[s] : 0, k = 0;
+		for (; k < n && k < gn[s]; k++) {
+			const struct bp_doc *e = &wd[s][k], *g = &gd[s][k];
+			if (e->id != g->id || e->len != g->len || e->sample != g->sample ||
+			    e->soff != g->soff) {
+				explain_mismatch(want, nw, got, ng, e, g, s + (size_t)F, err);
+				goto out;
+			}
+		}
+		if (k < n || k < gn[s]) {
+			explain_mismatch(want, nw, got, ng, k < n ? &wd[s][k] : NULL,
+					 k < gn[s] ? &gd[s][k] : NULL, s + (size_t)F, err);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	free(want);
+	free(got);
+	free(wd);
+	free(gd);
+	free(wn);
+	free(gn);
+	return rc;
+}
+
+/* The plan's source counters against the order's: b the whole order, at_f its part before
+ * the window (from step F; empty when F is 0). */
+static int check_source_counts(const struct bp_plan *p, const struct bp_dataset *ds,
+			       const struct bp_batches *b, const struct bp_batches *at_f,
+			       int64_t F, struct bp_error *err)
+{
+	const struct bp_source *src = &p->source;
+	const struct {
+		const char *name;
+		int64_t plan, index;
+	} f[] = {
+		{"first_position", src->first_pos, F > 0 ? at_f->end_pos : b->first_pos},
+		{"end_position", src->end_pos, b->end_pos},
+		{"left_samples", src->left, b->left},
+		{"data_ended", src->data_ended, b->data_ended},
+		{"tokens", src->tokens, ds->stats.tokens},
+		{"sequences", src->sequences, ds->sequences},
+		{"truncated_docs", p->summary.truncated, b->truncated - at_f->truncated},
+		{"dropped_docs", p->summary.dropped, b->dropped - at_f->dropped},
+	};
+	for (size_t i = 0; i < BP_ARRAY_LEN(f); i++)
+		if (f[i].plan != f[i].index)
+			return bp_errorf(err, "the plan records %s %lld, the index's order gives %lld",
+					 f[i].name, (long long)f[i].plan, (long long)f[i].index);
+	return 0;
+}
+
+int bp_plan_check_samples(const struct bp_plan *p, const struct bp_dataset *ds,
+			  const char *ds_sha, struct bp_error *err)
+{
+	const struct bp_source *src = &p->source;
+	struct bp_batches b = {0};
+	int rc = -1;
+	if (check_index_of(p, ds, ds_sha, err) < 0)
+		return -1;
 	/* Where the data ended inside the plan, the sampler runs to that end, reading what solve
 	 * read after the last step (a dropped last batch, samples dropped over the cap). */
 	/* A window of a run (plan.h) from step F: the order from step 0, its steps from F; the
@@ -906,84 +1021,13 @@ int bp_plan_check_samples(const struct bp_plan *p, const struct bp_dataset *ds,
 			  b.n, (long long)p->nsteps_drawn, (long long)F);
 		goto out;
 	}
-	/* documents drawn before the window and trained in it: the order's, in their step */
-	for (size_t i = 0; i < p->ncarried; i++) {
-		const struct bp_carried *c = &p->carried[i];
-		const struct bp_doc *e = NULL;
-		for (size_t k = 0; c->step >= 0 && c->step < F && k < b.b[c->step].ndocs; k++)
-			if (b.b[c->step].docs[k].id == c->d.id)
-				e = &b.b[c->step].docs[k];
-		if (!e || e->len != c->d.len || e->sample != c->d.sample || e->soff != c->d.soff) {
-			bp_errorf(err, "carried document %lld (sample %lld offset %lld, %lld tokens) "
-				  "is not what the index's order draws in step %lld",
-				  (long long)c->d.id, (long long)c->d.sample, (long long)c->d.soff,
-				  (long long)c->d.len, (long long)c->step);
-			goto out;
-		}
-	}
-	size_t nb = b.n - (size_t)F;
-	wd = bp_calloc(nb + 1, sizeof(*wd), err);
-	gd = bp_calloc(p->nsteps + 1, sizeof(*gd), err);
-	wn = bp_calloc(nb + 1, sizeof(*wn), err);
-	gn = bp_calloc(p->nsteps + 1, sizeof(*gn), err);
-	if (!wd || !gd || !wn || !gn)
+	if (check_carried_samples(p, &b, F, err) < 0 || check_step_samples(p, &b, F, err) < 0 ||
+	    check_source_counts(p, ds, &b, &at_f, F, err) < 0)
 		goto out;
-	for (size_t s = 0; s < nb; s++) {
-		wd[s] = b.b[F + (int64_t)s].docs;
-		wn[s] = b.b[F + (int64_t)s].ndocs;
-	}
-	for (size_t s = 0; s < p->nsteps; s++) {
-		gd[s] = p->steps[s].docs;
-		gn[s] = p->steps[s].ndocs;
-	}
-	if (!(want = sample_table(wd, wn, nb, (size_t)F, &nw, err)) ||
-	    !(got = sample_table(gd, gn, p->nsteps, (size_t)F, &ng, err)))
-		goto out;
-	for (size_t s = 0; s < p->nsteps; s++) {
-		size_t n = s < nb ? wn[s] : 0, k = 0;
-		for (; k < n && k < gn[s]; k++) {
-			const struct bp_doc *e = &wd[s][k], *g = &gd[s][k];
-			if (e->id != g->id || e->len != g->len || e->sample != g->sample ||
-			    e->soff != g->soff) {
-				explain_mismatch(want, nw, got, ng, e, g, s + (size_t)F, err);
-				goto out;
-			}
-		}
-		if (k < n || k < gn[s]) {
-			explain_mismatch(want, nw, got, ng, k < n ? &wd[s][k] : NULL,
-					 k < gn[s] ? &gd[s][k] : NULL, s + (size_t)F, err);
-			goto out;
-		}
-	}
-	const struct {
-		const char *name;
-		int64_t plan, index;
-	} f[] = {
-		{"first_position", src->first_pos, F > 0 ? at_f.end_pos : b.first_pos},
-		{"end_position", src->end_pos, b.end_pos},
-		{"left_samples", src->left, b.left},
-		{"data_ended", src->data_ended, b.data_ended},
-		{"tokens", src->tokens, ds->stats.tokens},
-		{"sequences", src->sequences, ds->sequences},
-		{"truncated_docs", p->summary.truncated, b.truncated - at_f.truncated},
-		{"dropped_docs", p->summary.dropped, b.dropped - at_f.dropped},
-	};
-	for (size_t i = 0; i < BP_ARRAY_LEN(f); i++)
-		if (f[i].plan != f[i].index) {
-			bp_errorf(err, "the plan records %s %lld, the index's order gives %lld",
-				  f[i].name, (long long)f[i].plan, (long long)f[i].index);
-			goto out;
-		}
 	rc = 0;
 out:
 	bp_batches_release(&b);
 	bp_batches_release(&at_f);
-	free(want);
-	free(got);
-	free(wd);
-	free(gd);
-	free(wn);
-	free(gn);
 	return rc;
 }
 
@@ -1048,14 +1092,14 @@ static int keep_stubs(struct bp_plan *ledger, size_t *cap, const struct bp_plan 
 	return 0;
 }
 
-/* Whether a method carries state from step to step: its table flag, or fixed's packing
- * window (parameter window > 1), which packs several global batches together. */
+/* Whether a method carries state from step to step: its row's flag, or its carries_param
+ * at a value other than 1. */
 static int method_carries(const struct bp_method *m, const struct bp_solve_opts *o)
 {
 	if (m->carries)
 		return 1;
-	for (size_t i = 0; i < o->nparams; i++)
-		if (!strcmp(o->params[i].key, "window") && strcmp(o->params[i].value, "1"))
+	for (size_t i = 0; m->carries_param && i < o->nparams; i++)
+		if (!strcmp(o->params[i].key, m->carries_param) && strcmp(o->params[i].value, "1"))
 			return 1;
 	return 0;
 }
@@ -1149,31 +1193,234 @@ struct stream_mark {
 	int data_ended;
 };
 
+/* One bp_solve_stream: the request, the run's steps [first, end) (end: the run's end), the
+ * sampler and its last batches (b), the window being planned (w), the summary's stubs
+ * (ledger), the method's run and the documents delayed past the steps handed on (carry; head:
+ * those the plan carries in). pos is the next batch's step, id0 the next document's id,
+ * emitted the next step the method hands on. */
+struct stream {
+	const struct bp_dataset *ds;
+	const struct bp_profile *prof;
+	const struct bp_solve_opts *o;
+	const struct bp_method *m;
+	const struct bp_solve_sink *sink;
+	struct bp_plan *header;
+	size_t window;
+	int carries;
+	int64_t first, end;
+	struct bp_sampler *sp;
+	struct bp_batches b;
+	struct bp_plan w, ledger;
+	struct bp_costs costs;
+	struct bp_rng rng;
+	struct bp_method_run run;
+	struct carry_map carry, head;
+	struct stream_mark at, start, stop;
+	size_t ledger_cap;
+	int64_t pos, id0, emitted;
+	double flops;
+	int have_header, ended, stopped, lookahead;
+};
+
+/* Draws the next call's batches into s->b, up to a window and never across the plan's first
+ * or end step, numbering their documents from 0 (cut when the documents are), with their
+ * count in *ndocs. Returns how many were drawn, -1 or BP_INFEASIBLE. */
+static int stream_draw(struct stream *s, int64_t *ndocs, struct bp_error *err)
+{
+	const struct bp_solve_opts *o = s->o;
+	size_t want = s->window;
+	if (s->pos < s->first && (size_t)(s->first - s->pos) < want)
+		want = (size_t)(s->first - s->pos); /* a call ends where the window starts */
+	else if (s->pos < s->end && (size_t)(s->end - s->pos) < want)
+		want = (size_t)(s->end - s->pos); /* ... and where it ends */
+	if (s->pos == s->first)
+		s->start = s->at;
+	bp_batches_release(&s->b);
+	int got = bp_sampler_next(s->sp, want, &s->b, err);
+	if (got < 0)
+		return o->overlen == BP_OVERLEN_ERROR && strstr(err->text, "longer than")
+			       ? BP_INFEASIBLE : -1;
+	struct bp_batches *b = &s->b;
+	s->at = (struct stream_mark){b->end_pos, b->truncated, b->dropped, b->left,
+				     b->data_ended};
+	if (!got && s->pos <= s->first) {
+		if (!s->first)
+			return bp_errorf(err, "the data ends before the first step: no samples "
+					 "left to plan");
+		return bp_errorf(err, "the window starts at step %lld, but the data ends after "
+				 "%lld steps: no samples left to plan", (long long)s->first,
+				 (long long)s->pos);
+	}
+	/* batches drawn past the plan only finish its last steps */
+	s->lookahead = s->pos > s->end || (s->pos == s->end && got > 0);
+	if (!s->stopped && s->pos <= s->end && (s->pos + (int64_t)b->n >= s->end || !got)) {
+		s->stop = s->at;
+		s->stopped = 1;
+	}
+	/* the window's documents numbered from 0, as a method expects */
+	int64_t first_id = b->n && b->b[0].ndocs ? b->b[0].docs[0].id : 0;
+	for (size_t i = 0; i < b->n; i++)
+		for (size_t k = 0; k < b->b[i].ndocs; k++)
+			b->b[i].docs[k].id -= first_id;
+	if (o->documents == BP_DOCS_CUT && bp_batches_cut(b, o->max_tokens, NULL, err) < 0)
+		return -1;
+	*ndocs = 0;
+	for (size_t i = 0; i < b->n; i++)
+		*ndocs += (int64_t)b->b[i].ndocs;
+	return got;
+}
+
+/* The method on the batches drawn (got of them, ndocs documents) into a fresh window s->w:
+ * with the run's ids and steps when it carries state, else shifted there after. Returns 0,
+ * -1 or BP_INFEASIBLE. */
+static int stream_plan(struct stream *s, int got, int64_t ndocs, struct bp_error *err)
+{
+	const struct bp_costmodel *cm = NULL;
+	struct bp_batches *b = &s->b;
+	bp_plan_release(&s->w);
+	int rc = solve_header(s->m, s->prof, s->o, &s->w, &s->costs, &cm, err);
+	if (rc < 0)
+		return rc;
+	set_source(&s->w, s->o, s->ds, b); /* its order: how its steps name samples */
+	int last = !got || (!s->o->flush_data && s->pos + (int64_t)b->n == s->end);
+	struct bp_method_ctx ctx = method_ctx(s->o, s->ds, &s->costs, cm, &s->rng,
+					      s->carries ? &s->run : NULL);
+	if (s->carries) { /* the run's ids and steps */
+		for (size_t i = 0; i < b->n; i++)
+			for (size_t k = 0; k < b->b[i].ndocs; k++)
+				b->b[i].docs[k].id += s->id0;
+		s->run.step0 = s->pos;
+		s->run.last = last;
+		rc = s->m->solve(&ctx, b, &s->w, err);
+	} else {
+		rc = s->m->solve(&ctx, b, &s->w, err);
+		if (rc == 0) {
+			shift_steps(&s->w, s->pos, s->id0);
+			s->w.first_step = s->pos;
+		}
+	}
+	if (rc < 0)
+		return rc;
+	s->pos += (int64_t)b->n;
+	s->id0 += ndocs;
+	s->ended = last;
+	return 0;
+}
+
+/* Keeps the window's steps of the plan: those before it hand their delays into it to the
+ * carried documents, those past its end (batches drawn ahead) are dropped. The steps kept
+ * are s->w's (none: nothing to hand on). */
+static int stream_trim(struct stream *s, struct bp_error *err)
+{
+	struct bp_plan *w = &s->w;
+	s->emitted = w->steps[w->nsteps - 1].index + 1;
+	size_t before = 0, keep;
+	while (before < w->nsteps && w->steps[before].index < s->first)
+		before++;
+	if (carry_delays(&s->carry, w, 0, before, s->first, err) < 0)
+		return -1;
+	drop_front(w, before);
+	keep = w->nsteps;
+	if (s->lookahead)
+		while (keep > 0 && w->steps[keep - 1].index >= s->end)
+			keep--;
+	for (size_t i = keep; i < w->nsteps; i++)
+		bp_step_release(&w->steps[i]);
+	w->nsteps = keep;
+	return 0;
+}
+
+/* Hands the window's steps on: their carried documents in and delays out, predicted and
+ * validated, to the ledger and the sink; the first window's plan becomes the header (the
+ * method's recorded defaults and caps). */
+static int stream_emit(struct stream *s, struct bp_error *err)
+{
+	struct bp_plan *w = &s->w;
+	int64_t wend = w->first_step + (int64_t)w->nsteps;
+	if (carry_take(&s->carry, w, w->first_step, wend, err) < 0)
+		return -1;
+	for (size_t i = 0; i < w->ncarried; i++) /* the plan's own carried documents */
+		if (w->carried[i].step < s->first && carry_add(&s->head, &w->carried[i], err) < 0)
+			return -1;
+	if (carry_delays(&s->carry, w, 0, w->nsteps, wend, err) < 0)
+		return -1;
+	w->open = s->carry.n > 0;
+	int64_t drawn = 0;
+	for (size_t i = 0; i < w->nsteps; i++)
+		drawn += w->steps[i].index < s->end && (!s->ended || w->steps[i].index < s->pos);
+	w->nsteps_drawn = drawn > 0 ? drawn : 1;
+	if (predict_method(s->m, w, &s->costs, 0, 0, err) < 0)
+		return -1;
+	bp_plan_step_work(w, &s->flops);
+	if (keep_stubs(&s->ledger, &s->ledger_cap, w, 0, err) < 0)
+		return -1;
+	if (s->sink->steps(s->sink->arg, w, err) < 0)
+		return -1;
+	if (!s->have_header) { /* the method's recorded defaults and caps, once */
+		for (size_t i = 0; i < w->nsteps; i++)
+			bp_step_release(&w->steps[i]);
+		free(w->steps);
+		free(w->carried);
+		w->steps = NULL;
+		w->carried = NULL;
+		w->nsteps = w->ncarried = 0;
+		*s->header = *w;
+		bp_plan_init(w);
+		s->have_header = 1;
+	}
+	return 0;
+}
+
+/* The plan's header after the last window: its drawn steps, where it starts, what it carries
+ * in, whether the run goes on; the sampler's counters over its own steps, and the summary of
+ * every step as bp_plan_predict sums it (in step order). */
+static int stream_finish(struct stream *s, struct bp_error *err)
+{
+	struct bp_plan *header = s->header;
+	if (!s->have_header)
+		return bp_errorf(err, "the data ends before the first step: no samples left to "
+				 "plan");
+	if (!s->stopped)
+		s->stop = s->at;
+	header->first_step = s->first;
+	header->nsteps_drawn = (s->pos < s->end ? s->pos : s->end) - s->first;
+	header->open = !s->ended || (s->o->flush_data && s->pos > s->end);
+	header->ncarried = 0;
+	if (s->head.n) {
+		qsort(s->head.v, s->head.n, sizeof(*s->head.v), cmp_carried);
+		header->carried = s->head.v;
+		header->ncarried = s->head.n;
+		s->head.v = NULL;
+	}
+	struct bp_batches src = {.first_pos = s->start.pos, .end_pos = s->stop.pos,
+				 .left = s->stop.left, .data_ended = s->stop.data_ended,
+				 .truncated = s->stop.truncated - s->start.truncated,
+				 .dropped = s->stop.dropped - s->start.dropped};
+	set_source(header, s->o, s->ds, &src);
+	s->ledger.cluster = header->cluster;
+	s->ledger.summary.truncated = src.truncated;
+	s->ledger.summary.dropped = src.dropped;
+	if (bp_plan_summarize(&s->ledger, err) < 0)
+		return -1;
+	bp_plan_work_summary(&s->ledger, s->flops, s->prof);
+	header->summary = s->ledger.summary;
+	return 0;
+}
+
 int bp_solve_stream(const struct bp_dataset *ds, const struct bp_profile *prof,
 		    const struct bp_solve_opts *o, size_t window,
 		    const struct bp_solve_sink *sink, struct bp_plan *header,
 		    struct bp_error *err)
 {
-	const struct bp_method *m = bp_method_find(o->method);
+	struct stream s = {.ds = ds, .prof = prof, .o = o, .sink = sink, .header = header,
+			   .window = window, .m = bp_method_find(o->method)};
 	struct bp_sampler_opts so;
-	struct bp_sampler *sp = NULL;
-	struct bp_batches b = {0};
-	struct bp_plan w, ledger;
-	struct bp_costs costs;
-	struct bp_rng rng;
-	struct bp_method_run run = {0};
-	struct carry_map carry = {0}, head = {0};
-	struct stream_mark at = {0}, start = {0}, stop = {0};
-	size_t ledger_cap = 0;
-	int64_t pos = 0, id0 = 0, emitted = 0; /* next batch's step, next document's id, next
-						* step the method hands on */
-	double flops = 0.0;
-	int rc = -1, have_header = 0, ended = 0, stopped = 0, lookahead = 0;
+	int rc = -1;
 	bp_plan_init(header);
-	bp_plan_init(&w);
-	bp_plan_init(&ledger);
-	bp_costs_init(&costs, prof);
-	if (!m)
+	bp_plan_init(&s.w);
+	bp_plan_init(&s.ledger);
+	bp_costs_init(&s.costs, prof);
+	if (!s.m)
 		return bp_errorf(err, "unknown method '%s'", o->method);
 	if (window < 1)
 		return bp_errorf(err, "a window of %zu steps", window);
@@ -1181,185 +1428,55 @@ int bp_solve_stream(const struct bp_dataset *ds, const struct bp_profile *prof,
 		return bp_errorf(err, "a window of %lld steps from step %lld%s",
 				 (long long)o->steps, (long long)o->first_step,
 				 o->steps ? "" : " without an end of the data (epochs)");
-	const int carries = method_carries(m, o);
+	s.carries = method_carries(s.m, o);
 	/* The plan draws steps [first, end); the run ends there, or with flush_data where the
 	 * data ends (a window of a longer run: the method plans past `end` until every step
 	 * before it is finished, and those later steps are the next window's). */
 	const int64_t unbounded = INT64_C(1) << 40; /* steps 0: as many as the epochs fill */
-	const int64_t first = o->first_step, end = o->steps ? first + o->steps : unbounded;
-	sampler_opts(o, o->flush_data || !o->steps ? unbounded : end, &so);
-	if (!(sp = bp_sampler_new(ds, &so, err)))
+	s.first = o->first_step;
+	s.end = o->steps ? s.first + o->steps : unbounded;
+	sampler_opts(o, o->flush_data || !o->steps ? unbounded : s.end, &so);
+	if (!(s.sp = bp_sampler_new(ds, &so, err)))
 		goto out;
-	method_rng(o, &rng);
-	while (!ended && !(pos >= end && emitted >= end)) {
-		const struct bp_costmodel *cm = NULL;
-		size_t want = window;
-		if (pos < first && (size_t)(first - pos) < want)
-			want = (size_t)(first - pos); /* a call ends where the window starts */
-		else if (pos < end && (size_t)(end - pos) < want)
-			want = (size_t)(end - pos); /* ... and where it ends */
-		if (pos == first)
-			start = at;
-		bp_batches_release(&b);
-		int got = bp_sampler_next(sp, want, &b, err);
+	method_rng(o, &s.rng);
+	while (!s.ended && !(s.pos >= s.end && s.emitted >= s.end)) {
+		int64_t ndocs = 0;
+		int got = stream_draw(&s, &ndocs, err);
 		if (got < 0) {
-			if (o->overlen == BP_OVERLEN_ERROR && strstr(err->text, "longer than"))
-				rc = BP_INFEASIBLE;
+			rc = got;
 			goto out;
 		}
-		at = (struct stream_mark){b.end_pos, b.truncated, b.dropped, b.left, b.data_ended};
-		if (!got && pos <= first) {
-			if (!first)
-				bp_errorf(err, "the data ends before the first step: no samples left "
-					  "to plan");
-			else
-				bp_errorf(err, "the window starts at step %lld, but the data ends "
-					  "after %lld steps: no samples left to plan",
-					  (long long)first, (long long)pos);
-			goto out;
-		}
-		/* batches drawn past the plan only finish its last steps */
-		lookahead = pos > end || (pos == end && got > 0);
-		if (!stopped && pos <= end && (pos + (int64_t)b.n >= end || !got)) {
-			stop = at;
-			stopped = 1;
-		}
-		/* the window's documents numbered from 0, as a method expects */
-		int64_t first_id = b.n && b.b[0].ndocs ? b.b[0].docs[0].id : 0, ndocs = 0;
-		for (size_t s = 0; s < b.n; s++)
-			for (size_t k = 0; k < b.b[s].ndocs; k++)
-				b.b[s].docs[k].id -= first_id;
-		if (o->documents == BP_DOCS_CUT && bp_batches_cut(&b, o->max_tokens, NULL, err) < 0)
-			goto out;
-		for (size_t s = 0; s < b.n; s++)
-			ndocs += (int64_t)b.b[s].ndocs;
-		if (!carries && pos + (int64_t)b.n <= first) { /* before the window: skipped */
-			pos += (int64_t)b.n;
-			id0 += ndocs;
-			emitted = pos;
+		if (!s.carries && s.pos + (int64_t)s.b.n <= s.first) { /* before the window */
+			s.pos += (int64_t)s.b.n;
+			s.id0 += ndocs;
+			s.emitted = s.pos;
 			continue;
 		}
-		bp_plan_release(&w);
-		rc = solve_header(m, prof, o, &w, &costs, &cm, err);
-		if (rc < 0)
-			goto out;
-		set_source(&w, o, ds, &b); /* its order: how its steps name samples */
-		int last = !got || (!o->flush_data && pos + (int64_t)b.n == end);
-		if (carries) { /* the run's ids and steps */
-			for (size_t s = 0; s < b.n; s++)
-				for (size_t k = 0; k < b.b[s].ndocs; k++)
-					b.b[s].docs[k].id += id0;
-			run.step0 = pos;
-			run.last = last;
-			rc = run_method(m, o, ds, &w, &costs, cm, &b, &rng, &run, err);
-		} else {
-			rc = run_method(m, o, ds, &w, &costs, cm, &b, &rng, NULL, err);
-			if (rc == 0) {
-				shift_steps(&w, pos, id0);
-				w.first_step = pos;
-			}
-		}
+		rc = stream_plan(&s, got, ndocs, err);
 		if (rc < 0)
 			goto out;
 		rc = -1;
-		pos += (int64_t)b.n;
-		id0 += ndocs;
-		ended = last;
-		if (!w.nsteps)
+		if (!s.w.nsteps)
 			continue;
-		emitted = w.steps[w.nsteps - 1].index + 1;
-		/* steps before the window: their delays into it are its carried documents */
-		size_t before = 0, keep;
-		while (before < w.nsteps && w.steps[before].index < first)
-			before++;
-		if (carry_delays(&carry, &w, 0, before, first, err) < 0)
+		if (stream_trim(&s, err) < 0)
 			goto out;
-		drop_front(&w, before);
-		keep = w.nsteps;
-		if (lookahead)
-			while (keep > 0 && w.steps[keep - 1].index >= end)
-				keep--;
-		for (size_t i = keep; i < w.nsteps; i++)
-			bp_step_release(&w.steps[i]);
-		w.nsteps = keep;
-		if (!keep)
-			continue;
-		int64_t wend = w.first_step + (int64_t)keep;
-		if (carry_take(&carry, &w, w.first_step, wend, err) < 0)
+		if (s.w.nsteps && stream_emit(&s, err) < 0)
 			goto out;
-		for (size_t i = 0; i < w.ncarried; i++) /* the plan's own carried documents */
-			if (w.carried[i].step < first && carry_add(&head, &w.carried[i], err) < 0)
-				goto out;
-		if (carry_delays(&carry, &w, 0, w.nsteps, wend, err) < 0)
-			goto out;
-		w.open = carry.n > 0;
-		int64_t drawn = 0;
-		for (size_t i = 0; i < w.nsteps; i++)
-			drawn += w.steps[i].index < end && (!ended || w.steps[i].index < pos);
-		w.nsteps_drawn = drawn > 0 ? drawn : 1;
-		if (predict_method(m, &w, &costs, 0, 0, err) < 0)
-			goto out;
-		bp_plan_step_work(&w, &flops);
-		if (keep_stubs(&ledger, &ledger_cap, &w, 0, err) < 0)
-			goto out;
-		if (sink->steps(sink->arg, &w, err) < 0)
-			goto out;
-		if (!have_header) { /* the method's recorded defaults and caps, once */
-			for (size_t i = 0; i < w.nsteps; i++)
-				bp_step_release(&w.steps[i]);
-			free(w.steps);
-			free(w.carried);
-			w.steps = NULL;
-			w.carried = NULL;
-			w.nsteps = w.ncarried = 0;
-			*header = w;
-			bp_plan_init(&w);
-			have_header = 1;
-		}
 	}
-	if (!have_header) {
-		bp_errorf(err, "the data ends before the first step: no samples left to plan");
+	if (stream_finish(&s, err) < 0)
 		goto out;
-	}
-	if (!stopped)
-		stop = at;
-	/* the plan: its drawn steps, where it starts, what it carries in, whether the run goes
-	 * on; the sampler's counters over its own steps */
-	header->first_step = first;
-	header->nsteps_drawn = (pos < end ? pos : end) - first;
-	header->open = !ended || (o->flush_data && pos > end);
-	header->ncarried = 0;
-	if (head.n) {
-		qsort(head.v, head.n, sizeof(*head.v), cmp_carried);
-		header->carried = head.v;
-		header->ncarried = head.n;
-		head.v = NULL;
-	}
-	struct bp_batches src = {.first_pos = start.pos, .end_pos = stop.pos, .left = stop.left,
-				 .data_ended = stop.data_ended,
-				 .truncated = stop.truncated - start.truncated,
-				 .dropped = stop.dropped - start.dropped};
-	set_source(header, o, ds, &src);
-	/* the summary of every step, as bp_plan_predict sums it: in step order */
-	ledger.cluster = header->cluster;
-	ledger.summary.truncated = src.truncated;
-	ledger.summary.dropped = src.dropped;
-	if (bp_plan_summarize(&ledger, err) < 0)
-		goto out;
-	bp_plan_work_summary(&ledger, flops, prof);
-	header->summary = ledger.summary;
 	rc = 0;
 out:
-	if (rc != 0 && have_header)
+	if (rc != 0 && s.have_header)
 		bp_plan_release(header);
-	if (run.state && run.release)
-		run.release(run.state);
-	free(carry.v);
-	free(head.v);
-	bp_sampler_free(sp);
-	bp_batches_release(&b);
-	bp_plan_release(&w);
-	bp_plan_release(&ledger);
-	bp_costs_release(&costs);
+	if (s.run.state && s.run.release)
+		s.run.release(s.run.state);
+	free(s.carry.v);
+	free(s.head.v);
+	bp_sampler_free(s.sp);
+	bp_batches_release(&s.b);
+	bp_plan_release(&s.w);
+	bp_plan_release(&s.ledger);
+	bp_costs_release(&s.costs);
 	return rc;
 }

@@ -54,36 +54,32 @@
 #include "attn_sparse.h"
 #include "cmdutil.h"
 #include "costkinds.h"
+#include "devbuf.h"
 #include "jsonutil.h"
 #include "measure.h"
 #include "rendezvous.h"
 
-#define FILL_CHUNK (256 * 1024)      /* bytes of seeded values uploaded, then replicated */
 #define BLAS_WORKSPACE (32u << 20)   /* cuBLAS workspace, as backend_cuda.c */
+#define FILL_SEED 0x62616c70726f66ULL /* the seed of the values buffers are filled with */
 #define TARGET_BLOCKS BP_PROF_TARGET_BLOCKS /* CTAs per attention launch (profile.h) */
 #define COPY_BYTES (12.0 * (1 << 30)) /* device bytes the copies of a cell may use */
 #define LONG_RUN_MS 200.0            /* a run this long: fewer reps (below) */
 #define LONG_CELL_MS 2000.0          /* timed milliseconds per long cell at most */
-
-struct dbuf {
-	void *p;
-	size_t cap;
-};
 
 struct gpu {
 	cudaStream_t stream;
 	cublasHandle_t blas;
 	cudaEvent_t ev0, ev1;
 	ncclComm_t comm;
-	struct dbuf blas_ws;
+	struct bp_dbuf blas_ws;
 	/* attention */
-	struct dbuf q, k, v, o, dout, dq, dk, dv, lse, ws, cu;
+	struct bp_dbuf q, k, v, o, dout, dq, dk, dv, lse, ws, cu;
 	/* linear */
-	struct dbuf w_qkv, w_o, w_up, w_down, dw, x, qkv, ao, y, dy, dx, dob, u;
+	struct bp_dbuf w_qkv, w_o, w_up, w_down, dw, x, qkv, ao, y, dy, dx, dob, u;
 	/* the LM head */
-	struct dbuf w_lm, dw_lm, lm;
+	struct bp_dbuf w_lm, dw_lm, lm;
 	/* collectives */
-	struct dbuf cin, cout, times;
+	struct bp_dbuf cin, cout, times;
 	uint16_t *fill;
 	int sms, dev;
 };
@@ -125,79 +121,28 @@ static double now_s(void)
 
 /* ---- device memory ---- */
 
-/* Seeded values in [-1/16, 1/16] as bf16 (as backend_cuda.c: attention sees ordinary
- * softmax inputs, GEMMs no denormals). */
-static void make_fill(uint16_t *v, size_t n)
+/* Makes b hold at least bytes (grow only, after synchronising the stream), filled as
+ * asked (executor/devbuf.h). */
+static int ensure(struct bp_dbuf *b, size_t bytes, int fill, struct bp_error *err)
 {
-	uint64_t x = 0x62616c70726f66ULL;
-	for (size_t i = 0; i < n; i++) {
-		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-		float f = ((float)(x >> 40) / 16777216.0f - 0.5f) * 0.125f;
-		uint32_t b;
-		memcpy(&b, &f, 4);
-		b += 0x7fffu + ((b >> 16) & 1u);
-		v[i] = (uint16_t)(b >> 16);
-	}
-}
-
-enum { FILL_NONE, FILL_BF16, FILL_LSE };
-
-/* Makes b hold at least bytes (grow only), filled as asked. */
-static int ensure(struct dbuf *b, size_t bytes, int fill, struct bp_error *err)
-{
-	if (bytes <= b->cap)
-		return 0;
-	CU(cudaStreamSynchronize(G.stream));
-	if (b->p)
-		CU(cudaFree(b->p));
-	b->p = NULL;
-	b->cap = 0;
-	size_t want = (bytes + 255) & ~(size_t)255;
-	cudaError_t e = cudaMalloc(&b->p, want);
-	if (e != cudaSuccess) {
-		b->p = NULL;
-		(void)cudaGetLastError();
-		return bp_errorf(err, "cudaMalloc of %zu bytes failed (balprof.c:%d): %s", want,
-				 __LINE__, cudaGetErrorString(e));
-	}
-	b->cap = want;
-	if (fill == FILL_LSE) /* 0x40404040 is 3.004f: a plausible log-sum-exp */
-		CU(cudaMemsetAsync(b->p, 0x40, want, G.stream));
-	else if (fill == FILL_BF16) {
-		size_t first = want < FILL_CHUNK ? want : FILL_CHUNK;
-		char *d = b->p;
-		CU(cudaMemcpyAsync(d, G.fill, first, cudaMemcpyHostToDevice, G.stream));
-		for (size_t done = first; done < want;) {
-			size_t k = done < want - done ? done : want - done;
-			CU(cudaMemcpyAsync(d + done, d, k, cudaMemcpyDeviceToDevice, G.stream));
-			done += k;
-		}
-	}
-	return 0;
-}
-
-static void dfree(struct dbuf *b)
-{
-	if (b->p)
-		cudaFree(b->p);
-	b->p = NULL;
-	b->cap = 0;
+	const struct bp_dev d = {G.stream, G.fill, 0};
+	return bp_dbuf_ensure(&d, b, bytes, fill, NULL, err);
 }
 
 static void free_attn_bufs(void)
 {
-	struct dbuf *all[] = {&G.q, &G.k, &G.v, &G.o, &G.dout, &G.dq, &G.dk, &G.dv, &G.lse,
+	struct bp_dbuf *all[] = {&G.q, &G.k, &G.v, &G.o, &G.dout, &G.dq, &G.dk, &G.dv, &G.lse,
 			      &G.ws, &G.cu};
 	for (size_t i = 0; i < BP_ARRAY_LEN(all); i++)
-		dfree(all[i]);
+		bp_dbuf_free(all[i]);
 }
 
 static void free_linear_bufs(void)
 {
-	struct dbuf *all[] = {&G.w_qkv, &G.w_o, &G.w_up, &G.w_down, &G.dw, &G.x, &G.qkv, &G.ao,
+	struct bp_dbuf *all[] = {&G.w_qkv, &G.w_o, &G.w_up, &G.w_down, &G.dw, &G.x, &G.qkv, &G.ao,
 			      &G.y, &G.dy, &G.dx, &G.dob, &G.u, &G.w_lm, &G.dw_lm, &G.lm};
 	for (size_t i = 0; i < BP_ARRAY_LEN(all); i++)
-		dfree(all[i]);
+		bp_dbuf_free(all[i]);
 }
 
 /* ---- versions ---- */
@@ -352,15 +297,15 @@ static int64_t attn_copies(const struct dims *d, int64_t q, int64_t kv, int bwd)
 static int ensure_attn_io(const struct dims *d, size_t tq, size_t tk, struct bp_error *err)
 {
 	size_t nq = (size_t)d->nq, nkv = (size_t)d->nkv;
-	if (ensure(&G.q, tq * nq * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.o, tq * nq * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.dout, tq * nq * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.dq, tq * nq * 2, FILL_NONE, err) < 0 ||
-	    ensure(&G.lse, tq * (size_t)d->hl * 4, FILL_LSE, err) < 0 ||
-	    ensure(&G.k, tk * nkv * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.v, tk * nkv * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.dk, tk * nkv * 2, FILL_NONE, err) < 0 ||
-	    ensure(&G.dv, tk * nkv * 2, FILL_NONE, err) < 0)
+	if (ensure(&G.q, tq * nq * 2, BP_FILL_BF16, err) < 0 ||
+	    ensure(&G.o, tq * nq * 2, BP_FILL_BF16, err) < 0 ||
+	    ensure(&G.dout, tq * nq * 2, BP_FILL_BF16, err) < 0 ||
+	    ensure(&G.dq, tq * nq * 2, BP_FILL_NONE, err) < 0 ||
+	    ensure(&G.lse, tq * (size_t)d->hl * 4, BP_FILL_LSE, err) < 0 ||
+	    ensure(&G.k, tk * nkv * 2, BP_FILL_BF16, err) < 0 ||
+	    ensure(&G.v, tk * nkv * 2, BP_FILL_BF16, err) < 0 ||
+	    ensure(&G.dk, tk * nkv * 2, BP_FILL_NONE, err) < 0 ||
+	    ensure(&G.dv, tk * nkv * 2, BP_FILL_NONE, err) < 0)
 		return -1;
 	return 0;
 }
@@ -370,7 +315,7 @@ static int ensure_attn_io(const struct dims *d, size_t tq, size_t tk, struct bp_
 static int upload_offsets(int64_t n, int64_t q, int64_t kv, struct bp_error *err)
 {
 	size_t len = (size_t)(n + 1) * (kv > 0 ? 2 : 1);
-	if (ensure(&G.cu, len * sizeof(int32_t), FILL_NONE, err) < 0)
+	if (ensure(&G.cu, len * sizeof(int32_t), BP_FILL_NONE, err) < 0)
 		return -1;
 	int32_t *h = bp_calloc(len, sizeof(int32_t), err);
 	if (!h)
@@ -414,7 +359,7 @@ static int measure_attn(const struct bp_model *m, const struct bp_task *t, int a
 	c.s.max_kv = (int)t->kv;
 	c.s.scale = 1.0f / sqrtf((float)d.hd);
 	if (ensure_attn_io(&d, (size_t)c.s.total_q, (size_t)c.s.total_kv, err) < 0 ||
-	    (t->bwd && ensure(&G.ws, bp_attn_bwd_workspace(&c.s), FILL_NONE, err) < 0) ||
+	    (t->bwd && ensure(&G.ws, bp_attn_bwd_workspace(&c.s), BP_FILL_NONE, err) < 0) ||
 	    upload_offsets(n, t->q, t->kv, err) < 0)
 		return -1;
 	if (t->bwd) { /* the forward's O and lse, what the backward reads */
@@ -505,7 +450,7 @@ static int measure_sparse(const struct bp_model *m, const struct bp_task *t, int
 	if (bp_sparse_check(&c.s, err) < 0)
 		return -1;
 	if (ensure_attn_io(&d, (size_t)c.s.total, (size_t)c.s.total, err) < 0 ||
-	    ensure(&G.ws, bp_sparse_workspace(&c.s), FILL_NONE, err) < 0 ||
+	    ensure(&G.ws, bp_sparse_workspace(&c.s), BP_FILL_NONE, err) < 0 ||
 	    upload_offsets(n, t->q, 0, err) < 0)
 		return -1;
 	if (t->bwd) { /* the forward's O and lse, what the backward reads */
@@ -587,19 +532,19 @@ static int measure_linear(const struct bp_model *m, const struct bp_task *t, int
 		wmax = h * nup;
 	if (fl * h > wmax)
 		wmax = fl * h;
-	if (ensure(&G.w_qkv, h * nqkv * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.w_o, nq * h * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.w_up, h * nup * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.w_down, fl * h * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.dw, wmax * 2, FILL_NONE, err) < 0 ||
-	    ensure(&G.x, tt * h * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.qkv, tt * nqkv * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.ao, tt * nq * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.y, tt * h * 2, FILL_NONE, err) < 0 ||
-	    ensure(&G.dy, tt * h * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.dx, tt * h * 2, FILL_NONE, err) < 0 ||
-	    ensure(&G.dob, tt * nq * 2, FILL_NONE, err) < 0 ||
-	    ensure(&G.u, tt * nup * 2, FILL_BF16, err) < 0)
+	if (ensure(&G.w_qkv, h * nqkv * 2, BP_FILL_BF16, err) < 0 ||
+	    ensure(&G.w_o, nq * h * 2, BP_FILL_BF16, err) < 0 ||
+	    ensure(&G.w_up, h * nup * 2, BP_FILL_BF16, err) < 0 ||
+	    ensure(&G.w_down, fl * h * 2, BP_FILL_BF16, err) < 0 ||
+	    ensure(&G.dw, wmax * 2, BP_FILL_NONE, err) < 0 ||
+	    ensure(&G.x, tt * h * 2, BP_FILL_BF16, err) < 0 ||
+	    ensure(&G.qkv, tt * nqkv * 2, BP_FILL_BF16, err) < 0 ||
+	    ensure(&G.ao, tt * nq * 2, BP_FILL_BF16, err) < 0 ||
+	    ensure(&G.y, tt * h * 2, BP_FILL_NONE, err) < 0 ||
+	    ensure(&G.dy, tt * h * 2, BP_FILL_BF16, err) < 0 ||
+	    ensure(&G.dx, tt * h * 2, BP_FILL_NONE, err) < 0 ||
+	    ensure(&G.dob, tt * nq * 2, BP_FILL_NONE, err) < 0 ||
+	    ensure(&G.u, tt * nup * 2, BP_FILL_BF16, err) < 0)
 		return -1;
 	return time_runs(lin_run, &c, warmup, reps, 1.0, out, err);
 }
@@ -636,11 +581,11 @@ static int measure_lm_head(const struct bp_model *m, const struct bp_task *t, in
 	c.bwd = t->bwd;
 	size_t tt = (size_t)c.t, h = (size_t)c.d.h, vl = (size_t)c.d.vl;
 	size_t rows = tt < LM_CHUNK ? tt : LM_CHUNK;
-	if (ensure(&G.w_lm, h * vl * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.dw_lm, h * vl * 2, FILL_NONE, err) < 0 ||
-	    ensure(&G.lm, rows * vl * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.x, tt * h * 2, FILL_BF16, err) < 0 ||
-	    ensure(&G.dx, tt * h * 2, FILL_NONE, err) < 0)
+	if (ensure(&G.w_lm, h * vl * 2, BP_FILL_BF16, err) < 0 ||
+	    ensure(&G.dw_lm, h * vl * 2, BP_FILL_NONE, err) < 0 ||
+	    ensure(&G.lm, rows * vl * 2, BP_FILL_BF16, err) < 0 ||
+	    ensure(&G.x, tt * h * 2, BP_FILL_BF16, err) < 0 ||
+	    ensure(&G.dx, tt * h * 2, BP_FILL_NONE, err) < 0)
 		return -1;
 	return time_runs(lm_run, &c, warmup, reps, 1.0, out, err);
 }
@@ -770,22 +715,33 @@ out:
 
 typedef int (*record_fn)(void *ctx, const struct bp_meas *m, struct bp_error *err);
 
+/* How the collectives are measured: on which rank of which world, the runs, and where
+ * rank 0 records each cell (rec with rctx). */
+struct coll_run {
+	const struct bp_prof_world *w;
+	int rank, warmup, reps;
+	record_fn rec;
+	void *rctx;
+};
+
 /* Every collective task, on every rank of the world in the same order: per table one
  * ncclCommSplit of the world (collective over it: members colour 0, the others
  * NCCL_SPLIT_NOCOLOR), the members time each size, rank 0 (a member of every group,
  * bp_prof_group) records each cell through rec. */
-static int measure_colls(const struct bp_task *t, size_t nt, const struct bp_prof_world *w,
-			 int rank, int warmup, int reps, record_fn rec, void *rctx,
+static int measure_colls(const struct bp_task *t, size_t nt, const struct coll_run *cr,
 			 struct bp_error *err)
 {
+	const struct bp_prof_world *w = cr->w;
+	int rank = cr->rank, reps = cr->reps;
 	size_t maxb = 0;
 	for (size_t i = 0; i < nt; i++)
 		if (t[i].kind == BP_TASK_COLL && (size_t)t[i].q > maxb)
 			maxb = (size_t)t[i].q;
 	if (!maxb)
 		return 0;
-	if (ensure(&G.cin, maxb, FILL_NONE, err) < 0 || ensure(&G.cout, maxb, FILL_NONE, err) < 0 ||
-	    ensure(&G.times, (size_t)reps * sizeof(float), FILL_NONE, err) < 0)
+	if (ensure(&G.cin, maxb, BP_FILL_NONE, err) < 0 ||
+	    ensure(&G.cout, maxb, BP_FILL_NONE, err) < 0 ||
+	    ensure(&G.times, (size_t)reps * sizeof(float), BP_FILL_NONE, err) < 0)
 		return -1;
 	CU(cudaMemset(G.cin.p, 0, maxb));
 	CU(cudaMemset(G.cout.p, 0, maxb));
@@ -823,8 +779,8 @@ static int measure_colls(const struct bp_task *t, size_t nt, const struct bp_pro
 				memset(&m, 0, sizeof(m));
 				snprintf(m.key, sizeof(m.key), "%s", t[k].key);
 				c.bytes = (size_t)t[k].q;
-				if (time_coll(&c, warmup, reps, &m, err) < 0 ||
-				    (rank == 0 && rec(rctx, &m, err) < 0)) {
+				if (time_coll(&c, cr->warmup, reps, &m, err) < 0 ||
+				    (rank == 0 && cr->rec(cr->rctx, &m, err) < 0)) {
 					bp_error_prefix(err, "%s", t[k].key);
 					ncclCommDestroy(gc);
 					return -1;
@@ -835,9 +791,9 @@ static int measure_colls(const struct bp_task *t, size_t nt, const struct bp_pro
 		}
 		i = end;
 	}
-	dfree(&G.cin);
-	dfree(&G.cout);
-	dfree(&G.times);
+	bp_dbuf_free(&G.cin);
+	bp_dbuf_free(&G.cout);
+	bp_dbuf_free(&G.times);
 	return 0;
 }
 
@@ -849,7 +805,8 @@ static int check_placement(const struct bp_prof_world *w, int rank, struct bp_er
 	if (gethostname(me, sizeof(me) - 1) < 0)
 		snprintf(me, sizeof(me), "?");
 	size_t all_n = (size_t)w->ranks * sizeof(me);
-	if (ensure(&G.cin, sizeof(me), FILL_NONE, err) < 0 || ensure(&G.cout, all_n, FILL_NONE, err) < 0)
+	if (ensure(&G.cin, sizeof(me), BP_FILL_NONE, err) < 0 ||
+	    ensure(&G.cout, all_n, BP_FILL_NONE, err) < 0)
 		return -1;
 	char *all = bp_calloc((size_t)w->ranks, sizeof(me), err);
 	if (!all)
@@ -925,10 +882,10 @@ static int start_device(struct bp_provenance *pv, struct bp_error *err)
 	else
 		snprintf(pv->nccl, sizeof(pv->nccl), "unknown");
 	driver_version(pv->driver, sizeof(pv->driver));
-	G.fill = bp_calloc(FILL_CHUNK / 2, sizeof(uint16_t), err);
+	G.fill = bp_calloc(BP_DEV_FILL_CHUNK / 2, sizeof(uint16_t), err);
 	if (!G.fill)
 		return -1;
-	make_fill(G.fill, FILL_CHUNK / 2);
+	bp_dev_make_fill(G.fill, BP_DEV_FILL_CHUNK / 2, FILL_SEED);
 	return 0;
 }
 
@@ -970,10 +927,10 @@ static void stop_gpu(void)
 {
 	free_attn_bufs();
 	free_linear_bufs();
-	dfree(&G.cin);
-	dfree(&G.cout);
-	dfree(&G.times);
-	dfree(&G.blas_ws);
+	bp_dbuf_free(&G.cin);
+	bp_dbuf_free(&G.cout);
+	bp_dbuf_free(&G.times);
+	bp_dbuf_free(&G.blas_ws);
 	if (G.comm)
 		ncclCommDestroy(G.comm);
 	if (G.blas)
@@ -1211,287 +1168,338 @@ static int meet(const struct bp_prof_world *w, int rank, const char *check, nccl
 	return 0;
 }
 
-int main(int argc, char **argv)
-{
+/* What one balprof run reads, measures and writes; released by prof_release. */
+struct prof_run {
 	struct bp_prof_opts o;
-	struct bp_error err;
 	struct bp_profile p;
 	struct bp_state st;
 	struct bp_provenance pv;
 	struct bp_prof_world w;
-	struct bp_task *tasks = NULL;
-	size_t ntasks = 0, ncoll = 0, nsparse = 0, done = 0;
-	FILE *sf = NULL;
-	char *text = NULL, statebuf[4096], sig[1024], check[BP_RDV_MAX_CHECK + 1];
-	int rc = EXIT_DATA, rank = 0, coll_done = 0;
-	double t0 = now_s();
-	int64_t total_mem = 0, reserved = 0;
+	const struct bp_gpu *g;
+	struct bp_model m;
+	struct bp_task *tasks;
+	size_t ntasks, ncoll, nsparse, done, todo;
+	FILE *sf;               /* the state file, rank 0's */
+	const char *spath;      /* its path */
+	char statebuf[4096];
+	char *text;             /* the profile written */
+	int rank, coll_done, tty;
+	double t0;
+	int64_t total_mem, reserved;
 	ncclUniqueId uid;
+};
 
-	bp_profile_init(&p);
-	bp_state_init(&st);
-	memset(&pv, 0, sizeof(pv));
-	memset(&uid, 0, sizeof(uid));
-	if (bp_prof_parse(argc, argv, &o, &err) < 0)
+#define PROF_GO (-1) /* main's steps: go on, else the exit status */
+
+/* The options, the GPU and the model; 0 for --help, else PROF_GO or the exit status. */
+static int prof_parse(int argc, char **argv, struct prof_run *r)
+{
+	struct bp_error err;
+	if (bp_prof_parse(argc, argv, &r->o, &err) < 0)
 		return fail(EXIT_USAGE, "%s", err.text);
-	if (o.help) {
+	if (r->o.help) {
 		printf("balprof: the measuring profiler of `balplan profile`; its options are "
 		       "balplan profile's (balplan profile --help)\n");
 		return EXIT_OK;
 	}
-	if (o.analytic)
+	if (r->o.analytic)
 		return fail(EXIT_USAGE, "balprof measures; for the analytic profile run "
 			    "'balplan profile --analytic'");
-	const struct bp_gpu *g = bp_gpu_preset(o.gpu);
-	struct bp_model rm;
-	const struct bp_model *m = &rm;
-	if (!g)
-		return fail(EXIT_USAGE, "unknown GPU '%s' (see 'balplan presets')", cmd_cut(o.gpu));
-	if (cmd_resolve_model(o.model, &rm, &err) < 0)
+	r->g = bp_gpu_preset(r->o.gpu);
+	if (!r->g)
+		return fail(EXIT_USAGE, "unknown GPU '%s' (see 'balplan presets')",
+			    cmd_cut(r->o.gpu));
+	if (cmd_resolve_model(r->o.model, &r->m, &err) < 0)
 		return fail(strncmp(err.text, "unknown model", 13) ? EXIT_DATA : EXIT_USAGE, "%s",
 			    err.text);
-	if (find_world(&w, &rank, &err) < 0)
+	if (find_world(&r->w, &r->rank, &err) < 0)
 		return fail(EXIT_DATA, "%s", err.text);
-	if (bp_profile_analytic(&p, g, m, o.schemes, o.nschemes, o.max_len, &err) < 0) {
-		fail(EXIT_DATA, "cannot make the analytic skeleton: %s", err.text);
-		goto out;
-	}
-	if (bp_prof_tasks(&p, &w, &tasks, &ntasks, &err) < 0) {
-		fail(EXIT_DATA, "%s", err.text);
-		goto out;
-	}
-	for (size_t i = 0; i < ntasks; i++) {
-		ncoll += tasks[i].kind == BP_TASK_COLL;
-		nsparse += tasks[i].kind == BP_TASK_SPARSE;
-	}
-	/* The block-sparse kernel's limits (a document of at most 8192 blocks, ...) checked
-	 * before anything is measured, not after hours of dense cells. */
-	for (size_t i = 0; i < ntasks; i++) {
+	return PROF_GO;
+}
+
+/* The analytic skeleton and its cells to measure; the block-sparse kernel's limits (a
+ * document of at most 8192 blocks, ...) checked before anything is measured, not after
+ * hours of dense cells. */
+static int prof_tasks(struct prof_run *r)
+{
+	struct bp_error err;
+	const struct bp_prof_opts *o = &r->o;
+	if (bp_profile_analytic(&r->p, r->g, &r->m, o->schemes, o->nschemes, o->max_len,
+				&err) < 0)
+		return fail(EXIT_DATA, "cannot make the analytic skeleton: %s", err.text);
+	if (bp_prof_tasks(&r->p, &r->w, &r->tasks, &r->ntasks, &err) < 0)
+		return fail(EXIT_DATA, "%s", err.text);
+	for (size_t i = 0; i < r->ntasks; i++) {
+		const struct bp_task *t = &r->tasks[i];
 		struct bp_sparse_shape ss;
 		struct dims d;
-		if (tasks[i].kind != BP_TASK_SPARSE)
+		r->ncoll += t->kind == BP_TASK_COLL;
+		r->nsparse += t->kind == BP_TASK_SPARSE;
+		if (t->kind != BP_TASK_SPARSE)
 			continue;
-		model_dims(m, tasks[i].tp, &d);
-		sparse_shape(&d, &tasks[i], 1, &ss);
-		if (bp_sparse_check(&ss, &err) < 0) {
-			fail(EXIT_DATA, "cannot measure '%s': %s (a smaller --max-len?)",
-			     tasks[i].key, err.text);
-			goto out;
-		}
+		model_dims(&r->m, t->tp, &d);
+		sparse_shape(&d, t, 1, &ss);
+		if (bp_sparse_check(&ss, &err) < 0)
+			return fail(EXIT_DATA, "cannot measure '%s': %s (a smaller --max-len?)",
+				    t->key, err.text);
 	}
-	if (start_device(&pv, &err) < 0) {
-		fail(EXIT_DATA, "rank %d: cannot start the GPU: %s", rank, err.text);
-		goto out;
-	}
+	return PROF_GO;
+}
 
-	const char *spath = o.state;
-	if (!spath) {
-		if (!strcmp(o.out, "-"))
-			spath = "balprof.state";
+/* Rank 0's state file: opened (resumed), and whether it holds every collective cell. */
+static int prof_state(struct prof_run *r)
+{
+	struct bp_error err;
+	char sig[1024];
+	r->spath = r->o.state;
+	if (!r->spath) {
+		if (!strcmp(r->o.out, "-"))
+			r->spath = "balprof.state";
 		else {
-			snprintf(statebuf, sizeof(statebuf), "%s.state", o.out);
-			spath = statebuf;
+			snprintf(r->statebuf, sizeof(r->statebuf), "%s.state", r->o.out);
+			r->spath = r->statebuf;
 		}
 	}
-	if (rank == 0) {
-		if (!contains_nocase(pv.device, g->name))
-			fprintf(stderr, "balprof: warning: measuring on '%s' for the GPU preset "
-				"'%s': the hardware object's bandwidths and peak stay the "
-				"preset's\n", pv.device, g->name);
-		bp_prof_signature(&o, &w, pv.device, sig, sizeof(sig));
-		sf = open_state(spath, sig, &st, &err);
-		if (!sf) {
-			fail(EXIT_DATA, "cannot use state file '%s': %s", cmd_cut(spath),
-			     err.text);
-			if (w.ranks > 1) { /* tell the others now rather than at their timeout */
-				struct bp_error e2;
-				meet(&w, rank, "rank 0 could not start: see its error", &uid,
-				     &coll_done, &e2);
-			}
-			goto out;
+	if (r->rank != 0)
+		return PROF_GO;
+	if (!contains_nocase(r->pv.device, r->g->name))
+		fprintf(stderr, "balprof: warning: measuring on '%s' for the GPU preset '%s': the "
+			"hardware object's bandwidths and peak stay the preset's\n", r->pv.device,
+			r->g->name);
+	bp_prof_signature(&r->o, &r->w, r->pv.device, sig, sizeof(sig));
+	r->sf = open_state(r->spath, sig, &r->st, &err);
+	if (!r->sf) {
+		fail(EXIT_DATA, "cannot use state file '%s': %s", cmd_cut(r->spath), err.text);
+		if (r->w.ranks > 1) { /* tell the others now rather than at their timeout */
+			struct bp_error e2;
+			meet(&r->w, r->rank, "rank 0 could not start: see its error", &r->uid,
+			     &r->coll_done, &e2);
 		}
-		coll_done = 1;
-		for (size_t i = 0; i < ntasks; i++)
-			if (tasks[i].kind == BP_TASK_COLL && !bp_state_find(&st, tasks[i].key))
-				coll_done = 0;
+		return EXIT_DATA;
 	}
-	if (w.ranks > 1) {
-		char s2[1024], sha[65];
-		bp_prof_signature(&o, &w, "-", s2, sizeof(s2));
+	r->coll_done = 1;
+	for (size_t i = 0; i < r->ntasks; i++)
+		if (r->tasks[i].kind == BP_TASK_COLL && !bp_state_find(&r->st, r->tasks[i].key))
+			r->coll_done = 0;
+	return PROF_GO;
+}
+
+/* The ranks meet (the same options on every one), start NCCL and check their placement. */
+static int prof_world(struct prof_run *r)
+{
+	struct bp_error err;
+	if (r->w.ranks > 1) {
+		char s2[1024], sha[65], check[BP_RDV_MAX_CHECK + 1];
+		bp_prof_signature(&r->o, &r->w, "-", s2, sizeof(s2));
 		bp_sha256_hex(s2, strlen(s2), sha);
 		snprintf(check, sizeof(check), "balprof %s", sha);
-		if (meet(&w, rank, check, &uid, &coll_done, &err) < 0) {
-			fail(EXIT_DATA, "rank %d: %s", rank, err.text);
-			goto out;
-		}
+		if (meet(&r->w, r->rank, check, &r->uid, &r->coll_done, &err) < 0)
+			return fail(EXIT_DATA, "rank %d: %s", r->rank, err.text);
 	}
-	if (start_comm(w.ranks, rank, &uid, &total_mem, &reserved, &err) < 0) {
-		fail(EXIT_DATA, "rank %d: cannot start NCCL: %s", rank, err.text);
-		goto out;
-	}
-	p.hw.hbm_bytes = total_mem;
-	if (w.ranks > 1 && check_placement(&w, rank, &err) < 0) {
-		fail(EXIT_DATA, "rank %d: %s", rank, err.text);
-		goto out;
-	}
+	if (start_comm(r->w.ranks, r->rank, &r->uid, &r->total_mem, &r->reserved, &err) < 0)
+		return fail(EXIT_DATA, "rank %d: cannot start NCCL: %s", r->rank, err.text);
+	r->p.hw.hbm_bytes = r->total_mem;
+	if (r->w.ranks > 1 && check_placement(&r->w, r->rank, &err) < 0)
+		return fail(EXIT_DATA, "rank %d: %s", r->rank, err.text);
+	return PROF_GO;
+}
 
-	int tty = rank == 0 && isatty(2);
-	size_t todo = 0;
-	for (size_t i = 0; i < ntasks; i++)
-		todo += rank == 0 && !bp_state_find(&st, tasks[i].key);
-	if (rank == 0)
+/* The collective tables, on every rank; then the compute tables are rank 0's alone. */
+static int prof_colls(struct prof_run *r, struct rec_ctx *rctx)
+{
+	struct bp_error err;
+	r->tty = r->rank == 0 && isatty(2);
+	for (size_t i = 0; i < r->ntasks; i++)
+		r->todo += r->rank == 0 && !bp_state_find(&r->st, r->tasks[i].key);
+	if (r->rank == 0)
 		fprintf(stderr, "balprof: %s, %s on '%s', %d process%s: %zu cells, %zu to measure "
-			"(%zu in '%s'); %d reps, %d warm-up\n", g->name, m->name, pv.device,
-			w.ranks, w.ranks > 1 ? "es" : "", ntasks, todo, ntasks - todo,
-			cmd_cut(spath), o.reps, o.warmup);
-	struct rec_ctx rctx = {sf, &st, spath, &done};
-	if (ncoll && !coll_done) {
+			"(%zu in '%s'); %d reps, %d warm-up\n", r->g->name, r->m.name, r->pv.device,
+			r->w.ranks, r->w.ranks > 1 ? "es" : "", r->ntasks, r->todo,
+			r->ntasks - r->todo, cmd_cut(r->spath), r->o.reps, r->o.warmup);
+	if (r->ncoll && !r->coll_done) {
 		double c0 = now_s();
-		if (measure_colls(tasks, ntasks, &w, rank, o.warmup, o.reps, record, &rctx,
-				  &err) < 0) {
-			fail(EXIT_DATA, "rank %d: measuring the collectives failed: %s", rank,
-			     err.text);
-			goto out;
-		}
-		if (rank == 0)
-			fprintf(stderr, "balprof: collectives: %zu cells in %.1f s\n", ncoll,
+		struct coll_run cr = {&r->w, r->rank, r->o.warmup, r->o.reps, record, rctx};
+		if (measure_colls(r->tasks, r->ntasks, &cr, &err) < 0)
+			return fail(EXIT_DATA, "rank %d: measuring the collectives failed: %s",
+				    r->rank, err.text);
+		if (r->rank == 0)
+			fprintf(stderr, "balprof: collectives: %zu cells in %.1f s\n", r->ncoll,
 				now_s() - c0);
 	}
-	if (rank != 0) { /* the compute tables are rank 0's */
-		rc = EXIT_OK;
-		goto out;
+	return r->rank != 0 ? EXIT_OK : PROF_GO;
+}
+
+/* One compute cell into me: 0, or -1 with err. */
+static int measure_task(struct prof_run *r, const struct bp_task *t, struct bp_meas *me,
+			struct bp_error *err)
+{
+	const struct bp_model *m = &r->m;
+	int warmup = r->o.warmup, reps = r->o.reps;
+	memset(me, 0, sizeof(*me));
+	snprintf(me->key, sizeof(me->key), "%s", t->key);
+	if (t->kind == BP_TASK_MEMORY) {
+		me->median = me->min = me->max = (double)r->reserved;
+		me->n = 1;
+		return 0;
 	}
+	if (t->kind == BP_TASK_LINEAR)
+		return measure_linear(m, t, warmup, reps, me, err);
+	if (t->kind == BP_TASK_LM_HEAD)
+		return measure_lm_head(m, t, warmup, reps, me, err);
+	if (t->kind == BP_TASK_ATTN_ALONE && alone_is_packed(m, t, &r->st, me))
+		return 0; /* the packed launch held one copy: the same measurement */
+	if (G.x.p)
+		free_linear_bufs(); /* the attention copies want the room */
+	if (t->kind == BP_TASK_SPARSE)
+		return measure_sparse(m, t, warmup, reps, me, err);
+	return measure_attn(m, t, t->kind == BP_TASK_ATTN_ALONE, warmup, reps, me, err);
+}
+
+/* Every compute cell the state file does not hold, table after table, each recorded as
+ * it is done. */
+static int prof_compute(struct prof_run *r, struct rec_ctx *rctx)
+{
+	struct bp_error err;
 	char cur[64] = "", nxt[64];
 	double tab0 = now_s();
 	size_t tabn = 0;
-	for (size_t i = 0; i < ntasks; i++) {
-		const struct bp_task *t = &tasks[i];
+	for (size_t i = 0; i < r->ntasks; i++) {
+		const struct bp_task *t = &r->tasks[i];
 		struct bp_meas me;
 		if (t->kind == BP_TASK_COLL)
 			continue;
 		task_table(t, nxt, sizeof(nxt));
 		if (strcmp(cur, nxt)) {
-			if (!tty && cur[0])
+			if (!r->tty && cur[0])
 				fprintf(stderr, "balprof: %s: %zu cells in %.1f s\n", cur, tabn,
 					now_s() - tab0);
 			snprintf(cur, sizeof(cur), "%s", nxt);
 			tab0 = now_s();
 			tabn = 0;
 		}
-		if (bp_state_find(&st, t->key))
+		if (bp_state_find(&r->st, t->key))
 			continue;
-		progress(tty, done, todo, t, t0);
-		memset(&me, 0, sizeof(me));
-		snprintf(me.key, sizeof(me.key), "%s", t->key);
-		int r = 0;
-		if (t->kind == BP_TASK_MEMORY) {
-			me.median = me.min = me.max = (double)reserved;
-			me.n = 1;
-		} else if (t->kind == BP_TASK_LINEAR) {
-			r = measure_linear(m, t, o.warmup, o.reps, &me, &err);
-		} else if (t->kind == BP_TASK_LM_HEAD) {
-			r = measure_lm_head(m, t, o.warmup, o.reps, &me, &err);
-		} else if (t->kind == BP_TASK_ATTN_ALONE && alone_is_packed(m, t, &st, &me)) {
-			/* the packed launch held one copy: the same measurement */
-		} else {
-			if (G.x.p)
-				free_linear_bufs(); /* the attention copies want the room */
-			r = t->kind == BP_TASK_SPARSE
-				    ? measure_sparse(m, t, o.warmup, o.reps, &me, &err)
-				    : measure_attn(m, t, t->kind == BP_TASK_ATTN_ALONE, o.warmup,
-						   o.reps, &me, &err);
-		}
-		if (r < 0) {
-			if (tty)
+		progress(r->tty, r->done, r->todo, t, r->t0);
+		if (measure_task(r, t, &me, &err) < 0) {
+			if (r->tty)
 				fprintf(stderr, "\n");
-			fail(EXIT_DATA, "measuring '%s' failed: %s (the %zu cells done are in "
-			     "'%s'; a rerun resumes)", t->key, err.text, done, cmd_cut(spath));
-			goto out;
+			return fail(EXIT_DATA, "measuring '%s' failed: %s (the %zu cells done are "
+				    "in '%s'; a rerun resumes)", t->key, err.text, r->done,
+				    cmd_cut(r->spath));
 		}
-		if (record(&rctx, &me, &err) < 0) {
-			fail(EXIT_DATA, "%s", err.text);
-			goto out;
-		}
+		if (record(rctx, &me, &err) < 0)
+			return fail(EXIT_DATA, "%s", err.text);
 		tabn++;
 	}
-	if (!tty && cur[0])
+	if (!r->tty && cur[0])
 		fprintf(stderr, "balprof: %s: %zu cells in %.1f s\n", cur, tabn, now_s() - tab0);
-	progress(tty, done, todo, NULL, t0);
-	if (tty)
+	progress(r->tty, r->done, r->todo, NULL, r->t0);
+	if (r->tty)
 		fprintf(stderr, "\n");
+	return PROF_GO;
+}
 
-	size_t nmeas = 0, ncells = 0;
-	if (bp_prof_merge(&p, &w, &st, &nmeas, &ncells, &err) < 0) {
-		fail(EXIT_DATA, "cannot merge the measurements: %s", err.text);
-		goto out;
-	}
-	if (nmeas != ncells) {
-		fail(EXIT_DATA, "only %zu of %zu cells are measured", nmeas, ncells);
-		goto out;
-	}
-	snprintf(pv.tool, sizeof(pv.tool), "balprof %s", BALPLAN_VERSION);
+/* The provenance: what was measured and what stayed analytic; the collective tables in
+ * *ctab. */
+static void prof_provenance(struct prof_run *r, size_t *ctab)
+{
+	struct bp_provenance *pv = &r->pv;
+	const struct bp_task *t = r->tasks;
+	snprintf(pv->tool, sizeof(pv->tool), "balprof %s", BALPLAN_VERSION);
 	time_t now = time(NULL);
 	struct tm tmv;
 	gmtime_r(&now, &tmv);
-	strftime(pv.date, sizeof(pv.date), "%Y-%m-%dT%H:%M:%SZ", &tmv);
-	size_t ctab = 0;
-	for (size_t i = 0; i < ntasks; i++)
-		ctab += tasks[i].kind == BP_TASK_COLL && (i == 0 || tasks[i - 1].table !=
-							   tasks[i].table ||
-							   tasks[i - 1].kind != BP_TASK_COLL);
-	snprintf(pv.measured, sizeof(pv.measured), "attention%s linear%s memory.reserved_bytes "
-		 "hardware.hbm_bytes", nsparse ? " sparse_attention" : "",
-		 ncoll ? " collectives" : "");
-	if (ncoll)
-		snprintf(pv.analytic, sizeof(pv.analytic), "collectives other than the %zu of "
+	strftime(pv->date, sizeof(pv->date), "%Y-%m-%dT%H:%M:%SZ", &tmv);
+	*ctab = 0;
+	for (size_t i = 0; i < r->ntasks; i++)
+		*ctab += t[i].kind == BP_TASK_COLL &&
+			 (i == 0 || t[i - 1].table != t[i].table || t[i - 1].kind != BP_TASK_COLL);
+	snprintf(pv->measured, sizeof(pv->measured), "attention%s linear%s "
+		 "memory.reserved_bytes hardware.hbm_bytes", r->nsparse ? " sparse_attention" : "",
+		 r->ncoll ? " collectives" : "");
+	if (r->ncoll)
+		snprintf(pv->analytic, sizeof(pv->analytic), "collectives other than the %zu of "
 			 "%zu tables %d ranks (%d per node) can form, other hardware and memory",
-			 ctab, p.ncoll, w.ranks, w.per_node);
+			 *ctab, r->p.ncoll, r->w.ranks, r->w.per_node);
 	else
-		snprintf(pv.analytic, sizeof(pv.analytic), "collectives (one process: a 1-rank "
+		snprintf(pv->analytic, sizeof(pv->analytic), "collectives (one process: a 1-rank "
 			 "world), other hardware and memory");
-	pv.ranks = w.ranks;
-	pv.reps = o.reps;
-	pv.warmup = o.warmup;
-	if (bp_prof_finish(&p, &pv, o.max_len, &err) < 0) {
-		fail(EXIT_DATA, "%s", err.text);
-		goto out;
-	}
-	json_t *j = bp_profile_to_json(&p);
-	text = j ? bp_json_dump_canonical(j) : NULL;
+	pv->ranks = r->w.ranks;
+	pv->reps = r->o.reps;
+	pv->warmup = r->o.warmup;
+}
+
+/* The measurements merged into the skeleton, the profile written and read back through
+ * the reader every other command uses. */
+static int prof_write(struct prof_run *r)
+{
+	struct bp_error err;
+	const char *out = r->o.out;
+	size_t nmeas = 0, ncells = 0, ctab;
+	if (bp_prof_merge(&r->p, &r->w, &r->st, &nmeas, &ncells, &err) < 0)
+		return fail(EXIT_DATA, "cannot merge the measurements: %s", err.text);
+	if (nmeas != ncells)
+		return fail(EXIT_DATA, "only %zu of %zu cells are measured", nmeas, ncells);
+	prof_provenance(r, &ctab);
+	if (bp_prof_finish(&r->p, &r->pv, r->o.max_len, &err) < 0)
+		return fail(EXIT_DATA, "%s", err.text);
+	json_t *j = bp_profile_to_json(&r->p);
+	r->text = j ? bp_json_dump_canonical(j) : NULL;
 	json_decref(j);
-	if (!text) {
-		fail(EXIT_DATA, "cannot encode the profile: out of memory");
-		goto out;
-	}
-	if (cmd_write_file(o.out, text, strlen(text), &err) < 0) {
-		fail(EXIT_DATA, "cannot write profile '%s': %s", cmd_cut(o.out), err.text);
-		goto out;
-	}
-	/* Read back what was written, through the reader every other command uses. */
-	if (strcmp(o.out, "-")) {
+	if (!r->text)
+		return fail(EXIT_DATA, "cannot encode the profile: out of memory");
+	if (cmd_write_file(out, r->text, strlen(r->text), &err) < 0)
+		return fail(EXIT_DATA, "cannot write profile '%s': %s", cmd_cut(out), err.text);
+	if (strcmp(out, "-")) {
 		struct bp_profile back;
 		char sha[65];
 		bp_profile_init(&back);
-		int lr = cmd_load_profile(o.out, &back, sha, &err);
+		int lr = cmd_load_profile(out, &back, sha, &err);
 		bp_profile_release(&back);
-		if (lr < 0) {
-			fail(EXIT_DATA, "the profile written to '%s' does not read back: %s",
-			     cmd_cut(o.out), err.text);
-			goto out;
-		}
+		if (lr < 0)
+			return fail(EXIT_DATA, "the profile written to '%s' does not read back: %s",
+				    cmd_cut(out), err.text);
 	}
 	fprintf(stderr, "balprof: wrote %s to '%s': %zu cells measured (attention, %zu sparse "
 		"attention, linear, %zu collective tables, memory reserve %.2f GiB); analytic: %s; "
-		"%.1f s\n", p.name, cmd_cut(o.out), nmeas, nsparse, ctab,
-		(double)p.mem.reserved_bytes / (1 << 30), pv.analytic, now_s() - t0);
-	rc = EXIT_OK;
-out:
-	if (sf)
-		fclose(sf);
+		"%.1f s\n", r->p.name, cmd_cut(out), nmeas, r->nsparse, ctab,
+		(double)r->p.mem.reserved_bytes / (1 << 30), r->pv.analytic, now_s() - r->t0);
+	return EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	static struct prof_run run; /* large (the state buffers): not on the stack */
+	struct prof_run *r = &run;
+	struct bp_error err;
+	r->t0 = now_s();
+	bp_profile_init(&r->p);
+	bp_state_init(&r->st);
+	int rc = prof_parse(argc, argv, r);
+	if (rc != PROF_GO)
+		return rc;
+	struct rec_ctx rctx = {NULL, &r->st, NULL, &r->done};
+	rc = prof_tasks(r);
+	if (rc == PROF_GO && start_device(&r->pv, &err) < 0)
+		rc = fail(EXIT_DATA, "rank %d: cannot start the GPU: %s", r->rank, err.text);
+	if (rc == PROF_GO)
+		rc = prof_state(r);
+	if (rc == PROF_GO)
+		rc = prof_world(r);
+	rctx.f = r->sf;
+	rctx.path = r->spath;
+	if (rc == PROF_GO)
+		rc = prof_colls(r, &rctx);
+	if (rc == PROF_GO)
+		rc = prof_compute(r, &rctx);
+	if (rc == PROF_GO)
+		rc = prof_write(r);
+	if (r->sf)
+		fclose(r->sf);
 	stop_gpu();
-	free(text);
-	free(tasks);
-	bp_state_release(&st);
-	bp_profile_release(&p);
+	free(r->text);
+	free(r->tasks);
+	bp_state_release(&r->st);
+	bp_profile_release(&r->p);
 	return rc;
 }

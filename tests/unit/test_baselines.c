@@ -9,6 +9,7 @@
 
 #include "analytic.h"
 #include "check.h"
+#include "solve_fixture.h"
 #include "jsonutil.h"
 #include "method.h"
 #include "pack.h"
@@ -380,37 +381,20 @@ static void test_kk(void)
 	CHECK(trials > 100 && wins == trials);
 }
 
-static int solve(const char *dataset, const char *method, struct bp_scheme sc, int gpus,
-		 int64_t max_tokens, int64_t tps, uint64_t seed, struct bp_profile *prof,
-		 struct bp_plan *plan)
+/* method on 32 GPUs of scheme sc, 4 steps of synthetic-longtail at 12 max_tokens each. */
+static int solve(const char *method, struct bp_scheme sc, int64_t max_tokens, uint64_t seed,
+		 struct bp_profile *prof, struct bp_plan *plan)
 {
-	struct bp_dataset ds;
 	struct bp_error err;
-	bp_dataset_init(&ds);
-	CHECK(bp_dataset_preset(&ds, dataset, &err) == 0);
-	struct bp_solve_opts o = {
-		.method = method,
-		.cluster = {.gpus = gpus, .tp = sc.tp, .cp = sc.cp, .pp = sc.pp,
-			    .dp = gpus / (sc.tp * sc.cp * sc.pp)},
-		.steps = 4, .max_tokens = max_tokens, .tokens_per_step = tps,
-		.overlen = BP_OVERLEN_TRUNCATE, .seed = seed, .shard = BP_SHARD_SEQUENCE,
-		.dataset_name = dataset,
-		.dataset_sha = "0000000000000000000000000000000000000000000000000000000000000000",
-		.profile_sha = "1111111111111111111111111111111111111111111111111111111111111111",
-	};
-	int rc = bp_solve(&ds, prof, &o, plan, &err);
+	struct bp_solve_opts o = test_solve_opts(method, "synthetic-longtail", sc, 32);
+	o.steps = 4;
+	o.max_tokens = max_tokens;
+	o.tokens_per_step = 12 * max_tokens;
+	o.seed = seed;
+	int rc = test_solve_preset(prof, &o, plan, &err);
 	if (rc)
 		fprintf(stderr, "solve %s: %s\n", method, err.text);
-	bp_dataset_release(&ds);
 	return rc;
-}
-
-static char *encode(const struct bp_plan *p)
-{
-	json_t *j = bp_plan_to_json(p);
-	char *s = j ? bp_json_dump_canonical(j) : NULL;
-	json_decref(j);
-	return s;
 }
 
 /* Plans through bp_solve validate, repeat byte for byte, and keep each method's promise. */
@@ -429,15 +413,13 @@ static void test_solve(void)
 			int64_t L = 16384; /* 32 GPUs: dp 4, three windows' worth each */
 			bp_plan_init(&a);
 			bp_plan_init(&b);
-			if (solve("synthetic-longtail", methods[m], sc, 32, L, 12 * L, seed, &prof,
-				  &a) != 0 ||
-			    solve("synthetic-longtail", methods[m], sc, 32, L, 12 * L, seed, &prof,
-				  &b) != 0) {
+			if (solve(methods[m], sc, L, seed, &prof, &a) != 0 ||
+			    solve(methods[m], sc, L, seed, &prof, &b) != 0) {
 				CHECK(0);
 				continue;
 			}
 			CHECK(bp_plan_validate(&a, NULL, &err) == 0);
-			char *x = encode(&a), *y = encode(&b);
+			char *x = plan_text(&a, TEXT_CANONICAL), *y = plan_text(&b, TEXT_CANONICAL);
 			CHECK(x && y && !strcmp(x, y));
 			free(x);
 			free(y);

@@ -13,6 +13,7 @@
 
 #include "analytic.h"
 #include "check.h"
+#include "codec.h"
 #include "kat_sparse.h"
 #include "costkinds.h"
 #include "costmodel.h"
@@ -322,11 +323,6 @@ static void test_alltoallv(void)
 
 /* ---- bp_profile_check_scheme ---------------------------------------------------------------- */
 
-static int parse_cb(void *out, json_t *root, struct bp_error *err)
-{
-	return bp_profile_from_json(out, root, err);
-}
-
 /* Reads root after removing the collectives tables that match (op, inter); op NULL: all. */
 static int read_without(json_t *root, const char *op, int inter, struct bp_profile *out)
 {
@@ -422,14 +418,6 @@ out:
 
 /* ---- v1 in, v2 out -------------------------------------------------------------------------- */
 
-static char *dump(const struct bp_profile *p)
-{
-	json_t *j = bp_profile_to_json(p);
-	char *s = j ? bp_json_dump_canonical(j) : NULL;
-	json_decref(j);
-	return s;
-}
-
 static void test_versions(void)
 {
 	struct bp_profile p, q, r;
@@ -443,13 +431,13 @@ static void test_versions(void)
 	CHECK(bp_profile_analytic(&p, bp_gpu_preset("A800"), bp_model_preset("qwen2.5-3b"), sc, 2,
 				  20000, &err) == 0);
 	/* v2 round trip: write, read, write gives the same bytes, sparse tables included. */
-	s1 = dump(&p);
+	s1 = profile_text(&p);
 	CHECK(s1 && strstr(s1, "\"format\": \"balplan.profile/v2\"") &&
 	      strstr(s1, "\"sparse_attention\": ["));
 	if (!s1)
 		goto out;
-	CHECK(bp_json_parse_text(s1, strlen(s1), parse_cb, &q, &err) == 0);
-	s2 = dump(&q);
+	CHECK(bp_json_parse_text(s1, strlen(s1), profile_cb, &q, &err) == 0);
+	s2 = profile_text(&q);
 	CHECK(s2 && !strcmp(s1, s2));
 	CHECK(q.nsparse == 2 && q.sparse[0].tp == 4 && q.sparse[0].x[q.sparse[0].nx - 1] == 20000);
 	/* The same profile as v1: no sparse tables, everything else kept; written back as v2
@@ -461,9 +449,9 @@ static void test_versions(void)
 	json_object_set_new(root, "format", json_string("balplan.profile/v1"));
 	json_object_del(root, "sparse_attention");
 	v1text = bp_json_dump_canonical(root);
-	CHECK(v1text && bp_json_parse_text(v1text, strlen(v1text), parse_cb, &r, &err) == 0);
+	CHECK(v1text && bp_json_parse_text(v1text, strlen(v1text), profile_cb, &r, &err) == 0);
 	CHECK(r.nsparse == 0 && r.sparse == NULL && r.nattn == 2 && r.ncoll == q.ncoll);
-	s3 = dump(&r);
+	s3 = profile_text(&r);
 	json_object_set_new(root, "format", json_string("balplan.profile/v2"));
 	json_object_set_new(root, "sparse_attention", json_array());
 	char *want = bp_json_dump_canonical(root);
@@ -471,9 +459,9 @@ static void test_versions(void)
 	free(want);
 	/* ...and reading that v2 text and writing it again changes nothing. */
 	bp_profile_release(&q);
-	CHECK(s3 && bp_json_parse_text(s3, strlen(s3), parse_cb, &q, &err) == 0);
+	CHECK(s3 && bp_json_parse_text(s3, strlen(s3), profile_cb, &q, &err) == 0);
 	free(s2);
-	s2 = dump(&q);
+	s2 = profile_text(&q);
 	CHECK(s2 && s3 && !strcmp(s2, s3));
 	/* v1 does not know sparse_attention; v2 requires it. */
 	json_object_set_new(root, "format", json_string("balplan.profile/v1"));

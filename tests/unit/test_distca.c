@@ -433,6 +433,55 @@ static void test_emit(void)
 	}
 }
 
+/* The scheduler's index of donors (the default V of exact bytes without App. A's bound,
+ * blocks/ca_sched.c cand_index) makes the scan's choices: the same Items, moves and loads
+ * as the scan, which runs under an App. A bound too high to bind (max_shards 2^20), on
+ * random placements of up to 48 ranks with pieces of long documents across ranks. */
+static void test_index_vs_scan(void)
+{
+	unsigned x = 5;
+	for (int round = 0; round < 80; round++) {
+		int64_t doc[200], base[200], len[200], total = 0;
+		size_t n = 20 + (size_t)(x % 180);
+		for (size_t i = 0; i < n; i++) {
+			x = x * 1103515245u + 12345u;
+			len[i] = 1 + (x >> 8) % (i % 5 ? 2000 : 30000);
+			doc[i] = i && i % 4 == 0 ? doc[i - 1] : (int64_t)i;
+			base[i] = i && i % 4 == 0 ? base[i - 1] + len[i - 1] : 0;
+			total += len[i];
+		}
+		int nranks = 2 + (int)((x >> 4) % 47);
+		struct bp_ca_placement a, b;
+		struct bp_error err;
+		CHECK(bp_ca_place(doc, base, len, n, nranks, (total + nranks - 1) / nranks, &a,
+				  &err) == 0);
+		CHECK(bp_ca_place(doc, base, len, n, nranks, (total + nranks - 1) / nranks, &b,
+				  &err) == 0);
+		struct bp_ca_opts o = {0.005 + 0.01 * (round % 4), round % 3 ? 128 : 1,
+				       BP_CA_COMM_EXACT, 1040, 512, round % 5 == 4, 0};
+		struct bp_ca_opts scan = o;
+		scan.max_shards = 1 << 20;
+		struct bp_ca_result ra, rb;
+		double la[64], lb[64];
+		CHECK(bp_ca_schedule(&a, nranks, &o, &ra, la, &err) == 0);
+		CHECK(bp_ca_schedule(&b, nranks, &scan, &rb, lb, &err) == 0);
+		int same = a.nitems == b.nitems;
+		for (size_t i = 0; same && i < a.nitems; i++) {
+			const struct bp_ca_item *p = &a.items[i], *q = &b.items[i];
+			same = p->doc == q->doc && p->base == q->base && p->len == q->len &&
+			       p->h0 == q->h0 && p->h1 == q->h1 && p->t0 == q->t0 &&
+			       p->t1 == q->t1 && p->complete == q->complete &&
+			       p->unit == q->unit && p->src == q->src && p->server == q->server;
+		}
+		CHECK(same);
+		CHECK(ra.moves == rb.moves && ra.moved_pairs == rb.moved_pairs &&
+		      ra.max_after == rb.max_after);
+		CHECK(!memcmp(la, lb, (size_t)nranks * sizeof(double)));
+		bp_ca_placement_release(&a);
+		bp_ca_placement_release(&b);
+	}
+}
+
 /* Invariant 9: pp = 4, M = 6. Every stage has M + pp - 1 forward and backward slots, M real;
  * forward tick t's micro-batches are backward tick t's with the stages reversed; F at
  * (t, r) pairs with B at tick t + pp - 1 - 2r; the tick count is 1F1B's 2 (M + pp - 1). */
@@ -704,8 +753,76 @@ static void test_method_modes(void)
 	bp_dataset_release(&ds);
 }
 
+/* The tick simulator's per-rank byte sums (bp_ticks_eval: long KV prefixes summed through
+ * span coverings, sim/ticks.c tick_kv_sum) equal the row and column sums of the per-flow
+ * matrices (bp_ticks_bytes), exactly (whole multiples of the per-token bytes), on plans
+ * whose documents the placement cuts into up to 32 spans (16 pipelines, tokens that leave
+ * a short last micro-batch). */
+static void test_tick_sums(void)
+{
+	struct bp_dataset ds;
+	struct bp_error err;
+	bp_dataset_init(&ds);
+	CHECK(bp_dataset_preset(&ds, "synthetic-longtail", &err) == 0);
+	const struct {
+		int pp;
+		int64_t tokens;
+	} cases[] = {{1, 70000}, {2, 65536}, {2, 131072}};
+	double *mat = calloc(16 * 16, sizeof(double));
+	for (size_t c = 0; c < BP_ARRAY_LEN(cases); c++) {
+		struct bp_scheme sc = {1, 1, cases[c].pp};
+		struct bp_profile prof;
+		bp_profile_init(&prof);
+		CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"),
+					  bp_model_preset("llama3-8b"), &sc, 1, 4096, &err) == 0);
+		struct bp_solve_opts o = {
+			.method = "distca",
+			.cluster = {.gpus = 16, .tp = 1, .cp = 1, .pp = cases[c].pp,
+				    .dp = 16 / cases[c].pp},
+			.steps = 2, .max_tokens = 4096, .tokens_per_step = cases[c].tokens,
+			.overlen = BP_OVERLEN_TRUNCATE, .seed = 1, .shard = BP_SHARD_SEQUENCE,
+			.dataset_name = "synthetic-longtail",
+			.dataset_sha = "0000000000000000000000000000000000000000000000000000000000000000",
+			.profile_sha = "1111111111111111111111111111111111111111111111111111111111111111",
+		};
+		struct bp_plan a;
+		bp_plan_init(&a);
+		CHECK(bp_solve(&ds, &prof, &o, &a, &err) == 0);
+		struct bp_costs costs;
+		bp_costs_init(&costs, &prof);
+		for (size_t i = 0; i < a.nsteps; i++) {
+			struct bp_ticks tk;
+			CHECK(bp_ticks_eval(&a, &a.steps[i], &costs, &tk, &err) == 0);
+			for (size_t k = 0; k < tk.nticks; k++) {
+				double send[16] = {0}, recv[16] = {0};
+				for (int dir = 0; dir < 2; dir++) {
+					CHECK(bp_ticks_bytes(&a, &a.steps[i], k, dir, mat, &err) ==
+					      0);
+					for (int x = 0; x < 16; x++)
+						for (int y = 0; y < 16; y++) {
+							send[x] += mat[x * 16 + y];
+							recv[y] += mat[x * 16 + y];
+						}
+				}
+				for (int r = 0; r < 16; r++) {
+					CHECK_NEAR(tk.send[k * 16 + (size_t)r], send[r], 0);
+					CHECK_NEAR(tk.recv[k * 16 + (size_t)r], recv[r], 0);
+				}
+			}
+			bp_ticks_release(&tk);
+		}
+		bp_costs_release(&costs);
+		bp_plan_release(&a);
+		bp_profile_release(&prof);
+	}
+	free(mat);
+	bp_dataset_release(&ds);
+}
+
 int main(void)
 {
+	test_index_vs_scan();
+	test_tick_sums();
 	test_modes_by_hand();
 	test_method_modes();
 	test_ticks_identities();

@@ -77,7 +77,7 @@ static void test_known(void)
 	CHECK(bp_sp_groups(2, 0, g) == 3);
 	const int64_t len[] = {300, 200}, count[] = {2, 3}, cap[] = {10000, 10000, 20000};
 	const double t[] = {3, 3, 3, 2, 2, 2}, fix[] = {0, 0, 0};
-	struct bp_sp_problem p = {2, g, 3, len, count, 2, t, fix, cap, 1};
+	struct bp_sp_problem p = {2, g, 3, len, count, 2, t, fix, cap, 1, 0};
 	struct bp_sp_sol s;
 	struct bp_sp_result r;
 	int size;
@@ -86,6 +86,13 @@ static void test_known(void)
 	CHECK(bp_sp_greedy(&p, &s, &size, &obj, &err) == 0);
 	CHECK_NEAR(obj, 7.0, 1e-12);
 	CHECK(size == 1 && s.used[0] && s.used[1] && !s.used[2]);
+	/* no search asked for: the warm start stays, with its gap to the bound */
+	CHECK(bp_sp_solve(&p, NULL, &s, &r, &err) == 0);
+	CHECK(!strcmp(r.status, "warm-start") && r.limit == BP_ILP_LIMIT_NONE && !r.nodes);
+	CHECK(r.objective == 7.0 && r.greedy == 7.0);
+	CHECK_NEAR(r.bound, 6.0, 1e-9);
+	CHECK_NEAR(r.gap, 1.0 / 7.0, 1e-9);
+	CHECK(s.n[0 * 3 + 0] + s.n[0 * 3 + 1] == 2 && bp_sp_eval(&p, &s) == 7.0);
 	struct bp_ilp_opts o;
 	bp_ilp_opts_default(&o);
 	CHECK(bp_sp_solve(&p, &o, &s, &r, &err) == 0);
@@ -119,6 +126,167 @@ static uint64_t lcg(uint64_t *x)
 	return *x >> 33;
 }
 
+/* ---- bp_sp_greedy against its definition ----
+ * The exhaustive search sp_ilp.h defines (every partition in order, LPT scanning every
+ * group for each document, the first best makespan wins), written out plainly here. */
+
+static int64_t ref_ceil(int64_t a, int64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+static double ref_lpt(const struct bp_sp_problem *p, const size_t *gl, size_t k,
+		      struct bp_sp_sol *cur, double *load, int64_t *tok)
+{
+	memset(cur->used, 0, p->ng);
+	memset(cur->n, 0, p->nb * p->ng * sizeof(int64_t));
+	for (size_t q = 0; q < k; q++) {
+		load[gl[q]] = 0.0;
+		tok[gl[q]] = 0;
+		cur->used[gl[q]] = 1;
+	}
+	for (size_t b = 0; b < p->nb; b++)
+		for (int64_t c = 0; c < p->count[b]; c++) {
+			size_t best = p->ng;
+			double bv = INFINITY;
+			for (size_t q = 0; q < k; q++) {
+				size_t g = gl[q];
+				if (p->len[b] > p->cap[g])
+					continue;
+				double v = load[g] + p->t[b * p->ng + g] +
+					   (double)(ref_ceil(tok[g] + p->len[b], p->cap[g]) -
+						    ref_ceil(tok[g], p->cap[g])) * p->fix[g];
+				if (v < bv) {
+					bv = v;
+					best = g;
+				}
+			}
+			if (best == p->ng)
+				return INFINITY;
+			load[best] += p->t[b * p->ng + best];
+			tok[best] += p->len[b];
+			cur->n[b * p->ng + best]++;
+		}
+	return bp_sp_eval(p, cur);
+}
+
+static size_t ref_group(const struct bp_sp_problem *p, int first, int size)
+{
+	for (size_t g = 0; g < p->ng; g++)
+		if (p->g[g].first == first && p->g[g].size == size)
+			return g;
+	return p->ng;
+}
+
+static double ref_greedy(const struct bp_sp_problem *p, struct bp_sp_sol *s, int *size)
+{
+	struct bp_sp_sol cur;
+	struct bp_error err;
+	double *load = calloc(p->ng + 1, sizeof(double)), obj = INFINITY;
+	int64_t *tok = calloc(p->ng + 1, sizeof(int64_t));
+	size_t *gl = calloc(p->ng + 1, sizeof(size_t));
+	int maxs = 0;
+	CHECK(load && tok && gl && bp_sp_sol_alloc(&cur, p->nb, p->ng, &err) == 0);
+	for (size_t g = 0; g < p->ng; g++)
+		if (p->g[g].size > maxs)
+			maxs = p->g[g].size;
+	*size = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (int S = 1; S <= maxs; S *= 2)
+			for (int kk = p->units / S; kk >= 1; kk--)
+				for (int s2 = pass ? 1 : S; s2 <= S; s2 *= 2) {
+					int homog = kk * S == p->units - p->units % S;
+					if (pass ? s2 == S || kk * S == p->units : !homog)
+						continue;
+					size_t k = 0;
+					int miss = 0;
+					for (int q = 0; q < kk; q++)
+						gl[k++] = ref_group(p, q * S, S);
+					for (int a = kk * S; pass && a + s2 <= p->units; a += s2)
+						gl[k++] = ref_group(p, a, s2);
+					for (size_t q = 0; q < k; q++)
+						miss |= gl[q] == p->ng;
+					if (miss)
+						continue;
+					double v = ref_lpt(p, gl, k, &cur, load, tok);
+					if (v < obj) {
+						obj = v;
+						*size = S;
+						memcpy(s->used, cur.used, p->ng);
+						memcpy(s->n, cur.n, p->nb * p->ng * sizeof(int64_t));
+					}
+				}
+	bp_sp_sol_release(&cur);
+	free(load);
+	free(tok);
+	free(gl);
+	return obj;
+}
+
+/* Random instances, costs alike per size (the trees) or per group (the scan), small
+ * integer costs so that loads tie often, units 1 to 70, every group size limit: the
+ * pruned search without a run limit gives the exhaustive search's partition, counts and
+ * makespan bit for bit, and so does the default limit up to 12 units (at most 420
+ * documents: 156 runs, more than the partitions). */
+static void test_greedy_exact(void)
+{
+	uint64_t x = 7;
+	struct bp_error err;
+	for (int trial = 0; trial < 300; trial++) {
+		int units = 1 + (int)(lcg(&x) % (trial % 3 ? 12 : 70));
+		int maxg = 1 << (lcg(&x) % 7);
+		size_t ng = bp_sp_groups(units, maxg, NULL), nb = 1 + lcg(&x) % 7;
+		struct bp_sp_group *g = calloc(ng, sizeof(*g));
+		int64_t len[8], count[8], *cap = calloc(ng, sizeof(int64_t));
+		double *t = calloc(nb * ng, sizeof(double)), *fix = calloc(ng, sizeof(double));
+		int alike = trial % 4 != 3, ties = trial % 2;
+		CHECK(g && cap && t && fix);
+		bp_sp_groups(units, maxg, g);
+		for (size_t b = 0; b < nb; b++) {
+			len[b] = (int64_t)(nb - b) * 1000 + (int64_t)(lcg(&x) % 900);
+			count[b] = (int64_t)(lcg(&x) % (trial % 5 ? 12 : 60));
+		}
+		for (size_t k = 0; k < ng; k++) {
+			int s = g[k].size;
+			uint64_t r = alike ? 0 : lcg(&x) % 3;
+			cap[k] = (int64_t)s * (3000 + (alike ? 2000 : (int64_t)(lcg(&x) % 4000)));
+			fix[k] = ties ? (double)(5 * s) : 50.0 + 10.0 * s + (double)r;
+			for (size_t b = 0; b < nb; b++) {
+				double l = (double)len[b];
+				t[b * ng + k] = ties ? floor(l / 1000.0 / s) + (s > 1)
+						     : (1e-4 * l * l + 0.5 * l) / s + (s > 1 ? 0.05 * l : 0.0) +
+							       (double)r;
+			}
+		}
+		struct bp_sp_problem p = {units, g, ng, len, count, nb, t, fix, cap, alike, -1};
+		struct bp_sp_sol a, r;
+		int sa = 0, sr = 0;
+		double oa = 0.0;
+		CHECK(bp_sp_sol_alloc(&a, nb, ng, &err) == 0 && bp_sp_sol_alloc(&r, nb, ng, &err) == 0);
+		double orf = ref_greedy(&p, &r, &sr);
+		for (int lim = 0; lim < 2; lim++) {
+			if (lim && units > 12)
+				break;
+			p.max_runs = lim ? 0 : -1;
+			int rc = bp_sp_greedy(&p, &a, &sa, &oa, &err);
+			if (!isfinite(orf)) {
+				CHECK(rc == BP_INFEASIBLE);
+				continue;
+			}
+			CHECK(rc == 0);
+			CHECK(oa == orf && sa == sr);
+			CHECK(!memcmp(a.used, r.used, ng));
+			CHECK(!memcmp(a.n, r.n, nb * ng * sizeof(int64_t)));
+		}
+		bp_sp_sol_release(&a);
+		bp_sp_sol_release(&r);
+		free(g);
+		free(cap);
+		free(t);
+		free(fix);
+	}
+}
+
 /* Random instances with a FlexSP-like cost (attention over the group, a per-size
  * communication term) and small budgets: the program ends no worse than its warm start on
  * its own objective, its solution is what bp_sp_eval says, its bound lies below. */
@@ -145,7 +313,7 @@ static void test_never_worse(void)
 				t[b * ng + k] = (1e-4 * l * l + 0.5 * l) / s + (s > 1 ? 0.05 * l : 0.0);
 			}
 		}
-		struct bp_sp_problem p = {units, g, ng, len, count, nb, t, fix, cap, 1};
+		struct bp_sp_problem p = {units, g, ng, len, count, nb, t, fix, cap, 1, 0};
 		struct bp_sp_sol s;
 		struct bp_sp_result r;
 		int size;
@@ -172,7 +340,7 @@ static void test_never_worse(void)
 static int solve_flexsp(const struct bp_profile *prof, const struct bp_dataset *ds, int cp,
 			int pp, struct bp_plan *out, struct bp_error *err)
 {
-	struct bp_param par[] = {{"buckets", "6"}, {"ilp_node_limit", "50"}};
+	struct bp_param par[] = {{"buckets", "6"}, {"ilp_node_limit", "50"}, {"milp", "1"}};
 	struct bp_solve_opts o = {
 		.method = "flexsp",
 		.cluster = {.gpus = 16, .tp = 2, .cp = cp, .pp = pp, .dp = 8 / (cp * pp)},
@@ -181,7 +349,7 @@ static int solve_flexsp(const struct bp_profile *prof, const struct bp_dataset *
 		.dataset_name = "synthetic-longtail",
 		.dataset_sha = "0000000000000000000000000000000000000000000000000000000000000000",
 		.profile_sha = "1111111111111111111111111111111111111111111111111111111111111111",
-		.params = par, .nparams = 2,
+		.params = par, .nparams = 3,
 	};
 	bp_plan_init(out);
 	return bp_solve(ds, prof, &o, out, err);
@@ -255,6 +423,7 @@ int main(void)
 	test_buckets();
 	test_known();
 	test_never_worse();
+	test_greedy_exact();
 	test_method();
 	return CHECK_DONE();
 }

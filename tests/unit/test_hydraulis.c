@@ -10,6 +10,7 @@
 
 #include "analytic.h"
 #include "check.h"
+#include "solve_fixture.h"
 #include "hyd.h"
 #include "hyd_json.h"
 #include "jsonutil.h"
@@ -587,41 +588,28 @@ static void test_strategies(void)
 
 /* ---- the method through bp_solve (P1, P2, P7, P8, P10) ---- */
 
-static int solve_hyd(const char *dataset, const struct bp_profile *prof, const char *method,
-		     struct bp_scheme req, int gpus, int64_t L, int64_t tps, uint64_t seed,
-		     const struct bp_hyd_set *set, const struct bp_param *params, size_t np,
-		     struct bp_plan *plan, struct bp_error *err)
-{
-	struct bp_dataset ds;
-	bp_dataset_init(&ds);
-	CHECK(bp_dataset_preset(&ds, dataset, err) == 0);
-	struct bp_solve_opts o = {
-		.method = method,
-		.cluster = {.gpus = gpus, .tp = req.tp, .cp = req.cp, .pp = req.pp,
-			    .dp = gpus / (req.tp * req.cp * req.pp)},
-		.steps = 6, .max_tokens = L, .tokens_per_step = tps,
-		.overlen = BP_OVERLEN_TRUNCATE, .seed = seed, .shard = BP_SHARD_SEQUENCE,
-		.dataset_name = dataset,
-		.dataset_sha = "0000000000000000000000000000000000000000000000000000000000000000",
-		.profile_sha = "1111111111111111111111111111111111111111111111111111111111111111",
-		.params = params, .nparams = np, .method_input = set,
-	};
-	int rc = bp_solve(&ds, prof, &o, plan, err);
-	bp_dataset_release(&ds);
-	return rc;
-}
+/* What a hydraulis solve below takes besides its request: the candidates and parameters. */
+struct hyd_in {
+	const struct bp_hyd_set *set;
+	const struct bp_param *params;
+	size_t np;
+};
 
-static char *encode(const struct bp_plan *p)
+/* method on 16 GPUs of scheme req, 6 steps of synthetic-longtail at 16,384 tokens a
+ * micro-batch and 65,536 a step. */
+static int solve_hyd(const struct bp_profile *prof, const char *method, struct bp_scheme req,
+		     uint64_t seed, const struct hyd_in *in, struct bp_plan *plan,
+		     struct bp_error *err)
 {
-	json_t *j = bp_plan_to_json(p);
-	char *t = j ? bp_json_dump_lines(j) : NULL;
-	json_decref(j);
-	return t;
-}
-
-static int plan_cb(void *out, json_t *root, struct bp_error *err)
-{
-	return bp_plan_from_json(out, root, err);
+	struct bp_solve_opts o = test_solve_opts(method, "synthetic-longtail", req, 16);
+	o.steps = 6;
+	o.max_tokens = 16384;
+	o.tokens_per_step = 65536;
+	o.seed = seed;
+	o.params = in->params;
+	o.nparams = in->np;
+	o.method_input = in->set;
+	return test_solve_preset(prof, &o, plan, err);
 }
 
 static void test_method(void)
@@ -662,22 +650,21 @@ static void test_method(void)
 			strcpy(par[0].value, code ? "code" : "paper");
 			strcpy(par[1].key, "trials");
 			strcpy(par[1].value, "30");
-			int r1 = solve_hyd("synthetic-longtail", &prof, "hydraulis", sc[0], 16, 16384,
-					   65536, seed, &set, par, 2, &p1, &err);
+			const struct hyd_in in = {&set, par, 2};
+			int r1 = solve_hyd(&prof, "hydraulis", sc[0], seed, &in, &p1, &err);
 			if (r1)
 				fprintf(stderr, "hydraulis: %s\n", err.text);
 			CHECK(r1 == 0 || (code && r1 == BP_INFEASIBLE));
 			if (r1)
 				continue;
-			CHECK(solve_hyd("synthetic-longtail", &prof, "hydraulis", sc[0], 16, 16384,
-					65536, seed, &set, par, 2, &p2, &err) == 0);
-			char *t1 = encode(&p1), *t2 = encode(&p2);
+			CHECK(solve_hyd(&prof, "hydraulis", sc[0], seed, &in, &p2, &err) == 0);
+			char *t1 = plan_text(&p1, TEXT_LINES), *t2 = plan_text(&p2, TEXT_LINES);
 			CHECK(t1 && t2 && !strcmp(t1, t2)); /* P7: same inputs, same plan */
 			/* decode then encode is the identity; check re-predicts every number */
 			struct bp_plan q;
 			bp_plan_init(&q);
 			CHECK(bp_json_parse_text(t1, strlen(t1), plan_cb, &q, &err) == 0);
-			char *t3 = encode(&q);
+			char *t3 = plan_text(&q, TEXT_LINES);
 			CHECK(t3 && !strcmp(t1, t3));
 			CHECK(bp_plan_check(&q, &prof, &err) == 0 ||
 			      (fprintf(stderr, "%s\n", err.text), 0));
@@ -721,10 +708,10 @@ static void test_method(void)
 	bp_hyd_set_init(&one);
 	CHECK(bp_hyd_set_add(&one, &set.s[0], &err) >= 0);
 	struct bp_plan ph, pf;
-	CHECK(solve_hyd("synthetic-longtail", &prof, "hydraulis", sc[0], 16, 16384, 65536, 5,
-			&one, NULL, 0, &ph, &err) == 0);
-	CHECK(solve_hyd("synthetic-longtail", &prof, "fixed", sc[0], 16, 16384, 65536, 5, NULL,
-			NULL, 0, &pf, &err) == 0);
+	CHECK(solve_hyd(&prof, "hydraulis", sc[0], 5, &(struct hyd_in){&one, NULL, 0}, &ph,
+			&err) == 0);
+	CHECK(solve_hyd(&prof, "fixed", sc[0], 5, &(struct hyd_in){NULL, NULL, 0}, &pf,
+			&err) == 0);
 	fprintf(stderr, "P9: hydraulis %.1f ms, fixed %.1f ms per step\n",
 		ph.summary.step_mean_us / 1e3, pf.summary.step_mean_us / 1e3);
 	CHECK(ph.summary.step_mean_us <= pf.summary.step_mean_us * 1.05);
@@ -738,14 +725,14 @@ static void test_method(void)
 	bp_hyd_set_init(&small);
 	CHECK(bp_hyd_strategy_parse("2x1*2", &st, &err) == 0);
 	CHECK(bp_hyd_set_add(&small, &st, &err) >= 0);
-	CHECK(solve_hyd("synthetic-longtail", &prof, "hydraulis", sc[0], 16, 16384, 65536, 1,
-			&small, NULL, 0, &pi, &err) == BP_INFEASIBLE);
+	CHECK(solve_hyd(&prof, "hydraulis", sc[0], 1, &(struct hyd_in){&small, NULL, 0}, &pi,
+			&err) == BP_INFEASIBLE);
 	CHECK(strstr(err.text, "longer than every candidate strategy's MaxLen") != NULL);
 	/* no candidates at all */
 	struct bp_hyd_set none;
 	bp_hyd_set_init(&none);
-	CHECK(solve_hyd("synthetic-longtail", &prof, "hydraulis", sc[0], 16, 16384, 65536, 1,
-			&none, NULL, 0, &pi, &err) < 0);
+	CHECK(solve_hyd(&prof, "hydraulis", sc[0], 1, &(struct hyd_in){&none, NULL, 0}, &pi,
+			&err) < 0);
 	bp_hyd_set_release(&small);
 	bp_hyd_set_release(&set);
 	bp_profile_release(&prof);
@@ -820,8 +807,8 @@ static void test_pullpush(void)
 		memset(&par, 0, sizeof(par));
 		strcpy(par.key, "sync");
 		strcpy(par.value, modes[m]);
-		CHECK(solve_hyd("synthetic-longtail", &prof, "hydraulis", sc[0], 16, 16384, 65536, 5,
-				&set, &par, 1, &p[m], &err) == 0);
+		CHECK(solve_hyd(&prof, "hydraulis", sc[0], 5, &(struct hyd_in){&set, &par, 1}, &p[m],
+				&err) == 0);
 	}
 	for (size_t s = 0; s < p[0].nsteps; s++) {
 		const struct bp_metrics *a = &p[0].steps[s].m, *b = &p[1].steps[s].m,
@@ -846,11 +833,11 @@ static void test_pullpush(void)
 		CHECK(b->lnk_bytes >= 2.0 * bp_model_params(&p[1].model) / 8 * 0.9);
 	}
 	for (int m = 0; m < 3; m++) {
-		char *t = encode(&p[m]);
+		char *t = plan_text(&p[m], TEXT_LINES);
 		struct bp_plan q;
 		bp_plan_init(&q);
 		CHECK(t && bp_json_parse_text(t, strlen(t), plan_cb, &q, &err) == 0);
-		char *t2 = encode(&q);
+		char *t2 = plan_text(&q, TEXT_LINES);
 		CHECK(t2 && !strcmp(t, t2));
 		CHECK(bp_plan_check(&q, &prof, &err) == 0);
 		free(t);

@@ -12,6 +12,7 @@
 
 #include "analytic.h"
 #include "check.h"
+#include "solve_fixture.h"
 #include "ilp_pack.h"
 #include "pack.h"
 #include "rng.h"
@@ -337,28 +338,22 @@ static struct bp_profile prof;
 static int solve(const char *method, uint64_t seed, const char *node_limit,
 		 struct bp_plan *plan)
 {
-	struct bp_dataset ds;
 	struct bp_error err;
 	struct bp_param params[1];
-	bp_dataset_init(&ds);
-	CHECK(bp_dataset_preset(&ds, "synthetic-longtail", &err) == 0);
 	memset(params, 0, sizeof(params));
 	strcpy(params[0].key, "ilp_node_limit");
 	strcpy(params[0].value, node_limit);
-	struct bp_solve_opts o = {
-		.method = method,
-		.cluster = {.gpus = 16, .tp = 2, .cp = 2, .pp = 2, .dp = 2},
-		.steps = 6, .tokens_per_step = 0, .docs_per_step = 24, .max_tokens = 16384,
-		.overlen = BP_OVERLEN_TRUNCATE, .seed = seed, .shard = BP_SHARD_SEQUENCE,
-		.dataset_name = "synthetic-longtail",
-		.dataset_sha = "0000000000000000000000000000000000000000000000000000000000000000",
-		.profile_sha = "1111111111111111111111111111111111111111111111111111111111111111",
-		.params = params, .nparams = strstr(method, "-ilp") ? 1 : 0,
-	};
-	int rc = bp_solve(&ds, &prof, &o, plan, &err);
+	struct bp_solve_opts o = test_solve_opts(method, "synthetic-longtail",
+						 (struct bp_scheme){2, 2, 2}, 16);
+	o.steps = 6;
+	o.docs_per_step = 24;
+	o.max_tokens = 16384;
+	o.seed = seed;
+	o.params = params;
+	o.nparams = strstr(method, "-ilp") ? 1 : 0;
+	int rc = test_solve_preset(&prof, &o, plan, &err);
 	if (rc)
 		fprintf(stderr, "%s: %s\n", method, err.text);
-	bp_dataset_release(&ds);
 	return rc;
 }
 

@@ -5,6 +5,7 @@
 
 #include "analytic.h"
 #include "check.h"
+#include "solve_fixture.h"
 #include "jsonutil.h"
 #include "method.h"
 #include "solve.h"
@@ -13,44 +14,32 @@
 /* The loader's document mode every solve below uses (documents.h). */
 static enum bp_documents docs_mode = BP_DOCS_WHOLE;
 
-static int solve(const char *dataset, const char *method, struct bp_scheme sc, int gpus,
-		 int64_t max_tokens, int64_t tps, uint64_t seed, enum bp_shard shard,
-		 struct bp_profile *prof, struct bp_plan *plan)
+/* A request of the tests below: tps > 0 a token budget, tps < 0 -tps documents per step. */
+struct req {
+	const char *dataset;
+	struct bp_scheme sc;
+	int gpus;
+	int64_t max_tokens, tps;
+	uint64_t seed;
+	enum bp_shard shard;
+};
+
+static int solve(const char *method, const struct req *r, struct bp_profile *prof,
+		 struct bp_plan *plan)
 {
-	struct bp_dataset ds;
 	struct bp_error err;
-	bp_dataset_init(&ds);
-	CHECK(bp_dataset_preset(&ds, dataset, &err) == 0);
-	struct bp_solve_opts o = {
-		.method = method,
-		.cluster = {.gpus = gpus, .tp = sc.tp, .cp = sc.cp, .pp = sc.pp,
-			    .dp = gpus / (sc.tp * sc.cp * sc.pp)},
-		.steps = 4, .max_tokens = max_tokens,
-		/* tps > 0: a token budget; tps < 0: -tps documents per step */
-		.tokens_per_step = tps > 0 ? tps : 0, .docs_per_step = tps < 0 ? -tps : 0,
-		.overlen = BP_OVERLEN_TRUNCATE, .documents = docs_mode, .seed = seed,
-		.shard = shard, .dataset_name = dataset,
-		.dataset_sha = "0000000000000000000000000000000000000000000000000000000000000000",
-		.profile_sha = "1111111111111111111111111111111111111111111111111111111111111111",
-	};
-	int rc = bp_solve(&ds, prof, &o, plan, &err);
+	struct bp_solve_opts o = test_solve_opts(method, r->dataset, r->sc, r->gpus);
+	o.steps = 4;
+	o.max_tokens = r->max_tokens;
+	o.tokens_per_step = r->tps > 0 ? r->tps : 0;
+	o.docs_per_step = r->tps < 0 ? -r->tps : 0;
+	o.documents = docs_mode;
+	o.seed = r->seed;
+	o.shard = r->shard;
+	int rc = test_solve_preset(prof, &o, plan, &err);
 	if (rc)
 		fprintf(stderr, "solve %s: %s\n", method, err.text);
-	bp_dataset_release(&ds);
 	return rc;
-}
-
-static int plan_cb(void *out, json_t *root, struct bp_error *err)
-{
-	return bp_plan_from_json(out, root, err);
-}
-
-static char *encode(const struct bp_plan *p)
-{
-	json_t *j = bp_plan_to_json(p);
-	char *s = j ? bp_json_dump_lines(j) : NULL;
-	json_decref(j);
-	return s;
 }
 
 /* Every method, several schemes, seeds, datasets and document modes: valid plans, exact
@@ -76,8 +65,9 @@ static void test_all_methods(void)
 					int64_t L = d ? 4096 : 16384;
 					int64_t tps = 3 * L;
 					enum bp_shard sh = seed % 2 ? BP_SHARD_SEQUENCE : BP_SHARD_DOCUMENT;
-					if (solve(datasets[d], bp_method_at(m)->name, schemes[sidx], gpus, L,
-						  tps, seed, sh, &prof, &plan) != 0) {
+					const struct req rq = {datasets[d], schemes[sidx], gpus, L,
+							       tps, seed, sh};
+					if (solve(bp_method_at(m)->name, &rq, &prof, &plan) != 0) {
 						CHECK(0);
 						continue;
 					}
@@ -102,11 +92,11 @@ static void test_all_methods(void)
 							*w = plan.summary.model_tflop;
 						CHECK_NEAR(plan.summary.model_tflop, *w, 1e-9 * *w);
 					}
-					char *a = encode(&plan);
+					char *a = plan_text(&plan, TEXT_LINES);
 					CHECK(a != NULL);
 					bp_plan_init(&back);
 					CHECK(bp_json_parse_text(a, strlen(a), plan_cb, &back, &err) == 0);
-					char *b = encode(&back);
+					char *b = plan_text(&back, TEXT_LINES);
 					CHECK(b && !strcmp(a, b));
 					CHECK(bp_plan_check(&back, &prof, &err) == 0 || (fprintf(stderr, "%s\n", err.text), 0));
 					free(a);
@@ -130,8 +120,9 @@ static void test_breaches(void)
 	bp_profile_init(&prof);
 	CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"), bp_model_preset("llama3-8b"), &sc,
 				  1, 16384, &err) == 0);
-	CHECK(solve("synthetic-longtail", "fixed", sc, 16, 16384, 3 * 16384, 7,
-		    BP_SHARD_SEQUENCE, &prof, &plan) == 0);
+	const struct req rq = {"synthetic-longtail", sc, 16, 16384, 3 * 16384, 7,
+			       BP_SHARD_SEQUENCE};
+	CHECK(solve("fixed", &rq, &prof, &plan) == 0);
 	CHECK(bp_plan_costs(&plan, &prof, &cm, &err) == 0);
 	CHECK(bp_plan_validate(&plan, &cm, &err) == 0);
 	struct bp_mb *mb = &plan.steps[0].pipes[0].mbs[0];
@@ -241,8 +232,9 @@ static void test_documents(void)
 	struct bp_plan p[3];
 	for (int k = 0; k < 3; k++) {
 		docs_mode = (enum bp_documents)k;
-		CHECK(solve("synthetic-longtail", "plain", sc, 16, 16384, 4 * 16384, 5,
-			    BP_SHARD_SEQUENCE, &prof, &p[k]) == 0);
+		const struct req rq = {"synthetic-longtail", sc, 16, 16384, 4 * 16384, 5,
+				       BP_SHARD_SEQUENCE};
+		CHECK(solve("plain", &rq, &prof, &p[k]) == 0);
 	}
 	docs_mode = BP_DOCS_WHOLE;
 	const struct bp_plan *whole = &p[BP_DOCS_WHOLE], *lc = &p[BP_DOCS_CUT],
@@ -276,10 +268,10 @@ static void test_fixed_beats_plain(void)
 				  1, 131072, &err) == 0);
 	for (uint64_t seed = 1; seed <= 3; seed++) {
 		struct bp_plan a, b;
-		CHECK(solve("synthetic-longtail", "plain", sc, 64, 131072, -100, seed,
-			    BP_SHARD_SEQUENCE, &prof, &a) == 0);
-		CHECK(solve("synthetic-longtail", "fixed", sc, 64, 131072, -100, seed,
-			    BP_SHARD_SEQUENCE, &prof, &b) == 0);
+		const struct req rq = {"synthetic-longtail", sc, 64, 131072, -100, seed,
+				       BP_SHARD_SEQUENCE};
+		CHECK(solve("plain", &rq, &prof, &a) == 0);
+		CHECK(solve("fixed", &rq, &prof, &b) == 0);
 		CHECK(b.summary.imb_wlb_mean < a.summary.imb_wlb_mean);
 		CHECK(a.summary.tokens == b.summary.tokens);
 		bp_plan_release(&a);

@@ -10,6 +10,7 @@
 
 #include "analytic.h"
 #include "check.h"
+#include "codec.h"
 #include "costmodel.h"
 #include "jsonutil.h"
 #include "presets.h"
@@ -60,19 +61,6 @@ static void test_presets(void)
 	enum bp_coll_op op;
 	CHECK(bp_coll_op_parse("send_recv", &op) == 0 && op == BP_COLL_SENDRECV);
 	CHECK(bp_coll_op_parse("broadcast", &op) < 0);
-}
-
-static char *dump(const struct bp_profile *p)
-{
-	json_t *j = bp_profile_to_json(p);
-	char *s = j ? bp_json_dump_canonical(j) : NULL;
-	json_decref(j);
-	return s;
-}
-
-static int parse_cb(void *out, json_t *root, struct bp_error *err)
-{
-	return bp_profile_from_json(out, root, err);
 }
 
 /* Decodes mutated JSON and expects the error text want (exactly). */
@@ -471,7 +459,7 @@ static void test_text_errors(const char *good)
 		memcpy(bad, good, off);
 		memcpy(bad + off, "NaN", 3);
 		strcpy(bad + off + 3, good + end);
-		CHECK(bp_json_parse_text(bad, strlen(bad), parse_cb, &p, &err) < 0);
+		CHECK(bp_json_parse_text(bad, strlen(bad), profile_cb, &p, &err) < 0);
 		CHECK(!strncmp(err.text, "line ", 5) && strstr(err.text, "column") != NULL);
 	}
 
@@ -483,7 +471,7 @@ static void test_text_errors(const char *good)
 		memcpy(bad, good, off);
 		strcpy(bad + off, "\"foo\": 1,");
 		strcpy(bad + off + 9, good + off);
-		CHECK(bp_json_parse_text(bad, strlen(bad), parse_cb, &p, &err) < 0);
+		CHECK(bp_json_parse_text(bad, strlen(bad), profile_cb, &p, &err) < 0);
 		CHECK(strstr(err.text, "line ") == err.text);
 		CHECK(strstr(err.text, ": unknown key \"foo\" in profile.hardware") != NULL);
 	}
@@ -612,7 +600,7 @@ int main(void)
 		goto out;
 	}
 	test_analytic_values(&p);
-	s1 = dump(&p);
+	s1 = profile_text(&p);
 	CHECK(s1 != NULL);
 	if (!s1)
 		goto out;
@@ -626,12 +614,12 @@ int main(void)
 		fprintf(stderr, "from_json: %s\n", err.text);
 		goto out;
 	}
-	s2 = dump(&q);
+	s2 = profile_text(&q);
 	CHECK(s2 && !strcmp(s1, s2));
 	/* Deterministic: a second generation gives the same bytes. */
 	CHECK(bp_profile_analytic(&r, bp_gpu_preset("H100"), bp_model_preset("llama3-8b"),
 				  test_schemes, 2, 65536, &err) == 0);
-	s3 = dump(&r);
+	s3 = profile_text(&r);
 	CHECK(s3 && !strcmp(s1, s3));
 	test_errors(root);
 	test_sparse_and_sense_errors(root);

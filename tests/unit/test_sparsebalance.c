@@ -20,6 +20,7 @@
 #include "costmodel.h"
 #include "sparse_dst.h"
 #include "check.h"
+#include "solve_fixture.h"
 #include "jsonutil.h"
 #include "method.h"
 #include "plan.h"
@@ -31,7 +32,6 @@ static struct bp_profile prof;
 
 static int solve(const char *method, const char *const *kv, size_t n, struct bp_plan *plan)
 {
-	struct bp_dataset ds;
 	struct bp_error err;
 	struct bp_param ps[16];
 	memset(ps, 0, sizeof(ps));
@@ -40,34 +40,22 @@ static int solve(const char *method, const char *const *kv, size_t n, struct bp_
 		memcpy(ps[i].key, kv[i], (size_t)(eq - kv[i]));
 		strcpy(ps[i].value, eq + 1);
 	}
-	bp_dataset_init(&ds);
-	CHECK(bp_dataset_preset(&ds, "longalign-10k", &err) == 0);
-	struct bp_solve_opts o = {
-		.method = method,
-		.cluster = {.gpus = 8, .tp = 1, .cp = 1, .pp = 2, .dp = 4},
-		.steps = 4, .max_tokens = 32768, .docs_per_step = 16,
-		.overlen = BP_OVERLEN_TRUNCATE, .seed = 3, .shard = BP_SHARD_SEQUENCE,
-		.dataset_name = "longalign-10k", .params = ps, .nparams = n,
-		.dataset_sha = "0000000000000000000000000000000000000000000000000000000000000000",
-		.profile_sha = "1111111111111111111111111111111111111111111111111111111111111111",
-	};
-	int rc = bp_solve(&ds, &prof, &o, plan, &err);
+	const struct bp_scheme sc = {1, 1, 2};
+	struct bp_solve_opts o = test_solve_opts(method, "longalign-10k", sc, 8);
+	o.steps = 4;
+	o.max_tokens = 32768;
+	o.docs_per_step = 16;
+	o.seed = 3;
+	o.params = ps;
+	o.nparams = n;
+	int rc = test_solve_preset(&prof, &o, plan, &err);
 	if (rc)
 		fprintf(stderr, "solve %s: %s\n", method, err.text);
 	else if (bp_plan_validate(plan, NULL, &err) < 0) {
 		fprintf(stderr, "validate %s: %s\n", method, err.text);
 		rc = -1;
 	}
-	bp_dataset_release(&ds);
 	return rc;
-}
-
-static char *encode(const struct bp_plan *p)
-{
-	json_t *j = bp_plan_to_json(p);
-	char *s = j ? bp_json_dump_canonical(j) : NULL;
-	json_decref(j);
-	return s;
 }
 
 /* The record's k_anchor and counts, read back through the codec (the struct is private). */
@@ -129,7 +117,7 @@ static void test_plans(void)
 	bp_plan_init(&b);
 	CHECK(solve("sparsebalance", NULL, 0, &a) == 0);
 	CHECK(solve("sparsebalance", NULL, 0, &b) == 0);
-	char *x = encode(&a), *y = encode(&b);
+	char *x = plan_text(&a, TEXT_CANONICAL), *y = plan_text(&b, TEXT_CANONICAL);
 	CHECK(x && y && !strcmp(x, y));
 	free(x);
 	free(y);

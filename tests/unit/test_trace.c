@@ -9,6 +9,7 @@
 
 #include "analytic.h"
 #include "check.h"
+#include "codec.h"
 #include "costmodel.h"
 #include "jsonutil.h"
 #include "presets.h"
@@ -55,19 +56,6 @@ static void make_trace(struct bp_trace *t)
 	}
 }
 
-static char *dump(const struct bp_trace *t)
-{
-	json_t *j = bp_trace_to_json(t);
-	char *s = j ? bp_json_dump_canonical(j) : NULL;
-	json_decref(j);
-	return s;
-}
-
-static int trace_cb(void *out, json_t *root, struct bp_error *err)
-{
-	return bp_trace_from_json(out, root, err);
-}
-
 /* Decodes text into a fresh trace; returns the codec's result, err filled. */
 static int decode(const char *text, struct bp_error *err)
 {
@@ -83,11 +71,11 @@ static void test_round_trip(void)
 	struct bp_trace t, u;
 	struct bp_error err;
 	make_trace(&t);
-	char *a = dump(&t);
+	char *a = trace_text(&t);
 	CHECK(a != NULL);
 	bp_trace_init(&u);
 	CHECK(bp_json_parse_text(a, strlen(a), trace_cb, &u, &err) == 0);
-	char *b = dump(&u);
+	char *b = trace_text(&u);
 	CHECK(b && !strcmp(a, b));
 	CHECK(u.nsteps == 2 && u.steps[1].index == 5 && u.world == 4);
 	CHECK(!strcmp(u.plan_sha, t.plan_sha) && !strcmp(u.backend, "host"));

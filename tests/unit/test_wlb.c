@@ -9,16 +9,29 @@
 
 #include "analytic.h"
 #include "check.h"
+#include "solve_fixture.h"
 #include "method.h"
 #include "solve.h"
 #include "validate.h"
 
 static struct bp_profile prof;
 
-static int solve_wlb(const char *ds_name, uint64_t seed, int gpus, struct bp_scheme sc,
-		     int64_t L, int64_t tps, int64_t dps, const char *queues,
-		     const char *thresholds, struct bp_plan *plan, int64_t *drawn_tokens)
+/* A wlb request: 12 steps of a dataset preset, by tokens (tps) or documents (dps), with
+ * wlb's queues and thresholds parameters when not NULL. */
+struct wlb_req {
+	const char *ds_name;
+	uint64_t seed;
+	int gpus;
+	struct bp_scheme sc;
+	int64_t L, tps, dps;
+	const char *queues, *thresholds;
+};
+
+static int solve_wlb(const struct wlb_req *r, struct bp_plan *plan, int64_t *drawn_tokens)
 {
+	const char *ds_name = r->ds_name, *queues = r->queues, *thresholds = r->thresholds;
+	const int64_t L = r->L, tps = r->tps, dps = r->dps;
+	const uint64_t seed = r->seed;
 	struct bp_dataset ds;
 	struct bp_error err;
 	struct bp_param params[2];
@@ -35,17 +48,14 @@ static int solve_wlb(const char *ds_name, uint64_t seed, int gpus, struct bp_sch
 		strcpy(params[np].key, "thresholds");
 		strcpy(params[np++].value, thresholds);
 	}
-	struct bp_solve_opts o = {
-		.method = "wlb",
-		.cluster = {.gpus = gpus, .tp = sc.tp, .cp = sc.cp, .pp = sc.pp,
-			    .dp = gpus / (sc.tp * sc.cp * sc.pp)},
-		.steps = 12, .tokens_per_step = tps, .docs_per_step = dps, .max_tokens = L,
-		.overlen = BP_OVERLEN_TRUNCATE, .seed = seed, .shard = BP_SHARD_SEQUENCE,
-		.dataset_name = ds_name,
-		.dataset_sha = "0000000000000000000000000000000000000000000000000000000000000000",
-		.profile_sha = "1111111111111111111111111111111111111111111111111111111111111111",
-		.params = params, .nparams = np,
-	};
+	struct bp_solve_opts o = test_solve_opts("wlb", ds_name, r->sc, r->gpus);
+	o.steps = 12;
+	o.tokens_per_step = tps;
+	o.docs_per_step = dps;
+	o.max_tokens = L;
+	o.seed = seed;
+	o.params = params;
+	o.nparams = np;
 	int rc = bp_solve(&ds, &prof, &o, plan, &err);
 	if (rc)
 		fprintf(stderr, "wlb: %s\n", err.text);
@@ -77,8 +87,9 @@ static void test_no_loss(void)
 				struct bp_plan plan;
 				int64_t drawn = 0, L = d ? 2048 : 16384;
 				int64_t tps = seed % 2 ? 4 * L : 0, dps = seed % 2 ? 0 : 40;
-				if (solve_wlb(datasets[d], seed, 16, sc, L, tps, dps, queues[q], NULL,
-					      &plan, &drawn) != 0) {
+				const struct wlb_req rq = {datasets[d], seed, 16, sc, L, tps, dps,
+							   queues[q], NULL};
+				if (solve_wlb(&rq, &plan, &drawn) != 0) {
 					CHECK(0);
 					continue;
 				}
@@ -359,15 +370,11 @@ static void test_shipped_datasets(void)
 		struct bp_plan plan;
 		bp_dataset_init(&ds);
 		CHECK(bp_dataset_preset(&ds, name, &err) == 0);
-		struct bp_solve_opts o = {
-			.method = "wlb",
-			.cluster = {.gpus = 64, .tp = 8, .cp = 2, .pp = 4, .dp = 1},
-			.steps = 20, .tokens_per_step = 4 * L, .max_tokens = L,
-			.overlen = BP_OVERLEN_TRUNCATE, .seed = 1, .shard = BP_SHARD_SEQUENCE,
-			.dataset_name = name,
-			.dataset_sha = "0000000000000000000000000000000000000000000000000000000000000000",
-			.profile_sha = "1111111111111111111111111111111111111111111111111111111111111111",
-		};
+		struct bp_solve_opts o = test_solve_opts("wlb", name, sc, 64);
+		o.steps = 20;
+		o.tokens_per_step = 4 * L;
+		o.max_tokens = L;
+		o.seed = 1;
 		if (bp_solve(&ds, &p7, &o, &plan, &err) != 0) {
 			fprintf(stderr, "%s: %s\n", name, err.text);
 			CHECK(0);
