@@ -17,29 +17,17 @@
 #include "ilp_pack.h"
 #include "pack.h"
 
-/* LPT with a cap for v micro-batches, as bp_pack_lpt (the costliest sequence first into the
- * least-loaded micro-batch with room, the first on ties) but with the order by cost given:
- * it is the same for every V, so it is sorted once (bp_order_by_cost). Returns 0, or 1 when
- * a sequence finds no micro-batch with room (bin_of, load and fill then partial). */
-static int lpt_ordered(const double *w, const int64_t *len, const size_t *order, size_t n,
-		       size_t v, int64_t cap, int *bin_of, double *load, int64_t *fill)
+/* LPT with a cap for v micro-batches, blocks/pack.c's (the costliest sequence first into the
+ * least-loaded micro-batch with room, the first on ties) with the order by cost given: it
+ * is the same for every V, so it is sorted once (bp_order_by_cost). Returns 0, 1 when a
+ * sequence finds no micro-batch with room (bin_of, load and fill then partial), -1 on
+ * error. */
+static int lpt_ordered(const double *w, const int64_t *len, size_t *order, size_t n, size_t v,
+		       int64_t cap, int *bin_of, double *load, int64_t *fill, struct bp_error *err)
 {
-	for (size_t b = 0; b < v; b++) {
-		load[b] = 0.0;
-		fill[b] = 0;
-	}
-	for (size_t k = 0; k < n; k++) {
-		size_t i = order[k], best = v;
-		for (size_t b = 0; b < v; b++)
-			if (fill[b] + len[i] <= cap && (best == v || load[b] < load[best]))
-				best = b;
-		if (best == v)
-			return 1;
-		bin_of[i] = (int)best;
-		load[best] += w[i];
-		fill[best] += len[i];
-	}
-	return 0;
+	struct bp_lpt_opts o = {.nbins = v, .maxbins = v, .cap = cap, .sorted = 1};
+	size_t used;
+	return bp_pack_lpt_ex(&o, w, len, n, order, bin_of, load, fill, &used, err);
 }
 
 int bp_hyd_pack(const struct bp_hyd_pack_in *in, int *bin_of, struct bp_hyd_pack_out *out,
@@ -97,7 +85,11 @@ int bp_hyd_pack(const struct bp_hyd_pack_in *in, int *bin_of, struct bp_hyd_pack
 				break;
 			continue;
 		}
-		if (lpt_ordered(in->w, in->len, order, n, (size_t)v, in->cap, bins, load, fill))
+		int r = lpt_ordered(in->w, in->len, order, n, (size_t)v, in->cap, bins, load, fill,
+				    err);
+		if (r < 0)
+			goto out;
+		if (r)
 			continue; /* the greedy left a sequence out at this V */
 		double z = 0.0;
 		for (int64_t k = 0; k < v; k++)

@@ -1,7 +1,8 @@
 /* pack.c: LPT packing with a token cap and balanced dealing of bins to pipelines (pack.h).
  * Called by the packing methods (methods/), ilp_pack.c's warm starts, Hydraulis's packing
  * (hyd_pack.c), FlexSP's groups (sp_ilp.c) and the simulator's bound (sim/predict.c).
- * One LPT (bp_pack_lpt_ex) serves bp_pack_lpt, bp_deal_bins, SparseBalance's batching and
+ * One LPT (bp_pack_lpt_ex) serves bp_pack_lpt, bp_deal_bins, Hydraulis's packing,
+ * SparseBalance's batching and
  * plain's balanced deal. Invariant: results depend only on the inputs (ties broken by
  * index), never on memory addresses. */
 #include "pack.h"
