@@ -1,4 +1,5 @@
-/* pack.h: bin-packing building blocks shared by the methods. */
+/* pack.h: bin-packing building blocks shared by the methods (pack.c; the length-only packers
+ * in pack_len.c, Karmarkar-Karp in kk_part.c). */
 #ifndef BP_PACK_H
 #define BP_PACK_H
 
@@ -92,7 +93,7 @@ int bp_order_by_len(const int64_t *len, size_t n, size_t *order, struct bp_error
 
 /* A bound on the bins any any-fit packing (FFD, BFD: a bin opens only when the item fits
  * no open bin) of n items of tokens tokens in all opens under cap: at most one bin ends at
- * most half full, so fewer than 2 * tokens / cap + 1; and at most n. ffd.c. */
+ * most half full, so fewer than 2 * tokens / cap + 1; and at most n. pack_len.c. */
 size_t bp_anyfit_bins_bound(size_t n, int64_t tokens, int64_t cap);
 
 /* First-fit-decreasing to capacity cap (NeMo's sequence packing; Johnson 1973): items in
@@ -100,7 +101,7 @@ size_t bp_anyfit_bins_bound(size_t n, int64_t tokens, int64_t cap);
  * A max segment tree over the bins' free room, with bp_anyfit_bins_bound leaves, finds that
  * bin in O(log bins). Every len must be in [1, cap] (checked: -1). bin_of gets each item's
  * bin; *nbins the bins used, numbered in the order they were opened. O(n log n) plus the
- * sort. Returns 0 or -1. ffd.c. */
+ * sort. Returns 0 or -1. pack_len.c. */
 int bp_pack_ffd(const int64_t *len, size_t n, int64_t cap, int *bin_of, size_t *nbins,
 		struct bp_error *err);
 
@@ -109,7 +110,7 @@ int bp_pack_ffd(const int64_t *len, size_t n, int64_t cap, int *bin_of, size_t *
  * equal room are taken first-come (the one that reached that room first, TRL's queue per
  * room). The structure is chosen by size (a scan over few bins, TRL's tree over room values
  * when min(cap, sum of len) is within a few times n, a treap over the bins otherwise), so
- * time and memory follow n, not cap. Same contract as bp_pack_ffd. bfd.c. */
+ * time and memory follow n, not cap. Same contract as bp_pack_ffd. pack_len.c. */
 int bp_pack_bfd(const int64_t *len, size_t n, int64_t cap, int *bin_of, size_t *nbins,
 		struct bp_error *err);
 
@@ -117,7 +118,7 @@ int bp_pack_bfd(const int64_t *len, size_t n, int64_t cap, int *bin_of, size_t *
  * bp_order_by_len order, each into the bin with the fewest tokens (ties: lowest bin), which
  * is also the bin with the most room. Returns 0 when all fit (then the bins' token loads are
  * within the longest item of each other, Graham's invariant), 1 when an item did not fit
- * (the caller adds bins), -1 on error. fill gets k token loads. multipack.c. */
+ * (the caller adds bins), -1 on error. fill gets k token loads. pack_len.c. */
 int bp_pack_lpt_tokens(const int64_t *len, size_t n, size_t k, int64_t cap, int *bin_of,
 		       int64_t *fill, struct bp_error *err);
 
@@ -125,7 +126,8 @@ int bp_pack_lpt_tokens(const int64_t *len, size_t n, size_t k, int64_t cap, int 
  * derived from the model instead of fixed for a 7B model): a document of s tokens costs
  * 2*P*s linear-layer FLOPs per layer (P = bp_model_layer_params) and 2*h*s^2 causal
  * attention FLOPs (QK^T and PV, half the square); divided by 2h that is s^2 + coef*s with
- * coef = P / h. bp_kk_coef returns coef (>= 1); the proxy is exact in int64 for s <= 2^24. */
+ * coef = P / h. bp_kk_coef returns coef (>= 1); the proxy is exact in int64 for s <= 2^24.
+ * kk_part.c. */
 int64_t bp_kk_coef(const struct bp_model *m);
 int64_t bp_kk_proxy(int64_t len, int64_t coef);
 
@@ -137,7 +139,7 @@ int64_t bp_kk_proxy(int64_t len, int64_t coef);
  * one of its items moves (the shortest that ends the overflow, else the longest that fits)
  * to the bin of least workload that has room. Returns 0, 1 when the cap cannot be met with k
  * bins (the caller adds bins), -1 on error. bin_of gets each item's bin (0..k-1), load and
- * fill (k each) the bins' workload and tokens. Items must be within cap. kk.c. */
+ * fill (k each) the bins' workload and tokens. Items must be within cap. kk_part.c. */
 int bp_pack_kk(const int64_t *w, const int64_t *len, size_t n, size_t k, int64_t cap,
 	       int *bin_of, int64_t *load, int64_t *fill, struct bp_error *err);
 

@@ -17,47 +17,8 @@
 
 #include <stdlib.h>
 
-#include "heap.h"
 #include "pack.h"
 
-/* Heap order on bins: fewer tokens first, then lower index. */
-static int bin_first(const void *keys, int a, int b)
-{
-	const int64_t *fill = keys;
-	return fill[a] != fill[b] ? fill[a] < fill[b] : a < b;
-}
-
-int bp_pack_lpt_tokens(const int64_t *len, size_t n, size_t k, int64_t cap, int *bin_of,
-		       int64_t *fill, struct bp_error *err)
-{
-	if (!k || k > (size_t)INT32_MAX)
-		return bp_errorf(err, "internal: %zu bins", k);
-	size_t *order = bp_calloc(n ? n : 1, sizeof(size_t), err);
-	struct bp_heap heap = {0}; /* the bins by (fill, index) */
-	int rc = -1;
-	if (!order || bp_heap_reserve(&heap, k, 0, err) < 0 ||
-	    bp_order_by_len(len, n, order, err) < 0)
-		goto out;
-	for (size_t b = 0; b < k; b++)
-		fill[b] = 0;
-	bp_heap_iota(&heap, k); /* all zero: index order is a valid heap */
-	rc = 0;
-	for (size_t q = 0; q < n; q++) {
-		size_t i = order[q];
-		int b = heap.h[0];
-		if (fill[b] + len[i] > cap) {
-			rc = 1;
-			break;
-		}
-		bin_of[i] = b;
-		fill[b] += len[i];
-		bp_heap_down(&heap, 0, bin_first, fill);
-	}
-out:
-	free(order);
-	bp_heap_free(&heap);
-	return rc;
-}
 
 /* bp_grow_m's try: token LPT into dp x m bins (fill reallocated to fit) */
 struct mp_try {

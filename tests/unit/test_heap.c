@@ -2,7 +2,7 @@
  * against a sort (many ties, broken by index), keys changed in place and put back by
  * bp_heap_fix, growth keeping the items (and pos added later), caller-owned storage, the
  * bare-value sift (bp_heap_grow_least) against a scan; and what must not change with it:
- * bp_pack_kk (kk.c: a sparse Karmarkar-Karp on melded heaps and a treap repair, issue 24)
+ * bp_pack_kk (blocks/kk_part.c: a sparse Karmarkar-Karp on melded heaps and a treap repair, issue 24)
  * equal, bin by bin and in its repair's moves, to the KK it replaced, which sorted all k
  * subsets of a partial at every merge and scanned every item and bin for each move
  * (written out below as the reference). */
