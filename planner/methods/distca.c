@@ -5,7 +5,17 @@
  *   1. micro-batches: the drawn documents in order, next-fit into micro-batches of
  *      dp x rank_tokens tokens (rank_tokens: a linear rank's budget, max_tokens by default;
  *      documents up to max_tokens may be longer and spread over ranks; a document never
- *      crosses micro-batches, so its CA-tasks' prefixes run at one tick);
+ *      crosses micro-batches, so its CA-tasks' prefixes run at one tick). The paper does not
+ *      say how it cuts micro-batches; balplan's choice, `mb_cut`: next-fit (the default)
+ *      leaves a step's last micro-batch, and any one closed early by a document that does
+ *      not fit, with what is left (down to a few tokens), and every tick of Fig. 8 is world-
+ *      synchronised (Sec. 4.1), so a tick costs its slowest stage's micro-batch; even keeps
+ *      next-fit's count m (the fewest contiguous micro-batches, so the fewest ticks) and
+ *      re-cuts the same documents into m micro-batches as even in tokens as the caps allow
+ *      (cut_even), falling back to next-fit's cut where it cannot. Even in tokens is not
+ *      even in time (attention grows with the square of a document's length): over
+ *      tools/bench/repro-distca's 4D settings it moves distca's TFLOP/s by -2.7% to +2.1%
+ *      (and the count of ticks, m + pp - 1, is the same), so it is not the default;
  *   2. nano-batches (Sec. 4.1, Fig. 7; `pingpong` 1): each micro-batch's documents split at
  *      the document boundary nearest half its tokens into ping and pong, planned apart;
  *   3. linear placement (Sec. 6.1, blocks/ca_sched.c bp_ca_place): each nano-batch over the
@@ -54,6 +64,7 @@ static const double eps_ladder[] = {0.05, 0.1, 0.15, 0.2, 0.22, 0.25, 0.28, 0.3,
 struct dc_opts {
 	struct bp_ca_opts ca;
 	int pingpong, escalate;
+	int even; /* mb_cut even: next-fit's micro-batches re-cut evenly (step 1) */
 	int resend; /* the mode asked for, auto resolved: 1 resend, 0 non-resend */
 	double buffer;
 	int64_t rank_tokens; /* a linear rank's token budget per micro-batch */
@@ -352,60 +363,174 @@ out:
 	return rc;
 }
 
+/* The ping/pong cut of micro-batch [i, e) (step 2 of the header): the document boundary
+ * nearest half its tokens (e without ping-pong or with one document). Each nano-batch gives
+ * a pipeline up to ceil(its tokens / dp), so the two together may pass cap by one (issue
+ * 24: 131,073 tokens over a 131,072 cap at 1,024 GPUs): returns 0 then (the micro-batch
+ * must end a document earlier), 1 where it fits or holds one document. */
+static int mb_split(const int64_t *len, size_t i, size_t e, int dp, int64_t cap, int pingpong,
+		    size_t *cut)
+{
+	int64_t tok = 0, ping_tok, acc = 0, best = -1;
+	for (size_t k = i; k < e; k++)
+		tok += len[k];
+	*cut = e;
+	ping_tok = tok;
+	if (pingpong && e - i >= 2)
+		for (size_t k = i + 1; k < e; k++) {
+			acc += len[k - 1];
+			int64_t dist = 2 * acc > tok ? 2 * acc - tok : tok - 2 * acc;
+			if (best < 0 || dist < best) {
+				best = dist;
+				*cut = k;
+				ping_tok = acc;
+			}
+		}
+	int64_t per = (ping_tok + dp - 1) / dp + (tok - ping_tok + dp - 1) / dp;
+	return per <= cap || e - i < 2;
+}
+
+/* The micro-batch starting at document i: from [i, e) (e > i, at most dp x cap tokens),
+ * a document fewer while its nano-batches pass cap (mb_split). */
+static size_t mb_shrink(const int64_t *len, size_t i, size_t e, int dp, int64_t cap,
+			int pingpong)
+{
+	size_t cut;
+	while (!mb_split(len, i, e, dp, cap, pingpong, &cut))
+		e--;
+	return e;
+}
+
+/* Next-fit (step 1 of the header): bnd[j] .. bnd[j + 1] the documents of micro-batch j;
+ * returns the count, 0 where a document alone passes dp x cap. */
+static size_t cut_next_fit(const int64_t *len, size_t n, int dp, int64_t cap, int pingpong,
+			   size_t *bnd)
+{
+	size_t m = 0, i = 0;
+	bnd[0] = 0;
+	while (i < n) {
+		size_t e = i;
+		int64_t tok = 0;
+		while (e < n && tok + len[e] <= (int64_t)dp * cap)
+			tok += len[e++];
+		if (e == i)
+			return 0;
+		i = bnd[++m] = mb_shrink(len, i, e, dp, cap, pingpong);
+	}
+	return m;
+}
+
+/* The even cut (step 1 of the header, mb_cut even): the same documents in order, re-cut
+ * into next-fit's m micro-batches. Micro-batch j (r = m - j left, R tokens left) takes
+ * documents up to the target R / r, plus the next one where that lands nearer the target;
+ * at least up to rev[r - 1], the earliest document whose suffix next-fit packs backwards
+ * into r - 1 micro-batches of dp x cap tokens; never past dp x cap or the nano-batch cap.
+ * Returns 0 where the result is not m micro-batches (the caller keeps next-fit's cut). */
+static int cut_even(const int64_t *len, size_t n, int dp, int64_t cap, int pingpong,
+		    size_t m, size_t *bnd, size_t *rev)
+{
+	const int64_t lim = (int64_t)dp * cap;
+	int64_t left = 0;
+	for (size_t k = 0; k < n; k++)
+		left += len[k];
+	/* rev[q]: where a backward next-fit's q-th micro-batch (from the end) starts */
+	rev[0] = n;
+	for (size_t q = 1, e = n; q <= m; q++) {
+		int64_t tok = 0;
+		while (e > 0 && tok + len[e - 1] <= lim)
+			tok += len[--e];
+		rev[q] = e;
+	}
+	bnd[0] = 0;
+	for (size_t j = 0, i = 0; j < m; j++) {
+		size_t r = m - j, e = i;
+		int64_t target = (left + (int64_t)r - 1) / (int64_t)r, tok = 0;
+		if (i >= n)
+			return 0;
+		while (e < n && tok + len[e] <= target)
+			tok += len[e++];
+		if (e < n && tok + len[e] <= lim && (e == i || tok + len[e] - target < target - tok))
+			tok += len[e++];
+		while (e < rev[r - 1] && tok + len[e] <= lim)
+			tok += len[e++];
+		if (e == i || e < rev[r - 1])
+			return 0;
+		e = mb_shrink(len, i, e, dp, cap, pingpong);
+		for (size_t k = i; k < e; k++)
+			left -= len[k];
+		i = bnd[j + 1] = e;
+		if (j + 1 == m && i != n)
+			return 0;
+	}
+	return 1;
+}
+
+/* The most minus the fewest tokens of a cut's m micro-batches. */
+static int64_t cut_spread(const int64_t *len, const size_t *bnd, size_t m)
+{
+	int64_t lo = INT64_MAX, hi = 0;
+	for (size_t j = 0; j < m; j++) {
+		int64_t t = 0;
+		for (size_t k = bnd[j]; k < bnd[j + 1]; k++)
+			t += len[k];
+		lo = t < lo ? t : lo;
+		hi = t > hi ? t : hi;
+	}
+	return hi - lo;
+}
+
+/* Step 1 of the header: the step's micro-batch boundaries (bnd[0 .. m], m + 1 entries of
+ * n + 1 allocated), next-fit's cut, re-cut evenly where even (mb_cut even) and the re-cut
+ * keeps next-fit's count and spreads the tokens no wider (plan/method.h). */
+int bp_distca_cut(const int64_t *len, size_t n, int dp, int64_t cap, int pingpong, int even,
+		  size_t *bnd, size_t *m, struct bp_error *err)
+{
+	*m = cut_next_fit(len, n, dp, cap, pingpong, bnd);
+	if (n && !*m)
+		return bp_errorf(err, "a document exceeds a micro-batch of %lld tokens",
+				 (long long)dp * cap);
+	if (!even || *m < 2)
+		return 0;
+	size_t *eb = bp_calloc(2 * (*m + 1), sizeof(size_t), err);
+	if (!eb)
+		return -1;
+	if (cut_even(len, n, dp, cap, pingpong, *m, eb, eb + *m + 1) &&
+	    cut_spread(len, eb, *m) <= cut_spread(len, bnd, *m))
+		memcpy(bnd, eb, (*m + 1) * sizeof(size_t));
+	free(eb);
+	return 0;
+}
+
 /* Steps 1-3 of the header: micro-batches, nano-batches, linear placement; spans into the
  * step's pipelines. nanos gets 2 entries per micro-batch (pong empty without ping-pong). */
 static int place_step(const struct bp_batch *b, int dp, int64_t cap, const struct dc_opts *o,
 		      enum bp_shard shard, struct bp_step *st, struct bp_ca_record *rec,
 		      struct dc_nano **nanos_out, size_t *m_out, struct bp_error *err)
 {
-	size_t m = 0, i = 0;
+	size_t m = 0, nb = 0;
 	struct dc_nano *nanos = NULL;
 	int64_t *doc = bp_calloc(b->ndocs + 1, sizeof(int64_t), err);
 	int64_t *len = bp_calloc(b->ndocs + 1, sizeof(int64_t), err);
+	size_t *bnd = bp_calloc(b->ndocs + 2, sizeof(size_t), err);
 	size_t *ping = NULL;
 	int rc = -1;
-	if (!doc || !len)
+	if (!doc || !len || !bnd)
 		goto out;
 	for (size_t d = 0; d < b->ndocs; d++) {
 		doc[d] = b->docs[d].id;
 		len[d] = b->docs[d].len;
 	}
-	while (i < b->ndocs) {
-		/* next-fit: [i, e) fills one micro-batch */
-		size_t e = i;
-		int64_t tok = 0;
-		while (e < b->ndocs && tok + len[e] <= (int64_t)dp * cap)
-			tok += len[e++];
-		if (e == i) {
+	for (size_t d = 0; d < b->ndocs; d++)
+		if (len[d] > (int64_t)dp * cap) {
 			bp_errorf(err, "document %lld of %lld tokens exceeds a micro-batch",
-				  (long long)doc[i], (long long)len[i]);
+				  (long long)doc[d], (long long)len[d]);
 			goto out;
 		}
-		/* the ping/pong cut: the document boundary nearest half the tokens. Each
-		 * nano-batch gives a pipeline up to ceil(its tokens / dp), so the two together
-		 * may pass cap by one (issue 24: 131,073 tokens over a 131,072 cap at 1,024
-		 * GPUs): then the micro-batch ends a document earlier. */
-		size_t cut = e;
-		for (;;) {
-			cut = e;
-			int64_t ping_tok = tok;
-			if (o->pingpong && e - i >= 2) {
-				int64_t acc = 0, best = -1;
-				for (size_t k = i + 1; k < e; k++) {
-					acc += len[k - 1];
-					int64_t dist = 2 * acc > tok ? 2 * acc - tok : tok - 2 * acc;
-					if (best < 0 || dist < best) {
-						best = dist;
-						cut = k;
-						ping_tok = acc;
-					}
-				}
-			}
-			int64_t per = (ping_tok + dp - 1) / dp + (tok - ping_tok + dp - 1) / dp;
-			if (per <= cap || e - i < 2)
-				break;
-			tok -= len[--e];
-		}
+	if (bp_distca_cut(len, b->ndocs, dp, cap, o->pingpong, o->even, bnd, &nb, err) < 0)
+		goto out;
+	for (size_t j = 0; j < nb; j++) {
+		size_t i = bnd[j], e = bnd[j + 1], cut;
+		mb_split(len, i, e, dp, cap, o->pingpong, &cut);
 		struct dc_nano *nn = bp_realloc_array(nanos, 2 * (m + 1), sizeof(*nn), err);
 		if (!nn)
 			goto out;
@@ -424,7 +549,6 @@ static int place_step(const struct bp_batch *b, int dp, int64_t cap, const struc
 					&nanos[2 * (m - 1) + (size_t)n].pl, err) < 0)
 				goto out;
 		}
-		i = e;
 	}
 	ping = bp_calloc((size_t)dp * m + 1, sizeof(size_t), err);
 	if (!ping || pipe_spans(nanos, m, dp, shard, st, ping, err) < 0)
@@ -454,6 +578,7 @@ out:
 	}
 	free(doc);
 	free(len);
+	free(bnd);
 	free(ping);
 	return rc;
 }
@@ -614,6 +739,15 @@ static int read_opts(struct bp_plan *out, int tp, int app_a, struct dc_opts *o,
 		max_shards = app_a;
 	}
 	o->rank_tokens = rank_tokens;
+	const char *cut = bp_plan_param(out, "mb_cut");
+	if (!cut) {
+		cut = "next-fit";
+		if (bp_plan_set_param(out, "mb_cut", cut, err) < 0)
+			return -1;
+	}
+	if (strcmp(cut, "even") && strcmp(cut, "next-fit"))
+		return bp_errorf(err, "parameter mb_cut '%s' is not even or next-fit", cut);
+	o->even = !strcmp(cut, "even");
 	o->ca.two_sided = (int)two_sided;
 	o->ca.max_shards = (int)max_shards;
 	const char *comm = bp_plan_param(out, "ca_comm");
@@ -1065,7 +1199,7 @@ static void distca_price(const struct bp_price_req *r, struct bp_price *p)
 
 static const char *const distca_params[] = {"tolerance", "ca_block", "ca_comm", "pingpong",
 					    "escalate", "ca_buffer_bytes", "rank_tokens",
-					    "two_sided", "max_shards", "resend", NULL};
+					    "two_sided", "max_shards", "resend", "mb_cut", NULL};
 
 /* The method's row of the table (plan/method.h struct bp_method). */
 BP_METHOD_ROW(distca) = {

@@ -316,6 +316,11 @@ int bp_sb_check_request(struct bp_scheme sc, const struct bp_model *m, enum bp_s
 			struct bp_error *err);
 int bp_distca_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 			   struct bp_error *err);
+/* distca.c's step 1: a step's micro-batch boundaries bnd[0 .. *m] (n + 1 allocated) for
+ * documents of len[] in order over dp pipelines of cap tokens, next-fit's cut, or evenly
+ * re-cut with even (tests/unit/test_distca.c checks both). */
+int bp_distca_cut(const int64_t *len, size_t n, int dp, int64_t cap, int pingpong, int even,
+		  size_t *bnd, size_t *m, struct bp_error *err);
 void bp_distca_warn(const struct bp_plan *p, char *buf, size_t n);
 int bp_method_flexsp(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		     struct bp_plan *out, struct bp_error *err);

@@ -5,6 +5,7 @@
  * closed forms, determinism; the resend and non-resend byte models on a hand-made plan; the
  * method's mode and its memory fallback. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -819,8 +820,86 @@ static void test_tick_sums(void)
 	bp_dataset_release(&ds);
 }
 
+/* Micro-batch j of a cut: its tokens, and whether it keeps the caps of distca.c's step 1
+ * and 2 (dp x cap tokens; its ping and pong nano-batches, cut at the boundary nearest
+ * half, ceil(tokens / dp) each, together at most cap, or one document). */
+static int64_t cut_mb(const int64_t *len, const size_t *bnd, size_t j, int dp, int64_t cap,
+		      int pingpong, int *ok)
+{
+	int64_t tok = 0, acc = 0, best = -1, ping = 0;
+	size_t i = bnd[j], e = bnd[j + 1];
+	for (size_t k = i; k < e; k++)
+		tok += len[k];
+	ping = tok;
+	if (pingpong && e - i >= 2)
+		for (size_t k = i + 1; k < e; k++) {
+			acc += len[k - 1];
+			int64_t d = 2 * acc > tok ? 2 * acc - tok : tok - 2 * acc;
+			if (best < 0 || d < best) {
+				best = d;
+				ping = acc;
+			}
+		}
+	*ok = e > i && tok <= (int64_t)dp * cap &&
+	      ((ping + dp - 1) / dp + (tok - ping + dp - 1) / dp <= cap || e - i < 2);
+	return tok;
+}
+
+/* The even cut (mb_cut even) against next-fit on random document sequences: documents in
+ * order, every one in exactly one micro-batch, the caps kept, next-fit's count, a spread
+ * (most minus fewest tokens) no wider; and on most sequences narrower, the tails gone. */
+static void test_cut(void)
+{
+	uint64_t x = 12345;
+	int narrower = 0, multi = 0;
+	for (int trial = 0; trial < 2000; trial++) {
+		int64_t len[200];
+		size_t nf[201], ev[201], mn = 0, me = 0;
+		int dp = 1 + trial % 4, pingpong = trial % 2;
+		int64_t cap = 64 + (int64_t)(trial % 7) * 50;
+		size_t n = 1 + (size_t)(trial % 200);
+		for (size_t k = 0; k < n; k++) {
+			x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+			/* mostly short documents, a few up to a whole micro-batch */
+			int64_t top = (x >> 60) == 0 ? (int64_t)dp * cap : cap;
+			len[k] = 1 + (int64_t)((x >> 33) % (uint64_t)top);
+		}
+		struct bp_error err;
+		CHECK(bp_distca_cut(len, n, dp, cap, pingpong, 0, nf, &mn, &err) == 0);
+		CHECK(bp_distca_cut(len, n, dp, cap, pingpong, 1, ev, &me, &err) == 0);
+		CHECK(me == mn && mn >= 1);
+		CHECK(nf[0] == 0 && ev[0] == 0 && nf[mn] == n && ev[me] == n);
+		int64_t lo[2] = {INT64_MAX, INT64_MAX}, hi[2] = {0, 0};
+		for (int c = 0; c < 2; c++)
+			for (size_t j = 0; j < mn; j++) {
+				int ok;
+				int64_t t = cut_mb(len, c ? ev : nf, j, dp, cap, pingpong, &ok);
+				CHECK(ok);
+				lo[c] = t < lo[c] ? t : lo[c];
+				hi[c] = t > hi[c] ? t : hi[c];
+			}
+		CHECK(hi[1] - lo[1] <= hi[0] - lo[0]);
+		multi += mn >= 2;
+		narrower += hi[1] - lo[1] < hi[0] - lo[0];
+	}
+	/* the re-cut is not a no-op: it narrows most multi-micro-batch sequences */
+	CHECK(2 * narrower > multi);
+	/* a document over dp x cap is an error either way */
+	int64_t big[3] = {10, 500, 10};
+	size_t b[4], m;
+	struct bp_error err;
+	CHECK(bp_distca_cut(big, 3, 2, 100, 1, 1, b, &m, &err) < 0);
+	/* a known answer at cap 120: next-fit [60 60] [60 60] [10], even [60] [60 60] [60 10] */
+	int64_t five[5] = {60, 60, 60, 60, 10};
+	CHECK(bp_distca_cut(five, 5, 1, 120, 0, 0, b, &m, &err) == 0 && m == 3 && b[1] == 2 &&
+	      b[2] == 4);
+	CHECK(bp_distca_cut(five, 5, 1, 120, 0, 1, b, &m, &err) == 0 && m == 3 && b[1] == 1 &&
+	      b[2] == 3);
+}
+
 int main(void)
 {
+	test_cut();
 	test_index_vs_scan();
 	test_tick_sums();
 	test_modes_by_hand();
