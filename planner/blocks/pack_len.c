@@ -53,6 +53,22 @@ size_t bp_anyfit_bins_bound(size_t n, int64_t tokens, int64_t cap)
 	return (uint64_t)b < (uint64_t)n ? (size_t)b : n;
 }
 
+/* FFD's and BFD's items: at most INT32_MAX, each of 1 .. cap tokens; *tokens their sum
+ * (saturating). 0 or -1 naming the first bad item. */
+static int any_fit_items(const int64_t *len, size_t n, int64_t cap, int64_t *tokens,
+			 struct bp_error *err)
+{
+	if (n > (size_t)INT32_MAX)
+		return bp_errorf(err, "%zu documents in one step are too many to pack", n);
+	for (size_t i = 0; i < n; i++) {
+		if (len[i] < 1 || len[i] > cap)
+			return bp_errorf(err, "item %zu has %lld tokens, outside [1, %lld]", i,
+					 (long long)len[i], (long long)cap);
+		*tokens = *tokens > INT64_MAX - len[i] ? INT64_MAX : *tokens + len[i];
+	}
+	return 0;
+}
+
 int bp_pack_ffd(const int64_t *len, size_t n, int64_t cap, int *bin_of, size_t *nbins,
 		struct bp_error *err)
 {
@@ -64,14 +80,8 @@ int bp_pack_ffd(const int64_t *len, size_t n, int64_t cap, int *bin_of, size_t *
 	*nbins = 0;
 	if (!n)
 		return 0;
-	if (n > (size_t)INT32_MAX)
-		return bp_errorf(err, "%zu documents in one step are too many to pack", n);
-	for (size_t i = 0; i < n; i++) {
-		if (len[i] < 1 || len[i] > cap)
-			return bp_errorf(err, "item %zu has %lld tokens, outside [1, %lld]", i,
-					 (long long)len[i], (long long)cap);
-		tokens = tokens > INT64_MAX - len[i] ? INT64_MAX : tokens + len[i];
-	}
+	if (any_fit_items(len, n, cap, &tokens, err) < 0)
+		return -1;
 	B = bp_anyfit_bins_bound(n, tokens, cap);
 	if (B <= FFD_SCAN_BINS)
 		P = 0; /* no tree: room[0..B) are the bins */
@@ -396,14 +406,8 @@ int bp_pack_bfd(const int64_t *len, size_t n, int64_t cap, int *bin_of, size_t *
 	*nbins = 0;
 	if (!n)
 		return 0;
-	if (n > (size_t)INT32_MAX)
-		return bp_errorf(err, "%zu documents in one step are too many to pack", n);
-	for (size_t i = 0; i < n; i++) {
-		if (len[i] < 1 || len[i] > cap)
-			return bp_errorf(err, "item %zu has %lld tokens, outside [1, %lld]", i,
-					 (long long)len[i], (long long)cap);
-		total = total > INT64_MAX - len[i] ? INT64_MAX : total + len[i];
-	}
+	if (any_fit_items(len, n, cap, &total, err) < 0)
+		return -1;
 	F = total < cap ? total : cap; /* every fill lies in [1, F] */
 	B = bp_anyfit_bins_bound(n, total, cap);
 	order = bp_calloc(n, sizeof(size_t), err);
