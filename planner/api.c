@@ -364,9 +364,13 @@ void balplan_costmodel_free(balplan_costmodel *cm)
 	free(cm);
 }
 
-double balplan_cost_doc_us(const balplan_costmodel *cm, int64_t len)
+int balplan_cost_doc_us(const balplan_costmodel *cm, int64_t len, double *us,
+			struct balplan_error *err)
 {
-	return bp_cost_doc(&cm->cm, len);
+	if (len < 1)
+		return bp_errorf(ERR(err), "a document of %lld tokens; lengths are >= 1",
+				 (long long)len);
+	return bp_cost_doc(&cm->cm, len, us, ERR(err));
 }
 
 int balplan_cost_microbatch_us(const balplan_costmodel *cm, const int64_t *lengths, size_t n,

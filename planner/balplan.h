@@ -105,8 +105,9 @@ balplan_costmodel *balplan_costmodel_profile(const char *text, size_t len,
 void balplan_costmodel_free(balplan_costmodel *cm); /* NULL is a no-op */
 
 /* The forward and backward time of one document of len tokens alone in a micro-batch, on
- * the busiest pipeline stage: the weight the packers balance. */
-double balplan_cost_doc_us(const balplan_costmodel *cm, int64_t len);
+ * the busiest pipeline stage (the weight the packers balance), into *us. 0 or -1. */
+int balplan_cost_doc_us(const balplan_costmodel *cm, int64_t len, double *us,
+			struct balplan_error *err);
 /* The forward and backward time of a micro-batch of n documents (each its own causal
  * sequence, sequence-sharded over cp) on the busiest stage, into *us. 0 or -1. */
 int balplan_cost_microbatch_us(const balplan_costmodel *cm, const int64_t *lengths, size_t n,

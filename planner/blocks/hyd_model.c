@@ -147,7 +147,8 @@ int bp_hyd_fit_cost(const struct bp_costmodel *cm, int64_t max_len, struct bp_hy
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		l[i] = (double)(step * (int64_t)(i + 1));
-		t[i] = bp_cost_doc(cm, step * (int64_t)(i + 1));
+		if (bp_cost_doc(cm, step * (int64_t)(i + 1), &t[i], err) < 0)
+			goto out;
 	}
 	rc = bp_hyd_fit_samples(l, t, n, 1, out, err);
 	if (rc < 0)

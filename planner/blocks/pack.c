@@ -696,7 +696,8 @@ int bp_pack_fixed_greedy(const struct bp_costmodel *cm, const struct bp_batch *b
 			return bp_infeasiblef(err, "document %lld has %lld tokens, more than the "
 					      "micro-batch cap %lld", (long long)b->docs[i].id,
 					      (long long)len[i], (long long)cap);
-		cost[i] = bp_cost_doc(cm, len[i]);
+		if (bp_cost_doc(cm, len[i], &cost[i], err) < 0)
+			return -1;
 	}
 	struct fixed_try t = {cost, len, n, (size_t)dp, cap, NULL, bin_of, NULL, NULL};
 	int rc = -1;

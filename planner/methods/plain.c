@@ -79,7 +79,10 @@ static int deal_balanced(const struct bp_method_ctx *ctx, const struct windows *
 		goto out;
 	for (size_t w = 0; w < nw; w++)
 		for (size_t q = W->start[w]; q < W->start[w + 1]; q++) {
-			cost[w] += bp_cost_doc(ctx->cm, W->spans[q].len);
+			double c;
+			if (bp_cost_doc(ctx->cm, W->spans[q].len, &c, err) < 0)
+				goto out;
+			cost[w] += c;
 			len[w] += W->spans[q].len;
 		}
 	/* LPT with a count cap and no token cap (pack.h bp_pack_lpt_ex); dp * per >= nw, so

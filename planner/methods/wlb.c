@@ -754,8 +754,9 @@ int bp_wlb_plan(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		if (take_carry(w, err) < 0)
 			goto out;
 		for (size_t k = 0; k < b->ndocs; k++) {
-			struct item it = {b->docs[k].id, b->docs[k].len, s,
-					  bp_cost_doc(ctx->cm, b->docs[k].len)};
+			struct item it = {b->docs[k].id, b->docs[k].len, s, 0.0};
+			if (bp_cost_doc(ctx->cm, it.len, &it.w, err) < 0)
+				goto out;
 			int q = queue_of(w, it.len);
 			if (q >= 0 ? fifo_push(&w->q[q], it, err) < 0
 				   : push_item(&w->set, &w->nset, &w->capset, it, err) < 0)

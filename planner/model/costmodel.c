@@ -1066,35 +1066,35 @@ out:
 	return rc;
 }
 
-double bp_cost_doc(const struct bp_costmodel *cm, int64_t len)
+int bp_cost_doc(const struct bp_costmodel *cm, int64_t len, double *cost, struct bp_error *err)
 {
 	struct bp_span sp = {0, 0, len};
-	int pp = cm->sc.pp;
+	int pp = cm->sc.pp, rc = -1;
 	double f[64], b[64];
 	double *fw = f, *bw = b;
+	*cost = 0.0;
 	if (pp > 64) {
-		fw = calloc((size_t)pp, sizeof(double));
-		bw = calloc((size_t)pp, sizeof(double));
-		if (!fw || !bw) {
-			free(fw == f ? NULL : fw);
-			free(bw == b ? NULL : bw);
-			return (double)len * len; /* out of memory: a usable proxy */
-		}
+		fw = bp_calloc((size_t)pp, sizeof(double), err);
+		bw = bp_calloc((size_t)pp, sizeof(double), err);
+		if (!fw || !bw)
+			goto out;
 	}
-	double best = 0.0;
 	/* A document's weight for the packers: the packed-or-alone rule (a launch model call
 	 * per document and packing step cost solve 9x with a measured profile). */
 	struct bp_mb_desc d = {.spans = &sp, .n = 1, .shard = BP_SHARD_DOCUMENT,
 			       .attn = BP_ATTN_DENSE};
-	if (cost_mb(cm, &d, fw, bw, NULL, NULL, 0, NULL) == 0)
-		for (int s = 0; s < pp; s++)
-			if (fw[s] + bw[s] > best)
-				best = fw[s] + bw[s];
+	if (cost_mb(cm, &d, fw, bw, NULL, NULL, 0, err) < 0)
+		goto out;
+	for (int s = 0; s < pp; s++)
+		if (fw[s] + bw[s] > *cost)
+			*cost = fw[s] + bw[s];
+	rc = 0;
+out:
 	if (fw != f) {
 		free(fw);
 		free(bw);
 	}
-	return best;
+	return rc;
 }
 
 double bp_cost_p2p(const struct bp_costmodel *cm, int64_t tokens)
@@ -1257,9 +1257,10 @@ int bp_fit_scheme(const struct bp_profile *p, struct bp_scheme sc, int64_t max_l
 	double A[3][3] = {{0}}, y[3] = {0}, x[3];
 	int npts = 0;
 	for (double l = 128; l <= (double)max_len * 1.0001; l *= 1.4142135623730951) {
-		double t = bp_cost_doc(&cm, (int64_t)llround(l));
-		if (t <= 0)
-			continue;
+		double t;
+		struct bp_error skip;
+		if (bp_cost_doc(&cm, (int64_t)llround(l), &t, &skip) < 0 || t <= 0)
+			continue; /* a length the tables do not reach adds no point */
 		double u = llround(l) / (double)max_len, w = 1.0 / (t * t);
 		double phi[3] = {u * u, u, 1.0};
 		for (int i = 0; i < 3; i++) {

@@ -202,8 +202,9 @@ int bp_cost_microbatch(const struct bp_costmodel *cm, const struct bp_span *span
 		       struct bp_error *err);
 
 /* The fwd+bwd time of a single document of len tokens on the busiest stage, alone in a
- * micro-batch: the per-item cost the packing heuristics balance. */
-double bp_cost_doc(const struct bp_costmodel *cm, int64_t len);
+ * micro-batch: the per-item cost the packing heuristics balance, in *cost. 0, or -1 with err
+ * where the model cannot price it (no table reaches the length, out of memory). */
+int bp_cost_doc(const struct bp_costmodel *cm, int64_t len, double *cost, struct bp_error *err);
 
 /* Point-to-point time to hand a micro-batch of tokens to the next stage (activations). */
 double bp_cost_p2p(const struct bp_costmodel *cm, int64_t tokens);

@@ -171,7 +171,10 @@ static int pack_metrics(struct bp_step *st, const struct bp_costmodel *const *cm
 			const struct bp_mb *mb = &st->pipes[i].mbs[j];
 			double sum = 0.0;
 			for (size_t q = 0; q < mb->nspans; q++) {
-				w[k] = item_cost(cms[i], mb->spans[q].len);
+				if (item_cost(cms[i], mb->spans[q].len, &w[k], err) < 0) {
+					free(w);
+					return -1;
+				}
 				sum += w[k++];
 			}
 			if (sum > wmax)

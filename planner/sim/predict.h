@@ -17,7 +17,8 @@
 
 /* The packing weight of one document of len tokens on a pipeline (method.h: a method may
  * bring its own; bp_cost_doc by default). */
-typedef double (*bp_item_cost_fn)(const struct bp_costmodel *cm, int64_t len);
+typedef int (*bp_item_cost_fn)(const struct bp_costmodel *cm, int64_t len, double *cost,
+			       struct bp_error *err);
 
 /* Fills every predicted field of p (micro-batch tokens and times, pipeline times, busy
  * time and memory, step metrics, summary). costs serves p's layouts; item_cost weighs the

@@ -6,13 +6,19 @@
 
 #include "layout.h"
 
-/* The packing weight of a micro-batch: its documents' costs alone (bp_cost_doc). */
-static double mb_weight(const struct bp_costmodel *cm, const struct bp_mb *mb)
+/* The packing weight of a micro-batch: its documents' costs alone (bp_cost_doc), in *w.
+ * 0 or -1. */
+static int mb_weight(const struct bp_costmodel *cm, const struct bp_mb *mb, double *w,
+		     struct bp_error *err)
 {
-	double w = 0.0;
-	for (size_t i = 0; i < mb->nspans; i++)
-		w += bp_cost_doc(cm, mb->spans[i].len);
-	return w;
+	*w = 0.0;
+	for (size_t i = 0; i < mb->nspans; i++) {
+		double c;
+		if (bp_cost_doc(cm, mb->spans[i].len, &c, err) < 0)
+			return -1;
+		*w += c;
+	}
+	return 0;
 }
 
 /* Splits micro-batch j of pi (two or more spans) after the span that best halves its
@@ -22,9 +28,14 @@ static int split_mb(const struct bp_costmodel *cm, struct bp_pipe *pi, size_t j,
 {
 	struct bp_mb *mb = &pi->mbs[j];
 	size_t n = mb->nspans, cut = 1;
-	double total = mb_weight(cm, mb), pre = 0.0, best = total;
+	double total, pre = 0.0, best, c;
+	if (mb_weight(cm, mb, &total, err) < 0)
+		return -1;
+	best = total;
 	for (size_t i = 0; i + 1 < n; i++) {
-		pre += bp_cost_doc(cm, mb->spans[i].len);
+		if (bp_cost_doc(cm, mb->spans[i].len, &c, err) < 0)
+			return -1;
+		pre += c;
 		double worse = pre > total - pre ? pre : total - pre;
 		if (worse < best) {
 			best = worse;
@@ -103,9 +114,17 @@ static int move_counts(struct bp_step *st, const struct bp_layout *l, struct bp_
 				break;
 			struct bp_pipe *d = &st->pipes[donor];
 			size_t cheap = 0;
-			for (size_t j = 1; j < d->nmbs; j++)
-				if (mb_weight(cm, &d->mbs[j]) < mb_weight(cm, &d->mbs[cheap]))
+			double wc = 0.0, wj;
+			if (d->nmbs && mb_weight(cm, &d->mbs[0], &wc, err) < 0)
+				return -1;
+			for (size_t j = 1; j < d->nmbs; j++) {
+				if (mb_weight(cm, &d->mbs[j], &wj, err) < 0)
+					return -1;
+				if (wj < wc) {
 					cheap = j;
+					wc = wj;
+				}
+			}
 			if (move_mb(d, cheap, &st->pipes[to], err) < 0)
 				return -1;
 			(*moved)++;
@@ -113,19 +132,23 @@ static int move_counts(struct bp_step *st, const struct bp_layout *l, struct bp_
 	}
 }
 
-/* The costliest micro-batch of two or more documents in pipeline k, or nmbs. */
-static size_t splittable(const struct bp_costmodel *cm, const struct bp_pipe *pi, double *w)
+/* The costliest micro-batch of two or more documents in pipeline k into *j (nmbs: none),
+ * its weight in *w. 0 or -1. */
+static int splittable(const struct bp_costmodel *cm, const struct bp_pipe *pi, size_t *j,
+		      double *w, struct bp_error *err)
 {
-	size_t best = pi->nmbs;
+	*j = pi->nmbs;
 	*w = -1.0;
-	for (size_t j = 0; j < pi->nmbs; j++) {
-		double x = pi->mbs[j].nspans > 1 ? mb_weight(cm, &pi->mbs[j]) : -1.0;
+	for (size_t i = 0; i < pi->nmbs; i++) {
+		double x = -1.0;
+		if (pi->mbs[i].nspans > 1 && mb_weight(cm, &pi->mbs[i], &x, err) < 0)
+			return -1;
 		if (x > *w) {
 			*w = x;
-			best = j;
+			*j = i;
 		}
 	}
-	return best;
+	return 0;
 }
 
 int bp_plan_fit_schedule(struct bp_plan *p, struct bp_costs *costs, int64_t *changed,
@@ -148,7 +171,9 @@ int bp_plan_fit_schedule(struct bp_plan *p, struct bp_costs *costs, int64_t *cha
 			while (sch->check_count(l->pipes[k].sc.pp, l->vstages, pi->nmbs, &why) < 0) {
 				if (!cm && !(cm = bp_costs_pipe(costs, l, k, err)))
 					return -1;
-				size_t j = splittable(cm, pi, &w);
+				size_t j;
+				if (splittable(cm, pi, &j, &w, err) < 0)
+					return -1;
 				if (j == pi->nmbs)
 					break;
 				if (split_mb(cm, pi, j, err) < 0)
@@ -173,9 +198,12 @@ int bp_plan_fit_schedule(struct bp_plan *p, struct bp_costs *costs, int64_t *cha
 			const struct bp_costmodel *cm = bp_costs_pipe(costs, l, k, err);
 			if (!cm)
 				return -1;
-			j = splittable(cm, &st->pipes[k], &w);
+			if (splittable(cm, &st->pipes[k], &j, &w, err) < 0)
+				return -1;
 			for (size_t q = 0; homo && j == st->pipes[k].nmbs && q < st->npipes; q++) {
-				size_t jq = splittable(cm, &st->pipes[q], &wq);
+				size_t jq;
+				if (splittable(cm, &st->pipes[q], &jq, &wq, err) < 0)
+					return -1;
 				if (jq < st->pipes[q].nmbs && wq > w) {
 					w = wq;
 					at = q;

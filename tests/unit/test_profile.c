@@ -527,7 +527,8 @@ static void test_analytic_values(const struct bp_profile *p)
 		struct bp_error err;
 		struct bp_scheme sc = {f->tp, f->cp, f->pp};
 		CHECK(bp_costmodel_init(&cm, p, sc, 1, &err) == 0);
-		double l = 65536, t = bp_cost_doc(&cm, 65536);
+		double l = 65536, t = 0.0;
+		CHECK(bp_cost_doc(&cm, 65536, &t, &err) == 0);
 		double fit = f->a * l * l + f->b * l + f->c;
 		CHECK(fabs(fit / t - 1.0) < 0.05);
 		bp_costmodel_release(&cm);

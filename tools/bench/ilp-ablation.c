@@ -86,7 +86,10 @@ int main(int argc, char **argv)
 			int *warm = calloc(n, sizeof(int)), *bin_of = calloc(n, sizeof(int));
 			for (size_t i = 0; i < n; i++) {
 				len[i] = b.b[s].docs[i].len;
-				w[i] = bp_cost_doc(&cm, len[i]);
+				if (bp_cost_doc(&cm, len[i], &w[i], &err) < 0) {
+					fprintf(stderr, "ilp-ablation: %s\n", err.text);
+					exit(1);
+				}
 			}
 			size_t m = (size_t)((b.b[s].tokens + (int64_t)dp * L - 1) / ((int64_t)dp * L));
 			if (m < 1)
