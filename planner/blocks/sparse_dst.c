@@ -6,7 +6,7 @@
  * align returns min K when nothing fits and the largest tying k on flat rows; Eq. 6-7 are read
  * as k_final = max(k_anchor, k_cov); the synthetic coverage is a seeded power law.
  * Invariants: align's result is in K; k_cov in K and non-increasing in p; nothing here keeps
- * state between calls. */
+ * state between calls (struct bp_sb_syn, bp_sb_syn_solve's tables, is the caller's). */
 #include "sparse_dst.h"
 
 #include <errno.h>
@@ -221,6 +221,134 @@ void bp_sb_syn_cov(int64_t m, double alpha, const int *kset, size_t nk, int k_ba
 	}
 	for (size_t k = 0; k < nt; k++)
 		*want[k] = pre[k] / s;
+}
+
+/* The alphas struct bp_sb_syn tabulates: bp_sb_syn_alpha's bracket points hi = 1, 2, ..., 32
+ * (64 ends the search untried) and its first Newton point 0.5 * (lo + hi), lo = hi / 2 (0 for
+ * hi = 1); all exact in binary, so a solve meets them by exact comparison. */
+static const double syn_tab_alpha[BP_SB_SYN_NA] = {0.5, 1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32,
+						   48};
+
+void bp_sb_syn_free(struct bp_sb_syn *s)
+{
+	free(s->lj);
+	for (int a = 0; a < BP_SB_SYN_NA; a++) {
+		free(s->p[a]);
+		free(s->d[a]);
+	}
+	free(s->sp);
+	free(s->sd);
+	memset(s, 0, sizeof(*s));
+}
+
+/* The prefix sums of syn_f's pass at alpha, p[j] = sm and d[j] = dm after term j: the same
+ * operations in the same order, so the same doubles. */
+static void syn_prefix(const double *lj, int64_t m, double alpha, double *p, double *d)
+{
+	double sm = 0, dm = 0;
+	p[0] = d[0] = 0;
+	for (int64_t j = 1; j <= m; j++) {
+		double l = lj[j - 1], t = exp(-alpha * l);
+		sm += t;
+		dm -= l * t;
+		p[j] = sm;
+		d[j] = dm;
+	}
+}
+
+/* Makes s hold everything up to m (rebuilt whole: the prefix sums start at j = 1). */
+static int syn_grow(struct bp_sb_syn *s, int64_t m)
+{
+	if (m <= s->cap)
+		return 0;
+	struct bp_sb_syn n;
+	memset(&n, 0, sizeof(n));
+	n.cap = m > 2 * s->cap ? m : 2 * s->cap;
+	if (n.cap < 256)
+		n.cap = 256;
+	size_t sz = (size_t)(n.cap + 1) * sizeof(double);
+	int ok = (n.lj = malloc(sz)) && (n.sp = malloc(sz)) && (n.sd = malloc(sz));
+	for (int a = 0; ok && a < BP_SB_SYN_NA; a++)
+		ok = (n.p[a] = malloc(sz)) && (n.d[a] = malloc(sz));
+	if (!ok) {
+		bp_sb_syn_free(&n);
+		return -1;
+	}
+	for (int64_t j = 1; j <= n.cap; j++)
+		n.lj[j - 1] = log((double)j);
+	for (int a = 0; a < BP_SB_SYN_NA; a++)
+		syn_prefix(n.lj, n.cap, syn_tab_alpha[a], n.p[a], n.d[a]);
+	bp_sb_syn_free(s);
+	*s = n;
+	return 0;
+}
+
+/* syn_f at alpha from s's tables (one pass into s->sp, s->sd when alpha is not tabulated);
+ * *pp: the prefix sums of j^-alpha it used. */
+static double syn_f_tab(struct bp_sb_syn *s, int64_t head, int64_t m, double alpha, double *df,
+			const double **pp)
+{
+	const double *p = s->sp, *d = s->sd;
+	int a = 0;
+	while (a < BP_SB_SYN_NA && syn_tab_alpha[a] != alpha)
+		a++;
+	if (a < BP_SB_SYN_NA) {
+		p = s->p[a];
+		d = s->d[a];
+	} else {
+		syn_prefix(s->lj, m, alpha, s->sp, s->sd);
+	}
+	double sh = p[head], sm = p[m], dh = d[head], dm = d[m];
+	*df = (dh * sm - sh * dm) / (sm * sm);
+	*pp = p;
+	return sh / sm - 0.9;
+}
+
+/* bp_sb_syn_cov's results from the prefix sums p of its pass (p[0] = 0 stands for every
+ * empty prefix). */
+static void syn_fill(const double *p, int64_t m, const int *kset, size_t nk, int k_base,
+		     double *c, double *c_base)
+{
+	for (size_t i = 0; i <= nk; i++) {
+		int64_t u = (i < nk ? kset[i] : k_base) - 1;
+		double *out = i < nk ? &c[i] : c_base;
+		*out = u >= m ? 1.0 : (u <= 0 ? 0.0 : p[u]) / p[m];
+	}
+}
+
+void bp_sb_syn_solve(struct bp_sb_syn *s, int64_t m, int k90, const int *kset, size_t nk,
+		     int k_base, double *c, double *c_base)
+{
+	int64_t head = k90 - 1;
+	if (head <= 0 || m <= head || (double)head / (double)m >= 0.9 || syn_grow(s, m) < 0) {
+		/* alpha = 0 (cheap) or no tables */
+		bp_sb_syn_cov(m, bp_sb_syn_alpha(m, k90), kset, nk, k_base, c, c_base);
+		return;
+	}
+	/* bp_sb_syn_alpha's steps, each syn_f from the tables */
+	const double *p, *px = NULL;
+	double lo = 0.0, hi = 1.0, df;
+	while (hi < 64 && syn_f_tab(s, head, m, hi, &df, &p) < 0)
+		hi *= 2;
+	double x = 0.5 * (lo + hi);
+	for (int it = 0; it < 100 && hi - lo > 1e-13; it++) {
+		double f = syn_f_tab(s, head, m, x, &df, &p);
+		if (f < 0)
+			lo = x;
+		else
+			hi = x;
+		if (fabs(f) < 1e-13) {
+			px = p; /* the pass was at the alpha returned */
+			break;
+		}
+		double nx = df > 0 ? x - f / df : lo - 1;
+		x = nx > lo && nx < hi ? nx : 0.5 * (lo + hi);
+	}
+	if (!px) {
+		syn_prefix(s->lj, m, x, s->sp, s->sd);
+		px = s->sp;
+	}
+	syn_fill(px, m, kset, nk, k_base, c, c_base);
 }
 
 int bp_sb_syn_k90(uint64_t seed, int64_t doc, int layer, int layers, double lo, double hi,

@@ -79,6 +79,26 @@ double bp_sb_syn_alpha(int64_t m, int k90);
 /* C(k) of the model above for each of the nk budgets in kset, and for k_base into *c_base. */
 void bp_sb_syn_cov(int64_t m, double alpha, const int *kset, size_t nk, int k_base, double *c,
 		   double *c_base);
+
+/* bp_sb_syn_alpha then bp_sb_syn_cov, the same doubles, at less cost for a caller that solves
+ * many (m, k90) keys: struct bp_sb_syn keeps log j and the prefix sums of j^-alpha (and of
+ * -log j * j^-alpha) at the alphas every solve tries first (the bracket's 1, 2, 4, ..., 32
+ * and the first Newton point 0.75 * hi, 0.5 for hi = 1), grown to the largest m seen, and
+ * the coverage is read from the prefix sums of the solve's last pass when that pass was at
+ * the returned alpha. Start from a zeroed struct; bp_sb_syn_free releases it. A failed
+ * allocation falls back to the two calls above (only costs time). */
+#define BP_SB_SYN_NA 13
+struct bp_sb_syn {
+	double *lj;                 /* [cap] log j at lj[j - 1] */
+	double *p[BP_SB_SYN_NA];    /* [cap + 1] prefix sums of j^-alpha, p[a][0] = 0 */
+	double *d[BP_SB_SYN_NA];    /* [cap + 1] prefix sums of -log j * j^-alpha */
+	double *sp, *sd;            /* [cap + 1] the same for the last untabulated alpha */
+	int64_t cap;
+};
+void bp_sb_syn_free(struct bp_sb_syn *s);
+void bp_sb_syn_solve(struct bp_sb_syn *s, int64_t m, int k90, const int *kset, size_t nk,
+		     int k_base, double *c, double *c_base);
+
 /* The seeded k90 of (seed, doc, layer): log-uniform in [lo, hi], rounded, then flattened by
  * layer (k90 * (1 + slope * layer / (layers - 1)), Fig. 4's flatter later layer), >= 2. The
  * draw depends only on its arguments, so every packing of the same documents sees the same

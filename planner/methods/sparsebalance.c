@@ -195,11 +195,12 @@ struct cov_entry {
 
 /* The synthetic coverage cache: open addressing over (m, k90), m = -1 empty. Its values also
  * depend on the budget set and k_base, which a run keeps, so a run's windows share one
- * (struct sb_state): an alpha solve (bp_sb_syn_alpha) happens once per key per run, not
+ * (struct sb_state): an alpha solve (bp_sb_syn_solve) happens once per key per run, not
  * once per window. */
 struct cov_cache {
 	struct cov_entry *tab; /* owned, ncap slots */
 	size_t ncap, nused;
+	struct bp_sb_syn syn; /* the solves' tables, shared by every key (sparse_dst.h) */
 };
 
 static void cov_cache_release(struct cov_cache *cc)
@@ -207,6 +208,7 @@ static void cov_cache_release(struct cov_cache *cc)
 	for (size_t i = 0; cc->tab && i < cc->ncap; i++)
 		free(cc->tab[i].c);
 	free(cc->tab);
+	bp_sb_syn_free(&cc->syn);
 	memset(cc, 0, sizeof(*cc));
 }
 
@@ -442,7 +444,7 @@ static uint64_t cov_hash(int64_t m, int k90)
 	return h ^ (h >> 29);
 }
 
-/* C at K and k_base for (m, k90), computed once per run (bp_sb_syn_alpha is the cost). */
+/* C at K and k_base for (m, k90), computed once per run (the alpha solve is the cost). */
 static const double *cov_lookup(struct sb *c, int64_t m, int k90, struct bp_error *err)
 {
 	struct cov_cache *cc = c->cc ? c->cc : &c->own;
@@ -481,7 +483,7 @@ static const double *cov_lookup(struct sb *c, int64_t m, int k90, struct bp_erro
 		nlo++;
 	for (size_t i = nlo; i < c->nk; i++)
 		v[i] = 1.0;
-	bp_sb_syn_cov(m, bp_sb_syn_alpha(m, k90), c->kset, nlo, c->k_base, v, &v[c->nk]);
+	bp_sb_syn_solve(&cc->syn, m, k90, c->kset, nlo, c->k_base, v, &v[c->nk]);
 	cc->tab[h] = (struct cov_entry){m, k90, v};
 	cc->nused++;
 	return v;

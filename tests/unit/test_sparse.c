@@ -205,6 +205,34 @@ static void test_invariants(void)
 	}
 }
 
+/* bp_sb_syn_solve gives bp_sb_syn_alpha then bp_sb_syn_cov's doubles bit for bit: one
+ * struct over every key (its tables grow past their first 256 when m does), budget sets below
+ * and above the 64 that bp_sb_syn_cov passes in one sweep, every k90 branch (alpha 0, the
+ * bracket's tabulated points, Newton), and the tables rebuilt after bp_sb_syn_free. */
+static void test_syn_solve(void)
+{
+	static const int ks[] = {1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64};
+	int big[80];
+	for (int i = 0; i < 80; i++)
+		big[i] = 1 + 3 * i;
+	struct bp_sb_syn s;
+	memset(&s, 0, sizeof(s));
+	for (int pass = 0; pass < 2; pass++) {
+		for (int64_t m = 0; m <= 700; m += m < 80 ? 1 : 37)
+			for (int k90 = 2; k90 <= 200; k90 += k90 < 20 ? 1 : 13) {
+				const int *kset = (m + k90) % 3 ? ks : big;
+				size_t nk = kset == ks ? 14 : 80;
+				int k_base = 16 + (int)(m % 40);
+				double a[81], b[81];
+				bp_sb_syn_cov(m, bp_sb_syn_alpha(m, k90), kset, nk, k_base, a, &a[nk]);
+				bp_sb_syn_solve(&s, m, k90, kset, nk, k_base, b, &b[nk]);
+				CHECK(!memcmp(a, b, (nk + 1) * sizeof(*a)));
+			}
+		bp_sb_syn_free(&s);
+		CHECK(s.cap == 0 && !s.lj);
+	}
+}
+
 int main(void)
 {
 	test_table_is_moba();
@@ -213,6 +241,7 @@ int main(void)
 	test_kat3();
 	test_parse();
 	test_synthetic();
+	test_syn_solve();
 	test_invariants();
 	return CHECK_DONE();
 }
