@@ -21,6 +21,7 @@
 #include "jsonutil.h"
 #include "rendezvous.h"
 #include "solve.h"
+#include "strbuf.h"
 #include "trace.h"
 
 enum { EXIT_TIMEOUT = 3 };
@@ -31,16 +32,19 @@ static char g_host[256] = "?";
 static void exec_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void exec_error(const char *fmt, ...)
 {
+	struct bp_sb msg = BP_SB_INIT;
 	va_list ap;
-	char msg[1024];
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
+	/* one write of the whole line, so ranks sharing a terminal do not interleave */
 	if (g_rank >= 0)
-		fprintf(stderr, "balexec: error: rank %d (%s): %s\n", g_rank, g_host, msg);
+		bp_sb_addf(&msg, "balexec: error: rank %d (%s): ", g_rank, g_host);
 	else
-		fprintf(stderr, "balexec: error: %s\n", msg);
+		bp_sb_adds(&msg, "balexec: error: ");
+	va_start(ap, fmt);
+	bp_sb_vaddf(&msg, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s\n", msg.buf); /* out of memory: what fit */
 	fflush(stderr);
+	bp_sb_release(&msg);
 }
 
 static void usage(FILE *f)

@@ -5,12 +5,12 @@
  * written with fixed precision, so the same dataset always gives the same bytes. */
 #include <getopt.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmdutil.h"
 #include "commands.h"
+#include "strbuf.h"
 
 static void dataset_usage(FILE *f)
 {
@@ -237,53 +237,14 @@ static void print_data(const struct bp_dataset *ds, const struct buckets *bk, co
 
 /* ---- SVG ---- */
 
-/* A growing text buffer; a failed allocation is remembered and reported once at the end. */
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	int oom;
-};
-
-static void sb_printf(struct sbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(struct sbuf *sb, const char *fmt, ...)
-{
-	va_list ap;
-	if (sb->oom)
-		return;
-	for (;;) {
-		size_t room = sb->cap - sb->len;
-		va_start(ap, fmt);
-		int n = vsnprintf(sb->p ? sb->p + sb->len : NULL, room, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			sb->oom = 1;
-			return;
-		}
-		if ((size_t)n < room) {
-			sb->len += (size_t)n;
-			return;
-		}
-		size_t cap = sb->cap ? sb->cap : 4096;
-		while (cap - sb->len <= (size_t)n)
-			cap *= 2;
-		char *q = realloc(sb->p, cap);
-		if (!q) {
-			sb->oom = 1;
-			return;
-		}
-		sb->p = q;
-		sb->cap = cap;
-	}
-}
-
 /* Appends s escaped for XML (cmdutil.h cmd_xml_escape). */
-static void sb_xml(struct sbuf *sb, const char *s)
+static void sb_xml(struct bp_sb *sb, const char *s)
 {
 	char *e = cmd_xml_escape(s);
 	if (!e)
 		sb->oom = 1;
 	else
-		sb_printf(sb, "%s", e);
+		bp_sb_adds(sb, e);
 	free(e);
 }
 
@@ -322,7 +283,7 @@ static double nice_top(double v)
 
 /* Draws the histogram: per log2 bucket, the share of documents and the share of tokens, side
  * by side on one percentage axis; title with name, kind and statistics. */
-static void svg_histogram(struct sbuf *sb, const struct bp_dataset *ds, const struct buckets *bk)
+static void svg_histogram(struct bp_sb *sb, const struct bp_dataset *ds, const struct buckets *bk)
 {
 	const struct bp_dataset_stats *s = &ds->stats;
 	const double W = 800, H = 440, L = 70, R = 20, T = 78, B = 70;
@@ -335,33 +296,34 @@ static void svg_histogram(struct sbuf *sb, const struct bp_dataset *ds, const st
 	}
 	top = nice_top(top);
 
-	sb_printf(sb, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+	bp_sb_addf(sb, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 		      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
 		      "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
 		  W, H, W, H);
-	sb_printf(sb, "<title>");
+	bp_sb_adds(sb, "<title>");
 	sb_xml(sb, ds->name);
-	sb_printf(sb, " (%s): document length histogram</title>\n", bp_dataset_kind_name(ds->kind));
-	sb_printf(sb, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#ffffff\"/>\n",
+	bp_sb_addf(sb, " (%s): document length histogram</title>\n",
+		   bp_dataset_kind_name(ds->kind));
+	bp_sb_addf(sb, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#ffffff\"/>\n",
 		  W, H);
-	sb_printf(sb, "<text x=\"%.0f\" y=\"24\" font-size=\"16\" font-weight=\"bold\">", L);
+	bp_sb_addf(sb, "<text x=\"%.0f\" y=\"24\" font-size=\"16\" font-weight=\"bold\">", L);
 	sb_xml(sb, ds->name);
-	sb_printf(sb, " (%s)</text>\n", bp_dataset_kind_name(ds->kind));
-	sb_printf(sb, "<text x=\"%.0f\" y=\"44\">documents %lld, tokens %lld, mean %.1f, "
+	bp_sb_addf(sb, " (%s)</text>\n", bp_dataset_kind_name(ds->kind));
+	bp_sb_addf(sb, "<text x=\"%.0f\" y=\"44\">documents %lld, tokens %lld, mean %.1f, "
 		      "p50 %lld, p90 %lld, p99 %lld, max %lld</text>\n", L, (long long)s->count,
 		  (long long)s->tokens, s->mean, (long long)s->p50, (long long)s->p90,
 		  (long long)s->p99, (long long)s->max);
 	/* legend */
-	sb_printf(sb, "<rect x=\"%.0f\" y=\"54\" width=\"12\" height=\"12\" fill=\"#4477aa\"/>"
+	bp_sb_addf(sb, "<rect x=\"%.0f\" y=\"54\" width=\"12\" height=\"12\" fill=\"#4477aa\"/>"
 		      "<text x=\"%.0f\" y=\"65\">documents (%% of count)</text>\n", L, L + 18);
-	sb_printf(sb, "<rect x=\"%.0f\" y=\"54\" width=\"12\" height=\"12\" fill=\"#ee7733\"/>"
+	bp_sb_addf(sb, "<rect x=\"%.0f\" y=\"54\" width=\"12\" height=\"12\" fill=\"#ee7733\"/>"
 		      "<text x=\"%.0f\" y=\"65\">tokens (%% of total)</text>\n", L + 190, L + 208);
 	/* grid and y axis: five steps */
 	for (int i = 0; i <= 5; i++) {
 		double y = T + ph - ph * i / 5.0;
-		sb_printf(sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+		bp_sb_addf(sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
 			      "stroke=\"#dddddd\"/>\n", L, y, L + pw, y);
-		sb_printf(sb, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
+		bp_sb_addf(sb, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
 			  L - 6, y + 4, top * i / 5.0);
 	}
 	/* bars */
@@ -371,39 +333,39 @@ static void svg_histogram(struct sbuf *sb, const struct bp_dataset *ds, const st
 		double dc = s->count ? 100.0 * bk->cnt[b] / (double)s->count : 0.0;
 		double dt = s->tokens ? 100.0 * bk->tok[b] / (double)s->tokens : 0.0;
 		double hc = ph * dc / top, ht = ph * dt / top;
-		sb_printf(sb, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
+		bp_sb_addf(sb, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
 			      "fill=\"#4477aa\"><title>%llu-%llu tokens: %.2f%% of documents"
 			      "</title></rect>\n", x, T + ph - hc, bw, hc, bucket_lo(b),
 			  bucket_hi(b), dc);
-		sb_printf(sb, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
+		bp_sb_addf(sb, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
 			      "fill=\"#ee7733\"><title>%llu-%llu tokens: %.2f%% of tokens"
 			      "</title></rect>\n", x + bw, T + ph - ht, bw, ht, bucket_lo(b),
 			  bucket_hi(b), dt);
 	}
 	/* x axis: a tick at each bucket's lower edge, labelled every k-th so labels never touch */
 	int every = nb > 24 ? 4 : nb > 12 ? 2 : 1;
-	sb_printf(sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+	bp_sb_addf(sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
 		      "stroke=\"#000000\"/>\n", L, T + ph, L + pw, T + ph);
-	sb_printf(sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+	bp_sb_addf(sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
 		      "stroke=\"#000000\"/>\n", L, T, L, T + ph);
 	for (int b = bk->first; b <= bk->last + 1; b++) {
 		double x = L + slot * (b - bk->first);
 		char lab[16];
-		sb_printf(sb, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" "
+		bp_sb_addf(sb, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" "
 			      "stroke=\"#000000\"/>\n", x, T + ph, x, T + ph + 5);
 		if ((b - bk->first) % every)
 			continue;
 		pow2_label(b, lab, sizeof(lab));
-		sb_printf(sb, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", x,
+		bp_sb_addf(sb, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", x,
 			  T + ph + 19, lab);
 	}
-	sb_printf(sb, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">document length "
+	bp_sb_addf(sb, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">document length "
 		      "(tokens; log2 bins, each from the label to the next)</text>\n",
 		  L + pw / 2, H - 22);
-	sb_printf(sb, "<text x=\"18\" y=\"%.1f\" text-anchor=\"middle\" "
+	bp_sb_addf(sb, "<text x=\"18\" y=\"%.1f\" text-anchor=\"middle\" "
 		      "transform=\"rotate(-90 18 %.1f)\">share (%%)</text>\n", T + ph / 2,
 		  T + ph / 2);
-	sb_printf(sb, "</svg>\n");
+	bp_sb_adds(sb, "</svg>\n");
 }
 
 static int show(const char *spec, const struct bp_read_opts *ro, const char *svg,
@@ -412,7 +374,7 @@ static int show(const char *spec, const struct bp_read_opts *ro, const char *svg
 	struct bp_dataset ds;
 	struct bp_error err;
 	struct buckets bk;
-	struct sbuf sb = {NULL, 0, 0, 0};
+	struct bp_sb sb = BP_SB_INIT;
 	char sha[65];
 	int rc = EXIT_OK;
 
@@ -432,11 +394,11 @@ static int show(const char *spec, const struct bp_read_opts *ro, const char *svg
 			rc = cmd_error("cannot draw '%s': out of memory", svg);
 			goto out;
 		}
-		if (cmd_write_file(svg, sb.p, sb.len, &err) < 0)
+		if (cmd_write_file(svg, sb.buf, sb.len, &err) < 0)
 			rc = cmd_error("cannot write '%s': %s", svg, err.text);
 	}
 out:
-	free(sb.p);
+	bp_sb_release(&sb);
 	bp_dataset_release(&ds);
 	return rc;
 }

@@ -17,6 +17,13 @@
 #include "costmodel.h"
 #include "hyd_json.h"
 #include "jsonutil.h"
+#include "strbuf.h"
+
+/* bp_sb_fill's writer: bp_hyd_strategy_describe, whole however many groups. */
+static void fill_strategy(const void *st, char *buf, size_t n)
+{
+	bp_hyd_strategy_describe(st, buf, n);
+}
 
 struct prop_opts {
 	int gpu_step;       /* 0: the default for the cluster */
@@ -398,14 +405,16 @@ static void print_tables(const struct bp_hyd_set *set, const struct bp_profile *
 	       "for L", "expected", "origin");
 	for (size_t i = 0; i < set->n; i++) {
 		const struct bp_hyd_strategy *st = &set->s[i];
-		char d[256], range[32];
+		struct bp_sb d = BP_SB_INIT;
+		char range[32];
 		int64_t ml = st->max_len;
-		bp_hyd_strategy_describe(st, d, sizeof(d));
+		bp_sb_fill(&d, fill_strategy, st);
 		snprintf(range, sizeof(range), "%lld-%lld", (long long)st->len_lo,
 			 (long long)st->len_hi);
-		printf("  %3zu  %-34s %5lld %8lld %15s %9.3f ms  %s\n", i, d,
+		printf("  %3zu  %-34s %5lld %8lld %15s %9.3f ms  %s\n", i, d.buf,
 		       (long long)bp_hyd_strategy_gpus(st), (long long)ml, range,
 		       st->expected_us / 1e3, st->origin);
+		bp_sb_release(&d);
 	}
 }
 

@@ -19,7 +19,14 @@
 #include "jsonutil.h"
 #include "refit.h"
 #include "solve.h"
+#include "strbuf.h"
 #include "trace.h"
+
+/* bp_sb_fill's writer: cmd_plan_layout, whole however long. */
+static void fill_plan_layout(const void *p, char *buf, size_t n)
+{
+	cmd_plan_layout(p, buf, n);
+}
 
 static void report_usage(FILE *f)
 {
@@ -544,9 +551,11 @@ static void print_report(const struct bp_plan *p, const struct bp_trace *t,
 			 const struct op **worst, size_t nworst)
 {
 	const struct bp_cluster *c = &p->cluster;
-	char lay[256];
-	cmd_plan_layout(p, lay, sizeof(lay));
-	printf("plan %s: method %s, %d x %s (%s)\n", plan_path, p->method, c->gpus, c->gpu, lay);
+	struct bp_sb lay = BP_SB_INIT;
+	bp_sb_fill(&lay, fill_plan_layout, p);
+	printf("plan %s: method %s, %d x %s (%s)\n", plan_path, p->method, c->gpus, c->gpu,
+	       lay.buf); /* out of memory: what fit */
+	bp_sb_release(&lay);
 	printf("trace %s: backend %s, time scale %g, %zu steps, %d ranks, %zu micro-batch ops\n",
 	       trace_path, t->backend, t->time_scale, t->nsteps, t->world, nops);
 	printf("predicted = plan x %g; error = (measured - predicted) / predicted\n\n",

@@ -10,7 +10,19 @@
 #include "validate.h"
 #include "commands.h"
 #include "solve.h"
+#include "strbuf.h"
 #include "ticks.h"
+
+/* bp_sb_fill's writers: cmd_plan_layout and bp_layout_describe, whole however long. */
+static void fill_plan_layout(const void *p, char *buf, size_t n)
+{
+	cmd_plan_layout(p, buf, n);
+}
+
+static void fill_layout(const void *l, char *buf, size_t n)
+{
+	bp_layout_describe(l, buf, n);
+}
 
 static void simulate_usage(FILE *f)
 {
@@ -86,8 +98,8 @@ static int write_svg(const struct bp_plan *p, const struct bp_step *st, struct b
 	struct bp_error err;
 	const struct bp_layout *l = bp_plan_layout(p, st);
 	int rc = EXIT_DATA;
-	size_t rows = 0, row0 = 0, cap = 1 << 16, len = 0;
-	char lay[256];
+	size_t rows = 0, row0 = 0;
+	struct bp_sb lay = BP_SB_INIT, svg = BP_SB_INIT;
 	for (size_t k = 0; k < st->npipes; k++)
 		rows += (size_t)l->pipes[k].sc.pp;
 	/* The title names this step's layout (a plan of several layouts: which one and its
@@ -95,30 +107,20 @@ static int write_svg(const struct bp_plan *p, const struct bp_step *st, struct b
 	struct bp_scheme usc;
 	int udp;
 	if (bp_plan_uniform(p, &usc, &udp)) {
-		cmd_plan_layout(p, lay, sizeof(lay));
+		bp_sb_fill(&lay, fill_plan_layout, p);
 	} else {
-		int k = snprintf(lay, sizeof(lay), "layout %d: ", st->layout);
-		bp_layout_describe(l, lay + k, sizeof(lay) - (size_t)k);
+		bp_sb_addf(&lay, "layout %d: ", st->layout);
+		bp_sb_fill(&lay, fill_layout, l);
 	}
-	char *t_method = cmd_xml_escape(p->method), *t_lay = cmd_xml_escape(lay);
+	char *t_method = cmd_xml_escape(p->method);
+	char *t_lay = lay.oom ? NULL : cmd_xml_escape(lay.buf);
 	char *t_model = cmd_xml_escape(p->model.name);
-	char *buf = t_method && t_lay && t_model ? malloc(cap) : NULL;
 	struct timeline tl = {0};
 	const double W = 1000.0, left = 90.0, top = 50.0, rowh = 22.0;
 	double total = st->m.step_us > 0 ? st->m.step_us : 1.0, sx = W / total;
-	if (!buf)
+	if (!t_method || !t_lay || !t_model)
 		goto oom;
-#define OUT(...)                                                                            \
-	do {                                                                                \
-		int n_ = snprintf(NULL, 0, __VA_ARGS__);                                    \
-		if (len + (size_t)n_ + 1 > cap) {                                           \
-			char *nb_ = realloc(buf, (cap = 2 * (len + (size_t)n_ + 1)));       \
-			if (!nb_)                                                           \
-				goto oom;                                                   \
-			buf = nb_;                                                          \
-		}                                                                           \
-		len += (size_t)snprintf(buf + len, cap - len, __VA_ARGS__);                 \
-	} while (0)
+#define OUT(...) bp_sb_addf(&svg, __VA_ARGS__) /* out of memory: checked once at the end */
 	double height = top + rows * rowh + 50;
 	OUT("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
 	    "font-family=\"sans-serif\" font-size=\"11\">\n", left + W + 20, height);
@@ -174,7 +176,9 @@ static int write_svg(const struct bp_plan *p, const struct bp_step *st, struct b
 	    left + W / 2, ybase + 32);
 	OUT("</svg>\n");
 #undef OUT
-	if (cmd_write_file(path, buf, len, &err) < 0)
+	if (svg.oom)
+		goto oom;
+	if (cmd_write_file(path, svg.buf, svg.len, &err) < 0)
 		cmd_error("cannot write '%s': %s", path, err.text);
 	else
 		rc = EXIT_OK;
@@ -182,11 +186,12 @@ static int write_svg(const struct bp_plan *p, const struct bp_step *st, struct b
 oom:
 	rc = cmd_error("cannot draw '%s': out of memory", path);
 out:
-	free(buf);
+	bp_sb_release(&svg);
 	timeline_free(&tl);
 	free(t_method);
 	free(t_lay);
 	free(t_model);
+	bp_sb_release(&lay);
 	return rc;
 }
 
@@ -318,8 +323,8 @@ static void print_steps_data(const struct bp_plan *p, const struct bp_profile *p
 	struct cmd_table t;
 	int first = 1;
 	if (fmt == CMD_FORMAT_JSON) {
-		char lay[256];
-		cmd_plan_layout(p, lay, sizeof(lay));
+		struct bp_sb lay = BP_SB_INIT;
+		bp_sb_fill(&lay, fill_plan_layout, p);
 		printf("{");
 		cmd_json_key(stdout, &first, "plan");
 		cmd_json_str(stdout, path);
@@ -332,7 +337,8 @@ static void print_steps_data(const struct bp_plan *p, const struct bp_profile *p
 		cmd_json_key(stdout, &first, "gpu");
 		cmd_json_str(stdout, p->cluster.gpu);
 		cmd_json_key(stdout, &first, "layout");
-		cmd_json_str(stdout, lay);
+		cmd_json_str(stdout, lay.buf); /* out of memory: what fit */
+		bp_sb_release(&lay);
 		cmd_json_key(stdout, &first, "steps");
 	}
 	cmd_table_begin(&t, stdout, fmt, cols, BP_ARRAY_LEN(cols));
@@ -597,11 +603,13 @@ int cmd_simulate(int argc, char **argv)
 			rc = write_svg(&plan, &plan.steps[step >= 0 ? step : 0], &cm, svg);
 		goto out;
 	}
-	char lay[256];
-	cmd_plan_layout(&plan, lay, sizeof(lay));
-	if (fmt == CMD_FORMAT_TEXT) /* csv and json are the table alone */
+	if (fmt == CMD_FORMAT_TEXT) { /* csv and json are the table alone */
+		struct bp_sb lay = BP_SB_INIT;
+		bp_sb_fill(&lay, fill_plan_layout, &plan);
 		printf("plan %s: method %s on profile %s, %d x %s (%s)\n", path, plan.method,
-		       prof.name, plan.cluster.gpus, plan.cluster.gpu, lay);
+		       prof.name, plan.cluster.gpus, plan.cluster.gpu, lay.buf);
+		bp_sb_release(&lay);
+	}
 	if (svg) {
 		rc = write_svg(&plan, &plan.steps[step >= 0 ? step : 0], &cm, svg);
 		if (rc != EXIT_OK)

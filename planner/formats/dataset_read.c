@@ -23,6 +23,7 @@
 #include "dataset_idx.h"
 #include "embedded.h"
 #include "jsonutil.h"
+#include "strbuf.h"
 
 /* ---- readers ---- */
 
@@ -352,7 +353,7 @@ static int parse_jsonl(struct bp_dataset *ds, const char *text, size_t len, cons
 	const char *idf = o ? o->id_field : NULL;
 	int decided = 0, id_line = 0;
 	json_t *obj = NULL;
-	char source[160];
+	struct bp_sb source = BP_SB_INIT;
 	int rc = -1;
 
 	while (next_line(&it, &b, &e)) {
@@ -387,12 +388,12 @@ static int parse_jsonl(struct bp_dataset *ds, const char *text, size_t len, cons
 				idf = "id";
 				id_line = it.no;
 			}
-			int k = field ? snprintf(source, sizeof(source), "JSONL, field \"%.40s\"", field)
-				      : snprintf(source, sizeof(source), "JSONL, token array \"%.40s\"",
-						 array);
+			if (field)
+				bp_sb_addf(&source, "JSONL, field \"%s\"", field);
+			else
+				bp_sb_addf(&source, "JSONL, token array \"%s\"", array);
 			if (idf)
-				snprintf(source + k, sizeof(source) - (size_t)k, ", sample id \"%.40s\"",
-					 idf);
+				bp_sb_addf(&source, ", sample id \"%s\"", idf);
 			decided = 1;
 		}
 		json_int_t x;
@@ -457,11 +458,13 @@ static int parse_jsonl(struct bp_dataset *ds, const char *text, size_t len, cons
 		json_decref(obj);
 		obj = NULL;
 	}
-	if (set_bare_fields(ds, name, decided ? source : "JSONL", err) < 0 ||
+	if (bp_sb_check(&source, err) < 0 ||
+	    set_bare_fields(ds, name, decided ? source.buf : "JSONL", err) < 0 ||
 	    finish_ids(&a, err) < 0)
 		goto out;
 	rc = 0;
 out:
+	bp_sb_release(&source);
 	json_decref(obj);
 	free(a.ids);
 	free(a.lines);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "strbuf.h"
+
 void bp_diff_init(struct bp_diff *d)
 {
 	memset(d, 0, sizeof(*d));
@@ -37,13 +39,13 @@ static void add(struct ctx *c, const char *fmt, ...)
 		c->d->omitted++;
 		return;
 	}
-	char buf[512];
+	struct bp_sb sb = BP_SB_INIT;
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
+	bp_sb_vaddf(&sb, fmt, ap);
 	va_end(ap);
 	char **nl = realloc(c->d->lines, (c->d->nlines + 1) * sizeof(char *));
-	char *s = nl ? strdup(buf) : NULL;
+	char *s = bp_sb_detach(&sb, NULL);
 	if (!nl || !s) {
 		if (nl)
 			c->d->lines = nl;
@@ -53,6 +55,12 @@ static void add(struct ctx *c, const char *fmt, ...)
 	}
 	c->d->lines = nl;
 	c->d->lines[c->d->nlines++] = s;
+}
+
+/* bp_sb_fill's writer: a layout's description, whole however many pipeline schemes. */
+static void describe_layout(const void *l, char *buf, size_t n)
+{
+	bp_layout_describe(l, buf, n);
 }
 
 static double pct(double a, double b)
@@ -185,7 +193,7 @@ static void diff_step(struct ctx *c, const struct bp_step *a, const struct bp_st
 		size_t na = 0, nb = 0, moved = 0;
 		struct loc *la = locate(a, &na), *lb = locate(b, &nb);
 		if (la && lb) {
-			char ex[256] = "";
+			struct bp_sb ex = BP_SB_INIT;
 			size_t i = 0, j = 0, shown = 0;
 			while (i < na && j < nb) {
 				if (la[i].doc < lb[j].doc) {
@@ -196,12 +204,14 @@ static void diff_step(struct ctx *c, const struct bp_step *a, const struct bp_st
 					if (la[i].pipe != lb[j].pipe || la[i].mb != lb[j].mb) {
 						moved++;
 						if (shown < 3) {
-							size_t l = strlen(ex);
-							snprintf(ex + l, sizeof(ex) - l,
-								 "%sdoc %lld p%lld/mb%lld -> p%lld/mb%lld",
-								 shown ? ", " : "", (long long)la[i].doc,
-								 (long long)la[i].pipe, (long long)la[i].mb,
-								 (long long)lb[j].pipe, (long long)lb[j].mb);
+							bp_sb_addf(&ex, "%sdoc %lld p%lld/mb%lld"
+								" -> p%lld/mb%lld",
+								shown ? ", " : "",
+								(long long)la[i].doc,
+								(long long)la[i].pipe,
+								(long long)la[i].mb,
+								(long long)lb[j].pipe,
+								(long long)lb[j].mb);
 							shown++;
 						}
 					}
@@ -215,7 +225,11 @@ static void diff_step(struct ctx *c, const struct bp_step *a, const struct bp_st
 			}
 			add(c, "step %lld: %zu micro-batches differ (%zu -> %zu in all); %zu "
 			       "documents moved%s%s%s", si, changed, mba, mbb, moved,
-			    moved ? " (" : "", ex, moved ? (moved > shown ? ", ...)" : ")") : "");
+			    moved ? " (" : "", ex.buf,
+			    moved ? (moved > shown ? ", ...)" : ")") : "");
+			if (ex.oom)
+				c->failed = 1;
+			bp_sb_release(&ex);
 		} else {
 			c->failed = 1;
 		}
@@ -276,14 +290,23 @@ int bp_plan_diff(const struct bp_plan *a, const struct bp_plan *b, size_t max_li
 		add(&c, "cluster: %d x %s (%d per node) -> %d x %s (%d per node)", x->gpus, x->gpu,
 		    x->gpus_per_node, y->gpus, y->gpu, y->gpus_per_node);
 	for (size_t i = 0; i < a->nlayouts || i < b->nlayouts; i++) {
-		char da[160] = "(none)", db[160] = "(none)";
+		if (i < a->nlayouts && i < b->nlayouts &&
+		    layout_same(&a->layouts[i], &b->layouts[i]))
+			continue;
+		struct bp_sb da = BP_SB_INIT, db = BP_SB_INIT;
 		if (i < a->nlayouts)
-			bp_layout_describe(&a->layouts[i], da, sizeof(da));
+			bp_sb_fill(&da, describe_layout, &a->layouts[i]);
+		else
+			bp_sb_adds(&da, "(none)");
 		if (i < b->nlayouts)
-			bp_layout_describe(&b->layouts[i], db, sizeof(db));
-		if (i >= a->nlayouts || i >= b->nlayouts ||
-		    !layout_same(&a->layouts[i], &b->layouts[i]))
-			add(&c, "layout %zu: %s -> %s", i, da, db);
+			bp_sb_fill(&db, describe_layout, &b->layouts[i]);
+		else
+			bp_sb_adds(&db, "(none)");
+		add(&c, "layout %zu: %s -> %s", i, da.buf, db.buf);
+		if (da.oom || db.oom)
+			c.failed = 1;
+		bp_sb_release(&da);
+		bp_sb_release(&db);
 	}
 	if (memcmp(&a->model, &b->model, sizeof(a->model)))
 		add(&c, "model: '%s' -> '%s'", a->model.name, b->model.name);
