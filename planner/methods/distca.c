@@ -706,26 +706,43 @@ static int ticks_memory(const struct bp_method_ctx *ctx, const struct bp_step *s
 	return rc;
 }
 
+/* distca's typed parameters (its row's param_specs): rank_tokens, whose default and bound
+ * are the plan's max_tokens, and mb_cut, ca_comm and resend keep their own reader and
+ * message; tolerance's open interval is checked after the reader. */
+static const struct bp_param_spec dc_specs[] = {
+	BP_PARAM_SPEC_REAL("tolerance", 0.1, -INFINITY, INFINITY,
+			   "epsilon, a fraction of the mean server load"),
+	BP_PARAM_SPEC_INT("ca_block", 128, 1, 1 << 20, NULL),
+	BP_PARAM_SPEC_INT("pingpong", 1, 0, 1, "1: nano-batches (Sec. 4.1)"),
+	BP_PARAM_SPEC_INT("escalate", 0, 0, 1,
+			  "1: raise the tolerance when a call overflows the buffer"),
+	BP_PARAM_SPEC_INT("ca_buffer_bytes", (int64_t)2 << 30, 1, (int64_t)1 << 50,
+			  "bytes per rank a call must fit"),
+	BP_PARAM_SPEC_INT("two_sided", 0, 0, 1, NULL),
+	BP_PARAM_SPEC_INT("max_shards", 0, -1, 1 << 20,
+			  "cap on shards (0: none, -1: App. A's bound)"),
+	{0},
+};
+
 static int read_opts(struct bp_plan *out, int tp, int app_a, struct dc_opts *o,
 		     struct bp_error *err)
 {
 	int64_t block, pingpong, escalate, buffer, rank_tokens, two_sided, max_shards;
 	double eps;
 	memset(o, 0, sizeof(*o));
-	if (bp_method_param_real(out, "tolerance", 0.1, -INFINITY, INFINITY, &eps, err) < 0)
+	if (bp_param_real(out, dc_specs, "tolerance", &eps, err) < 0)
 		return -1;
 	if (!(eps > 0 && eps < 1))
 		return bp_errorf(err, "parameter tolerance is %g, outside (0, 1) (DistCA's epsilon, "
 				 "a fraction of the mean server load)", eps);
-	if (bp_method_param_int(out, "ca_block", 128, 1, 1 << 20, &block, err) < 0 ||
-	    bp_method_param_int(out, "pingpong", 1, 0, 1, &pingpong, err) < 0 ||
-	    bp_method_param_int(out, "escalate", 0, 0, 1, &escalate, err) < 0 ||
-	    bp_method_param_int(out, "ca_buffer_bytes", (int64_t)2 << 30, 1, (int64_t)1 << 50,
-				&buffer, err) < 0 ||
+	if (bp_param_int(out, dc_specs, "ca_block", &block, err) < 0 ||
+	    bp_param_int(out, dc_specs, "pingpong", &pingpong, err) < 0 ||
+	    bp_param_int(out, dc_specs, "escalate", &escalate, err) < 0 ||
+	    bp_param_int(out, dc_specs, "ca_buffer_bytes", &buffer, err) < 0 ||
 	    bp_method_param_int(out, "rank_tokens", out->max_tokens, 1, out->max_tokens,
 				&rank_tokens, err) < 0 ||
-	    bp_method_param_int(out, "two_sided", 0, 0, 1, &two_sided, err) < 0 ||
-	    bp_method_param_int(out, "max_shards", 0, -1, 1 << 20, &max_shards, err) < 0)
+	    bp_param_int(out, dc_specs, "two_sided", &two_sided, err) < 0 ||
+	    bp_param_int(out, dc_specs, "max_shards", &max_shards, err) < 0)
 		return -1;
 	/* -1: App. A's bound for the model and GPU. Off by default: App. A is the paper's
 	 * argument that a few shards suffice, not a rule its scheduler or the public code
@@ -1209,6 +1226,7 @@ BP_METHOD_ROW(distca) = {
 		   "CA-task moves",
 	.paper = "DistCA Sec. 3-4, 6.1, App. A, B, E",
 	.params = distca_params,
+	.param_specs = dc_specs,
 	.record = &bp_record_distca,
 	.warn = bp_distca_warn,
 	.check_params = bp_distca_check_params,

@@ -16,6 +16,12 @@
 #include "pack.h"
 #include "window.h"
 
+/* fixed's parameter (its row's param_specs; fixed-ilp reads window with them too). */
+const struct bp_param_spec bp_fixed_param_specs[] = {
+	BP_PARAM_SPEC_INT("window", 1, 1, 64, "global batches packed together"),
+	{0},
+};
+
 /* Packs one step; st's pipelines receive the micro-batches. */
 static int fixed_step(const struct bp_method_ctx *ctx, const struct bp_batch *b,
 		      struct bp_step *st, const struct bp_plan *out, void *arg,
@@ -50,14 +56,14 @@ int bp_fixed_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 {
 	int64_t window;
 	(void)p;
-	return bp_method_param_int(scratch, "window", 1, 1, 64, &window, err);
+	return bp_param_int(scratch, bp_fixed_param_specs, "window", &window, err);
 }
 
 int bp_method_fixed(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		   struct bp_plan *out, struct bp_error *err)
 {
 	int64_t window;
-	if (bp_method_param_int(out, "window", 1, 1, 64, &window, err) < 0)
+	if (bp_param_int(out, bp_fixed_param_specs, "window", &window, err) < 0)
 		return -1;
 	return bp_pack_windowed(ctx, in, out, window, fixed_step, NULL, err);
 }
@@ -88,6 +94,7 @@ BP_METHOD_ROW(fixed) = {
 		   "window that fits",
 	.paper = "WLB-LLM Sec. 3.2 'Fixed-Len Greedy' (Table 2)",
 	.params = fixed_params,
+	.param_specs = bp_fixed_param_specs,
 	.check_params = bp_fixed_check_params,
 	.schedules = 1,
 	.in_all = 1,

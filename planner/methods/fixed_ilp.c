@@ -38,7 +38,7 @@ int bp_fixed_ilp_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 	/* wlb-ilp shares the ILP parameters; its window is fixed-ilp's only */
 	if (!bp_plan_param(scratch, "window") && !strcmp(p->method, "wlb-ilp"))
 		return 0;
-	return bp_method_param_int(scratch, "window", 1, 1, 64, &window, err);
+	return bp_param_int(scratch, bp_fixed_param_specs, "window", &window, err);
 }
 
 int bp_method_fixed_ilp(const struct bp_method_ctx *ctx, const struct bp_batches *in,
@@ -47,7 +47,7 @@ int bp_method_fixed_ilp(const struct bp_method_ctx *ctx, const struct bp_batches
 	struct bp_ilp_opts o;
 	int64_t window;
 	if (bp_ilp_read_params(out, &o, err) < 0 ||
-	    bp_method_param_int(out, "window", 1, 1, 64, &window, err) < 0)
+	    bp_param_int(out, bp_fixed_param_specs, "window", &window, err) < 0)
 		return -1;
 	return bp_pack_windowed(ctx, in, out, window, ilp_window, &o, err);
 }
@@ -71,6 +71,8 @@ BP_METHOD_ROW(fixed_ilp) = {
 	.summary = "fixed-length packing solved exactly by GLPK, warm-started from fixed",
 	.paper = "WLB-LLM Sec. 3.2, Eq. 1",
 	.params = fixed_ilp_params,
+	.param_specs = bp_fixed_param_specs, /* window; the ILP budgets keep
+					       * bp_ilp_read_params (blocks/ilp_pack.c) */
 	.record = &bp_record_ilp,
 	.warn = bp_ilp_warn,
 	.check_params = bp_fixed_ilp_check_params,

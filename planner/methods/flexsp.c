@@ -1024,13 +1024,23 @@ int bp_flexsp_max_group(const struct bp_model *m, int tp, int units, int64_t max
  * took 99% of a step's planning. */
 #define FSP_MILP_DEFAULT 0
 
+/* flexsp's own typed parameters (its row's param_specs; the ILP budgets keep
+ * bp_ilp_read_params, blocks/ilp_pack.c). */
+static const struct bp_param_spec fsp_specs[] = {
+	BP_PARAM_SPEC_INT("buckets", 16, 1, 4096, NULL),
+	BP_PARAM_SPEC_INT("max_group", 0, 0, 1 << 20,
+			  "largest group, in tp GPUs (0: heads / tp)"),
+	BP_PARAM_SPEC_INT("milp", FSP_MILP_DEFAULT, 0, 1, "1: the MILP after the greedy"),
+	{0},
+};
+
 /* flexsp's parameters: solve's reader and check's (bp_flexsp_check_params). */
 static int read_params(struct bp_plan *out, int64_t *buckets, int64_t *max_group,
 		       int64_t *milp, struct bp_ilp_opts *ilp, struct bp_error *err)
 {
-	if (bp_method_param_int(out, "buckets", 16, 1, 4096, buckets, err) < 0 ||
-	    bp_method_param_int(out, "max_group", 0, 0, 1 << 20, max_group, err) < 0 ||
-	    bp_method_param_int(out, "milp", FSP_MILP_DEFAULT, 0, 1, milp, err) < 0 ||
+	if (bp_param_int(out, fsp_specs, "buckets", buckets, err) < 0 ||
+	    bp_param_int(out, fsp_specs, "max_group", max_group, err) < 0 ||
+	    bp_param_int(out, fsp_specs, "milp", milp, err) < 0 ||
 	    bp_ilp_read_params(out, ilp, err) < 0)
 		return -1;
 	if (*max_group & (*max_group - 1))
@@ -1181,6 +1191,7 @@ BP_METHOD_ROW(flexsp) = {
 		   "assigned greedily (the MILP with milp=1)",
 	.paper = "FlexSP (arXiv 2412.01523) as DistCA Sec. 6's FlexSP+",
 	.params = flexsp_params,
+	.param_specs = fsp_specs,
 	.record = &bp_record_flexsp,
 	.warn = bp_flexsp_warn,
 	.check_params = bp_flexsp_check_params,

@@ -290,6 +290,23 @@ struct opts {
 	struct bp_ilp_opts pack_ilp; /* packing ILP per V: max_vars over sequences x V */
 };
 
+/* hydraulis's typed parameters (its row's param_specs; hyd_c and sync keep their own
+ * reader and message). Its ILP budgets are its own defaults, not bp_ilp_read_params's. */
+static const struct bp_param_spec hyd_specs[] = {
+	BP_PARAM_SPEC_INT("prune", 1, 0, 1, NULL),
+	BP_PARAM_SPEC_INT("trials", 100, 1, 1000000, "dispatch trials per candidate and step"),
+	BP_PARAM_SPEC_INT("v_tries", 0, 0, 1 << 20, NULL),
+	BP_PARAM_SPEC_INT("align", 128, 1, 1 << 20, NULL),
+	BP_PARAM_SPEC_REAL("util_threshold", 0.85, 0.01, 1.0, NULL),
+	BP_PARAM_SPEC_INT("ilp_max_vars", 400, 0, INT64_MAX, NULL),
+	BP_PARAM_SPEC_INT("pack_ilp_vars", 0, 0, INT64_MAX, NULL),
+	BP_PARAM_SPEC_INT("ilp_node_limit", 200, 1, INT32_MAX, "GLPK's node limit"),
+	BP_PARAM_SPEC_INT("ilp_work_limit", 5, 1, 1000000000, "GLPK's work limit"),
+	BP_PARAM_SPEC_REAL("ilp_time_limit_s", 300.0, 0.001, 86400.0, "GLPK's time limit"),
+	BP_PARAM_SPEC_REAL("ilp_gap", 1e-4, 0.0, 1.0, "GLPK's relative gap"),
+	{0},
+};
+
 static int read_opts(struct bp_plan *out, struct opts *o, struct bp_error *err)
 {
 	int64_t t, v, al, mv, pv, nl, wl;
@@ -319,17 +336,17 @@ static int read_opts(struct bp_plan *out, struct opts *o, struct bp_error *err)
 		return bp_errorf(err, "parameter sync '%s' is not pullpush, serial or dp-allreduce",
 				 sy);
 	int64_t pr;
-	if (bp_method_param_int(out, "prune", 1, 0, 1, &pr, err) < 0 ||
-	    bp_method_param_int(out, "trials", 100, 1, 1000000, &t, err) < 0 ||
-	    bp_method_param_int(out, "v_tries", 0, 0, 1 << 20, &v, err) < 0 ||
-	    bp_method_param_int(out, "align", 128, 1, 1 << 20, &al, err) < 0 ||
-	    bp_method_param_real(out, "util_threshold", 0.85, 0.01, 1.0, &th, err) < 0 ||
-	    bp_method_param_int(out, "ilp_max_vars", 400, 0, INT64_MAX, &mv, err) < 0 ||
-	    bp_method_param_int(out, "pack_ilp_vars", 0, 0, INT64_MAX, &pv, err) < 0 ||
-	    bp_method_param_int(out, "ilp_node_limit", 200, 1, INT32_MAX, &nl, err) < 0 ||
-	    bp_method_param_int(out, "ilp_work_limit", 5, 1, 1000000000, &wl, err) < 0 ||
-	    bp_method_param_real(out, "ilp_time_limit_s", 300.0, 0.001, 86400.0, &tl, err) < 0 ||
-	    bp_method_param_real(out, "ilp_gap", 1e-4, 0.0, 1.0, &gap, err) < 0)
+	if (bp_param_int(out, hyd_specs, "prune", &pr, err) < 0 ||
+	    bp_param_int(out, hyd_specs, "trials", &t, err) < 0 ||
+	    bp_param_int(out, hyd_specs, "v_tries", &v, err) < 0 ||
+	    bp_param_int(out, hyd_specs, "align", &al, err) < 0 ||
+	    bp_param_real(out, hyd_specs, "util_threshold", &th, err) < 0 ||
+	    bp_param_int(out, hyd_specs, "ilp_max_vars", &mv, err) < 0 ||
+	    bp_param_int(out, hyd_specs, "pack_ilp_vars", &pv, err) < 0 ||
+	    bp_param_int(out, hyd_specs, "ilp_node_limit", &nl, err) < 0 ||
+	    bp_param_int(out, hyd_specs, "ilp_work_limit", &wl, err) < 0 ||
+	    bp_param_real(out, hyd_specs, "ilp_time_limit_s", &tl, err) < 0 ||
+	    bp_param_real(out, hyd_specs, "ilp_gap", &gap, err) < 0)
 		return -1;
 	o->trials = (int)t;
 	o->prune = (int)pr;
@@ -814,6 +831,7 @@ BP_METHOD_ROW(hydraulis) = {
 		   "selection",
 	.paper = "Hydraulis Sec. 5-7, Eq. 1-4, Alg. 1",
 	.params = hyd_params,
+	.param_specs = hyd_specs,
 	.record = &bp_record_hydraulis,
 	.warn = bp_hyd_warn,
 	.check_params = bp_hyd_check_params,

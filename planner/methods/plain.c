@@ -98,16 +98,21 @@ out:
 	return rc;
 }
 
+static const char *const plain_deals[] = {"round-robin", "balanced", NULL};
+
+/* plain's parameter (its row's param_specs). */
+static const struct bp_param_spec plain_specs[] = {
+	BP_PARAM_SPEC_CHOICE("deal", plain_deals, "how windows go to pipelines"),
+	{0},
+};
+
 /* Reads parameter deal (recording its default): 1 balanced, 0 round-robin, -1 error. */
 static int read_deal(struct bp_plan *p, struct bp_error *err)
 {
-	const char *deal = bp_plan_param(p, "deal");
-	if (!deal && bp_plan_set_param(p, "deal", "round-robin", err) < 0)
+	int deal;
+	if (bp_param_choice(p, plain_specs, "deal", &deal, err) < 0)
 		return -1;
-	if (deal && strcmp(deal, "round-robin") && strcmp(deal, "balanced"))
-		return bp_errorf(err, "parameter deal is '%s', not 'round-robin' or 'balanced'",
-				 deal);
-	return deal && !strcmp(deal, "balanced");
+	return deal == 1;
 }
 
 int bp_plain_check_params(const struct bp_plan *p, struct bp_plan *scratch,
@@ -204,6 +209,7 @@ BP_METHOD_ROW(plain) = {
 	.paper = "Megatron-LM baseline (WLB-LLM Sec. 3, 'Plain-4D'; deal=balanced: "
 		   "DistCA Sec. 6.1)",
 	.params = plain_params,
+	.param_specs = plain_specs,
 	.check_params = bp_plain_check_params,
 	.schedules = 1,
 	.in_all = 1,

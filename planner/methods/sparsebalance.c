@@ -298,6 +298,21 @@ int bp_sb_check_request(struct bp_scheme sc, const struct bp_model *m, enum bp_s
 	return 0;
 }
 
+/* sparsebalance's (and sb-lbb's) typed parameters (their rows' param_specs); the text
+ * ones (sb_k_set, sb_anchor, sb_coverage, sb_k90, sb_cardinality, sb_time, sb_batching,
+ * sb_packer) keep param_str and their own messages. */
+static const struct bp_param_spec sb_specs[] = {
+	BP_PARAM_SPEC_INT("sb_block", 256, 1, 1 << 20, "sparse attention block in tokens"),
+	BP_PARAM_SPEC_INT("sb_k_base", 32, 1, 1 << 20, NULL),
+	BP_PARAM_SPEC_REAL("sb_p", 0.1, 0, 1, NULL),
+	BP_PARAM_SPEC_REAL("sb_ema", 0.9, 0, 1, NULL),
+	BP_PARAM_SPEC_REAL("sb_cov_layer_slope", 0, 0, 4, NULL),
+	BP_PARAM_SPEC_INT("sb_dst", 1, 0, 1, NULL),
+	BP_PARAM_SPEC_INT("sb_mbs", 1, 1, 1 << 20, NULL),
+	BP_PARAM_SPEC_INT("sb_refresh", 1, 1, 1 << 20, NULL),
+	{0},
+};
+
 static int sb_config(struct sb *c, const struct bp_method_ctx *ctx, struct bp_plan *out,
 		     const char *batching_def, struct bp_error *err)
 {
@@ -309,7 +324,7 @@ static int sb_config(struct sb *c, const struct bp_method_ctx *ctx, struct bp_pl
 	c->cap = out->nlayouts ? bp_plan_mb_cap(out) : out->max_tokens;
 	if (bp_sb_check_request(ctx->cm->sc, &out->model, ctx->shard, err) < 0)
 		return -1;
-	if (bp_method_param_int(out, "sb_block", 256, 1, 1 << 20, &v, err) < 0)
+	if (bp_param_int(out, sb_specs, "sb_block", &v, err) < 0)
 		return -1;
 	c->block = (int)v;
 	c->t = bp_profile_sparse(ctx->cm->prof, ctx->cm->sc.tp, c->block);
@@ -321,7 +336,7 @@ static int sb_config(struct sb *c, const struct bp_method_ctx *ctx, struct bp_pl
 			return bp_errorf(err, "sb_block %d does not divide the sparse table's grid "
 					 "length %.0f", c->block, c->t->x[i]);
 	int64_t nblocks = (c->cap + c->block - 1) / c->block;
-	if (bp_method_param_int(out, "sb_k_base", 32, 1, 1 << 20, &v, err) < 0)
+	if (bp_param_int(out, sb_specs, "sb_k_base", &v, err) < 0)
 		return -1;
 	c->k_base = (int)v;
 	if (c->k_base > nblocks)
@@ -339,9 +354,9 @@ static int sb_config(struct sb *c, const struct bp_method_ctx *ctx, struct bp_pl
 		return -1;
 	if (bp_sb_anchor_parse(s, &c->anchor) < 0)
 		return bp_errorf(err, "sb_anchor '%s' is not min, mean or max", s);
-	if (bp_method_param_real(out, "sb_p", 0.1, 0, 1, &c->p, err) < 0 ||
-	    bp_method_param_real(out, "sb_ema", 0.9, 0, 1, &c->ema_w, err) < 0 ||
-	    bp_method_param_real(out, "sb_cov_layer_slope", 0, 0, 4, &c->slope, err) < 0)
+	if (bp_param_real(out, sb_specs, "sb_p", &c->p, err) < 0 ||
+	    bp_param_real(out, sb_specs, "sb_ema", &c->ema_w, err) < 0 ||
+	    bp_param_real(out, sb_specs, "sb_cov_layer_slope", &c->slope, err) < 0)
 		return -1;
 	if (param_str(out, "sb_coverage", "synthetic", &s, err) < 0)
 		return -1;
@@ -368,10 +383,10 @@ static int sb_config(struct sb *c, const struct bp_method_ctx *ctx, struct bp_pl
 	    bp_parse_double(comma + 1, &c->k90_hi, "sb_k90", NULL) < 0 || !(c->k90_lo >= 2) ||
 	    !(c->k90_hi >= c->k90_lo && c->k90_hi <= 512))
 		return bp_errorf(err, "sb_k90 '%s' is not LO,HI with 2 <= LO <= HI <= 512", s);
-	if (bp_method_param_int(out, "sb_dst", 1, 0, 1, &v, err) < 0)
+	if (bp_param_int(out, sb_specs, "sb_dst", &v, err) < 0)
 		return -1;
 	c->dst = (int)v;
-	if (bp_method_param_int(out, "sb_mbs", 1, 1, 1 << 20, &v, err) < 0)
+	if (bp_param_int(out, sb_specs, "sb_mbs", &v, err) < 0)
 		return -1;
 	c->mbs = (int)v;
 	if (param_str(out, "sb_cardinality", "free", &s, err) < 0)
@@ -400,7 +415,7 @@ static int sb_config(struct sb *c, const struct bp_method_ctx *ctx, struct bp_pl
 					 "packing-only method", s);
 		c->batching = BATCH_OTHER;
 	}
-	if (bp_method_param_int(out, "sb_refresh", 1, 1, 1 << 20, &v, err) < 0)
+	if (bp_param_int(out, sb_specs, "sb_refresh", &v, err) < 0)
 		return -1;
 	c->refresh = (int)v;
 	if (param_str(out, "sb_packer", "lpt", &s, err) < 0)
@@ -1273,6 +1288,7 @@ BP_METHOD_ROW(sparsebalance) = {
 		   "sparsity tuning",
 	.paper = "SparseBalance Sec. IV, Eq. 3-10, Alg. 1-2",
 	.params = sb_params,
+	.param_specs = sb_specs,
 	.record = &bp_record_sparsebalance,
 	.warn = bp_sb_warn,
 	.check_request = bp_sb_check_request,
@@ -1291,6 +1307,7 @@ BP_METHOD_ROW(sb_lbb) = {
 	.summary = "MoBA sparse attention: length-balanced batching with dynamic sparsity tuning",
 	.paper = "SparseBalance Sec. V-B3 (LBB) with Sec. IV-A, Alg. 1",
 	.params = sb_params,
+	.param_specs = sb_specs,
 	.record = &bp_record_sparsebalance,
 	.warn = bp_sb_warn,
 	.check_request = bp_sb_check_request,

@@ -614,6 +614,18 @@ static int emit_finished(struct wlb *w, int all, struct bp_error *err)
 	return 0;
 }
 
+static const char *const wlb_releases[] = {"multiple", "n", NULL};
+
+const struct bp_param_spec bp_wlb_param_specs[] = {
+	BP_PARAM_SPEC_INT("queues", 2, 0, WLB_MAX_QUEUES, "outlier queues"),
+	BP_PARAM_SPEC_REAL("max_len_factor", 2.0, 1.0, 64.0, "L_max over max_tokens"),
+	BP_PARAM_SPEC_INT("max_delay", WLB_MAX_DELAY, 1, INT32_MAX,
+			  "steps a document may wait"),
+	BP_PARAM_SPEC_CHOICE("release", wlb_releases,
+			     "a queue releases the largest multiple of N, or N (Alg. 1)"),
+	{0},
+};
+
 /* Reads queues, thresholds, max_len_factor and max_delay; sets L_max and N. */
 /* The parameters that need no cost model (queues, thresholds, max_len_factor, max_delay,
  * release) from out, recording their defaults: what check and solve's preflight read too. */
@@ -622,17 +634,13 @@ static int read_queue_params(struct wlb *w, struct bp_plan *out, double *factor_
 {
 	int64_t nq = 2, L = out->max_tokens;
 	double factor = 2.0;
-	if (bp_method_param_int(out, "queues", 2, 0, WLB_MAX_QUEUES, &nq, err) < 0 ||
-	    bp_method_param_real(out, "max_len_factor", 2.0, 1.0, 64.0, &factor, err) < 0 ||
-	    bp_method_param_int(out, "max_delay", WLB_MAX_DELAY, 1, INT32_MAX, &w->max_delay,
-				err) < 0)
+	int rel;
+	if (bp_param_int(out, bp_wlb_param_specs, "queues", &nq, err) < 0 ||
+	    bp_param_real(out, bp_wlb_param_specs, "max_len_factor", &factor, err) < 0 ||
+	    bp_param_int(out, bp_wlb_param_specs, "max_delay", &w->max_delay, err) < 0 ||
+	    bp_param_choice(out, bp_wlb_param_specs, "release", &rel, err) < 0)
 		return -1;
-	const char *rel = bp_plan_param(out, "release");
-	if (!rel && bp_plan_set_param(out, "release", "multiple", err) < 0)
-		return -1;
-	if (rel && strcmp(rel, "multiple") && strcmp(rel, "n"))
-		return bp_errorf(err, "parameter release is '%s', not 'multiple' or 'n'", rel);
-	w->release_n = rel && !strcmp(rel, "n");
+	w->release_n = rel == 1;
 	w->nq = (int)nq;
 	if (!bp_plan_param(out, "thresholds")) {
 		char buf[64] = "", part[24];
@@ -819,6 +827,7 @@ BP_METHOD_ROW(wlb) = {
 	.summary = "variable-length packing with outlier delay queues (Alg. 1)",
 	.paper = "WLB-LLM Sec. 4.1-4.2, Eq. 2, Alg. 1",
 	.params = wlb_params,
+	.param_specs = bp_wlb_param_specs,
 	.check_params = bp_wlb_check_params,
 	.carries = 1,
 	.schedules = 1,

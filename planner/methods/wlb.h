@@ -24,4 +24,9 @@ typedef int (*bp_wlb_repack_fn)(void *arg, const double *cost, const int64_t *le
 int bp_wlb_plan(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 		struct bp_plan *out, bp_wlb_repack_fn repack, void *arg, struct bp_error *err);
 
+/* wlb's typed queue parameters (queues, max_len_factor, max_delay, release; thresholds,
+ * whose default follows queues and max_tokens, keeps its own reader): wlb's param_specs,
+ * wlb-ilp's too. */
+extern const struct bp_param_spec bp_wlb_param_specs[];
+
 #endif

@@ -56,6 +56,7 @@ BP_METHOD_ROW(wlb_ilp) = {
 	.summary = "wlb's outlier queues, each step's packing solved by GLPK from the greedy",
 	.paper = "WLB-LLM Sec. 4.1-4.2, Eq. 2",
 	.params = wlb_ilp_params,
+	.param_specs = bp_wlb_param_specs, /* the ILP budgets keep bp_ilp_read_params */
 	.record = &bp_record_ilp,
 	.warn = bp_ilp_warn,
 	.check_params = bp_wlb_ilp_check_params,

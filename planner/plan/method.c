@@ -110,3 +110,83 @@ int bp_method_param_real(struct bp_plan *p, const char *key, double def, double 
 		return bp_errorf(err, "parameter %s is %g, outside [%g, %g]", key, *out, lo, hi);
 	return 0;
 }
+
+const struct bp_param_spec *bp_param_spec_find(const struct bp_param_spec *specs,
+					       const char *key)
+{
+	for (size_t i = 0; specs && specs[i].name; i++)
+		if (!strcmp(specs[i].name, key))
+			return &specs[i];
+	return NULL;
+}
+
+/* key's spec of type t, or NULL with err set (a method reading a parameter it has no spec
+ * for is the method's own bug). */
+static const struct bp_param_spec *spec_of(const struct bp_param_spec *specs,
+					   const char *key, enum bp_param_type t,
+					   struct bp_error *err)
+{
+	const struct bp_param_spec *s = bp_param_spec_find(specs, key);
+	if (!s || s->type != t) {
+		bp_errorf(err, "internal: no %s spec for parameter %s",
+			  t == BP_PARAM_INT ? "integer" : t == BP_PARAM_REAL ? "real" : "choice",
+			  key);
+		return NULL;
+	}
+	return s;
+}
+
+int bp_param_int(struct bp_plan *p, const struct bp_param_spec *specs, const char *key,
+		 int64_t *out, struct bp_error *err)
+{
+	const struct bp_param_spec *s = spec_of(specs, key, BP_PARAM_INT, err);
+	if (!s)
+		return -1;
+	return bp_method_param_int(p, key, s->idef, s->imin, s->imax, out, err);
+}
+
+int bp_param_real(struct bp_plan *p, const struct bp_param_spec *specs, const char *key,
+		  double *out, struct bp_error *err)
+{
+	const struct bp_param_spec *s = spec_of(specs, key, BP_PARAM_REAL, err);
+	if (!s)
+		return -1;
+	return bp_method_param_real(p, key, s->rdef, s->rmin, s->rmax, out, err);
+}
+
+/* "'a' or 'b'", "'a', 'b' or 'c'": the choices as a refusal names them. */
+static void choices_text(const char *const *ch, char *buf, size_t n)
+{
+	size_t k = 0, len = 0;
+	while (ch[k])
+		k++;
+	buf[0] = '\0';
+	for (size_t i = 0; i < k && len < n; i++) {
+		const char *sep = !i ? "" : i + 1 == k ? " or " : ", ";
+		int w = snprintf(buf + len, n - len, "%s'%s'", sep, ch[i]);
+		if (w < 0)
+			break;
+		len += (size_t)w;
+	}
+}
+
+int bp_param_choice(struct bp_plan *p, const struct bp_param_spec *specs, const char *key,
+		    int *out, struct bp_error *err)
+{
+	const struct bp_param_spec *s = spec_of(specs, key, BP_PARAM_CHOICE, err);
+	if (!s)
+		return -1;
+	const char *v = bp_plan_param(p, key);
+	*out = 0;
+	if (!v)
+		return bp_plan_set_param(p, key, s->choices[0], err);
+	for (int i = 0; s->choices[i]; i++) {
+		if (!strcmp(s->choices[i], v)) {
+			*out = i;
+			return 0;
+		}
+	}
+	char names[256];
+	choices_text(s->choices, names, sizeof(names));
+	return bp_errorf(err, "parameter %s is '%s', not %s", key, v, names);
+}

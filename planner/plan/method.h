@@ -114,6 +114,33 @@ struct bp_price {
 	enum bp_price_grows grows;
 };
 
+/* A method parameter's type (struct bp_param_spec). */
+enum bp_param_type {
+	BP_PARAM_INT,    /* an integer in [imin, imax], default idef */
+	BP_PARAM_REAL,   /* a number in [rmin, rmax], default rdef */
+	BP_PARAM_CHOICE, /* one of choices (NULL-terminated), default choices[0] */
+};
+
+/* One typed method parameter of a row's param_specs: what the one reader needs to record
+ * its default and refuse a value out of range with one message format. */
+struct bp_param_spec {
+	const char *name;
+	enum bp_param_type type;
+	int64_t idef, imin, imax;
+	double rdef, rmin, rmax;
+	const char *const *choices;
+	const char *about; /* one line */
+};
+
+#define BP_PARAM_SPEC_INT(n, def, lo, hi, ab)                                              \
+	{ .name = (n), .type = BP_PARAM_INT, .idef = (def), .imin = (lo), .imax = (hi),      \
+	  .about = (ab) }
+#define BP_PARAM_SPEC_REAL(n, def, lo, hi, ab)                                             \
+	{ .name = (n), .type = BP_PARAM_REAL, .rdef = (def), .rmin = (lo), .rmax = (hi),     \
+	  .about = (ab) }
+#define BP_PARAM_SPEC_CHOICE(n, ch, ab)                                                    \
+	{ .name = (n), .type = BP_PARAM_CHOICE, .choices = (ch), .about = (ab) }
+
 struct bp_method {
 	const char *name;
 	bp_method_fn solve;
@@ -123,6 +150,12 @@ struct bp_method {
 	 * are in the plan's params when solve runs; the method reads them with bp_plan_param
 	 * and records every default it uses with bp_plan_set_param, so the plan names them all. */
 	const char *const *params;
+	/* The typed specs of its parameters the one reader (bp_param_int, bp_param_real,
+	 * bp_param_choice) reads (NULL-terminated by name; NULL: none yet): each one of
+	 * params, with its type, default and range. A parameter whose default or range depends
+	 * on the request (distca's rank_tokens, wlb's thresholds) has none and keeps its own
+	 * reader. */
+	const struct bp_param_spec *param_specs;
 	/* The method's per-step record (NULL: none): its codec, validation and diff. */
 	const struct bp_record_ops *record;
 	/* Called after prediction with the finished plan (NULL: nothing): fills buf (n bytes)
@@ -328,6 +361,8 @@ extern const struct bp_record_ops bp_record_flexsp; /* methods/flexsp.c */
 int bp_flexsp_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 			   struct bp_error *err);
 /* fixed, fixed-ilp (and the ILP parameters of wlb-ilp): their window and GLPK budgets */
+/* fixed's window, which fixed-ilp reads with them too (methods/fixed.c) */
+extern const struct bp_param_spec bp_fixed_param_specs[];
 int bp_fixed_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 			  struct bp_error *err);
 int bp_fixed_ilp_check_params(const struct bp_plan *p, struct bp_plan *scratch,
@@ -348,6 +383,21 @@ int bp_method_param_int(struct bp_plan *p, const char *key, int64_t def, int64_t
 			int64_t hi, int64_t *out, struct bp_error *err);
 int bp_method_param_real(struct bp_plan *p, const char *key, double def, double lo,
 			 double hi, double *out, struct bp_error *err);
+
+/* The one reader of a typed parameter: key's spec in specs (a row's param_specs), its value
+ * from the plan or its default recorded there (as bp_method_param_int / _real record it).
+ * Fails naming the parameter when the value is not of its type, outside its range
+ * ("parameter K is V, outside [LO, HI]") or not one of its choices ("parameter K is 'V',
+ * not 'A' or 'B'"), and on a key specs lacks or of another type. bp_param_choice sets *out
+ * to the choice's index. */
+const struct bp_param_spec *bp_param_spec_find(const struct bp_param_spec *specs,
+					       const char *key);
+int bp_param_int(struct bp_plan *p, const struct bp_param_spec *specs, const char *key,
+		 int64_t *out, struct bp_error *err);
+int bp_param_real(struct bp_plan *p, const struct bp_param_spec *specs, const char *key,
+		  double *out, struct bp_error *err);
+int bp_param_choice(struct bp_plan *p, const struct bp_param_spec *specs, const char *key,
+		    int *out, struct bp_error *err);
 
 /* One step of a method that plans each global batch on its own: fills st (its pipelines)
  * from batch b; out gives the cluster and caps, arg is the method's own (its parameters as

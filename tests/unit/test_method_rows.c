@@ -143,8 +143,62 @@ static void test_each_step(void)
 	}
 }
 
+/* Every row's typed specs (method.h struct bp_param_spec) name parameters it takes, their
+ * defaults lie in their ranges, and the one reader records a default as the old readers did
+ * and refuses a bad value with their messages. */
+static void test_param_specs(void)
+{
+	for (size_t i = 0; i < bp_method_count(); i++) {
+		const struct bp_method *m = bp_method_at(i);
+		for (size_t k = 0; m->param_specs && m->param_specs[k].name; k++) {
+			const struct bp_param_spec *s = &m->param_specs[k];
+			CHECK(bp_method_takes(m, s->name, NULL));
+			if (s->type == BP_PARAM_INT)
+				CHECK(s->imin <= s->idef && s->idef <= s->imax);
+			if (s->type == BP_PARAM_REAL)
+				CHECK(s->rmin <= s->rdef && s->rdef <= s->rmax);
+			if (s->type == BP_PARAM_CHOICE)
+				CHECK(s->choices && s->choices[0] && s->choices[1]);
+		}
+	}
+	static const char *const three[] = {"a", "b", "c", NULL};
+	static const struct bp_param_spec specs[] = {
+		BP_PARAM_SPEC_INT("n", 8, 1, 64, NULL),
+		BP_PARAM_SPEC_REAL("x", 0.85, 0.01, 1.0, NULL),
+		BP_PARAM_SPEC_CHOICE("c", three, NULL),
+		{0},
+	};
+	struct bp_error err = {""};
+	struct bp_plan p;
+	int64_t n;
+	double x;
+	int c;
+	bp_plan_init(&p);
+	CHECK(bp_param_int(&p, specs, "n", &n, &err) == 0 && n == 8);
+	CHECK(!strcmp(bp_plan_param(&p, "n"), "8"));
+	CHECK(bp_param_real(&p, specs, "x", &x, &err) == 0 && x == 0.85);
+	CHECK(!strcmp(bp_plan_param(&p, "x"), "0.84999999999999998"));
+	CHECK(bp_param_choice(&p, specs, "c", &c, &err) == 0 && c == 0);
+	CHECK(!strcmp(bp_plan_param(&p, "c"), "a"));
+	CHECK(bp_plan_set_param(&p, "c", "b", &err) == 0);
+	CHECK(bp_param_choice(&p, specs, "c", &c, &err) == 0 && c == 1);
+	CHECK(bp_plan_set_param(&p, "n", "65", &err) == 0);
+	CHECK(bp_param_int(&p, specs, "n", &n, &err) < 0);
+	CHECK(!strcmp(err.text, "parameter n is 65, outside [1, 64]"));
+	CHECK(bp_plan_set_param(&p, "x", "2", &err) == 0);
+	CHECK(bp_param_real(&p, specs, "x", &x, &err) < 0);
+	CHECK(!strcmp(err.text, "parameter x is 2, outside [0.01, 1]"));
+	CHECK(bp_plan_set_param(&p, "c", "d", &err) == 0);
+	CHECK(bp_param_choice(&p, specs, "c", &c, &err) < 0);
+	CHECK(!strcmp(err.text, "parameter c is 'd', not 'a', 'b' or 'c'"));
+	CHECK(bp_param_int(&p, specs, "x", &n, &err) < 0); /* a real, not an integer */
+	CHECK(bp_param_int(&p, specs, "none", &n, &err) < 0);
+	bp_plan_release(&p);
+}
+
 int main(void)
 {
+	test_param_specs();
 	test_inputs();
 	test_profile_schemes();
 	test_prices();
