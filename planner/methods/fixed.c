@@ -68,8 +68,11 @@ int bp_method_fixed(const struct bp_method_ctx *ctx, const struct bp_batches *in
 	return bp_pack_windowed(ctx, in, out, window, fixed_step, NULL, err);
 }
 
-/* Its price (cmd/cmd_solve_limits.c): 4,500 D + 35 D mb0 window instructions per step
- * (costliest first into the least loaded micro-batch of the window). */
+/* Its price (cmd/cmd_solve_limits.c): 4,500 D + 35 D mb0 window instructions per step,
+ * fitted when each document scanned every micro-batch of the window. The LPT now finds the
+ * bin in O(log bins) (blocks/pack.c), so this over-prices large steps (about 10x at 64 GPUs,
+ * -L 1024, 8M tokens a step; within tests/scripts/test-cost-guard's x30): a safe side,
+ * left for a refit with counts of the new packing. */
 #define I_FIXED_DOC 4.5e3
 #define I_FIXED_DOC_MB 35.0
 
