@@ -421,6 +421,77 @@ static int write_repredicted(struct bp_plan *plan, const struct bp_profile *prof
 	return EXIT_OK;
 }
 
+/* Where a ticks step's time goes (issue 25 item 1). Every tick is world-synchronous
+ * (ticks.h), so its time is its slowest ranks' token-wise work and served attention plus the
+ * all-to-all ping-pong leaves exposed; over the ranks' mean work, a tick loses
+ *   stage: the most loaded stage's mean token-wise work over the mean of all ranks (in a
+ *          fill or drain tick, where some stages run dummies, the pipeline bubble; in a full
+ *          tick, stages whose token-wise work differs, e.g. the LM head on the last stage),
+ *   within: the slowest rank's token-wise work over its stage's mean (ping and pong cut
+ *          unevenly, pipelines holding unequal tokens),
+ *   attention: the most loaded server's attention over the mean (the scheduler's tolerance),
+ *   exposed: the all-to-all the slots do not hide.
+ * Per tick and summed over the step, ms. */
+static int print_tick_table(const struct bp_ticks *tk, struct bp_error *err)
+{
+	const int world = tk->world, pp = tk->pp;
+	double *st_lin = bp_calloc((size_t)pp, sizeof(double), err);
+	int *st_n = bp_calloc((size_t)pp, sizeof(int), err);
+	if (!st_lin || !st_n) {
+		free(st_lin);
+		free(st_n);
+		return -1;
+	}
+	for (int r = 0; r < world; r++)
+		st_n[tk->stage[r]]++;
+	/* sums: work, bubble (stage part of fill/drain ticks), stage (of full ticks), within,
+	 * attention, exposed, ticks */
+	double sum[7] = {0, 0, 0, 0, 0, 0, 0};
+	printf("\ntick phase stages  tick (ms)  lin slow  lin mean  slowest  ca slow   ca mean  "
+	       "exposed\n");
+	for (size_t k = 0; k < tk->nticks; k++) {
+		int bwd, real = 0;
+		size_t phase;
+		for (int s = 0; s < pp; s++) {
+			int64_t j = bp_tick_op(pp, tk->m, k, s, &bwd, &phase);
+			if (j >= 0 && (size_t)j < tk->m)
+				real++;
+		}
+		memset(st_lin, 0, (size_t)pp * sizeof(double));
+		double lin = 0, ca = 0, stage_max = 0;
+		for (int r = 0; r < world; r++) {
+			lin += tk->compute[k * (size_t)world + (size_t)r];
+			ca += tk->attn[k * (size_t)world + (size_t)r];
+			st_lin[tk->stage[r]] += tk->compute[k * (size_t)world + (size_t)r];
+		}
+		lin /= world;
+		ca /= world;
+		for (int s = 0; s < pp; s++)
+			if (st_n[s] && st_lin[s] / st_n[s] > stage_max)
+				stage_max = st_lin[s] / st_n[s];
+		sum[0] += lin + ca;
+		sum[real < pp ? 1 : 2] += stage_max - lin;
+		sum[3] += tk->slow_lin[k] - stage_max;
+		sum[4] += tk->slow_ca[k] - ca;
+		sum[5] += tk->exposed_us[k];
+		sum[6] += tk->tick_us[k];
+		printf("%-4zu %-5s %d/%-4d %10.3f %9.3f %9.3f %7d %8.3f %9.3f %8.3f\n", k,
+		       bwd ? "bwd" : "fwd", real, pp, tk->tick_us[k] / 1e3, tk->slow_lin[k] / 1e3,
+		       lin / 1e3, tk->slow_stage[k], tk->slow_ca[k] / 1e3, ca / 1e3,
+		       tk->exposed_us[k] / 1e3);
+	}
+	const double T = sum[6] > 0 ? sum[6] : 1;
+	printf("ticks' time %.3f ms = mean rank's work %.3f (%.1f%%) + fill/drain bubble %.3f "
+	       "(%.1f%%) + stages unequal in full ticks %.3f (%.1f%%) + within a stage %.3f "
+	       "(%.1f%%) + attention imbalance %.3f (%.1f%%) + all-to-all exposed %.3f (%.1f%%)\n",
+	       sum[6] / 1e3, sum[0] / 1e3, 100 * sum[0] / T, sum[1] / 1e3, 100 * sum[1] / T,
+	       sum[2] / 1e3, 100 * sum[2] / T, sum[3] / 1e3, 100 * sum[3] / T, sum[4] / 1e3,
+	       100 * sum[4] / T, sum[5] / 1e3, 100 * sum[5] / T);
+	free(st_lin);
+	free(st_n);
+	return 0;
+}
+
 /* DistCA's ticks (planner/sim/ticks.h: its byte model and the non-resend servers' memory):
  * the step's mode, the bytes its all-to-alls move per layer (every rank's sends over the
  * step's ticks, in and out, and the busiest rank's send + receive in one tick) and the most a
@@ -447,8 +518,9 @@ static int print_ticks_detail(const struct bp_plan *p, const struct bp_step *st,
 	       "%.3f MB in a tick; servers keep up to %.3f GiB\n", tk.nticks,
 	       tk.resend ? "resend" : "non-resend", sent / 1e6, busiest / 1e6,
 	       kept / 1073741824.0);
+	int rc = print_tick_table(&tk, err);
 	bp_ticks_release(&tk);
-	return 0;
+	return rc;
 }
 
 static void print_step_detail(const struct bp_plan *p, const struct bp_step *st)

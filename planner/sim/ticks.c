@@ -553,6 +553,10 @@ void bp_ticks_release(struct bp_ticks *t)
 	free(t->attn);
 	free(t->a2a_us);
 	free(t->exposed_us);
+	free(t->slow_lin);
+	free(t->slow_ca);
+	free(t->slow_stage);
+	free(t->stage);
 	free(t->send);
 	free(t->recv);
 	free(t->kept);
@@ -644,6 +648,10 @@ static int eval_alloc(const struct tick_ctx *c, struct bp_costs *costs, struct b
 	out->tick_us = bp_calloc(c->nticks + 1, sizeof(double), err);
 	out->a2a_us = bp_calloc(c->nticks + 1, sizeof(double), err);
 	out->exposed_us = bp_calloc(c->nticks + 1, sizeof(double), err);
+	out->slow_lin = bp_calloc(c->nticks + 1, sizeof(double), err);
+	out->slow_ca = bp_calloc(c->nticks + 1, sizeof(double), err);
+	out->slow_stage = bp_calloc(c->nticks + 1, sizeof(int), err);
+	out->stage = bp_calloc((size_t)world, sizeof(int), err);
 	out->compute = bp_calloc(cells, sizeof(double), err);
 	out->attn = bp_calloc(cells, sizeof(double), err);
 	out->send = bp_calloc(cells, sizeof(double), err);
@@ -654,10 +662,18 @@ static int eval_alloc(const struct tick_ctx *c, struct bp_costs *costs, struct b
 	w->recv1 = bp_calloc((size_t)world, sizeof(double), err);
 	w->tmp_s = bp_calloc((size_t)w->slice, sizeof(double), err);
 	w->tmp_r = bp_calloc((size_t)w->slice, sizeof(double), err);
-	if (!w->cm || !out->tick_us || !out->a2a_us || !out->exposed_us || !out->compute ||
+	if (!w->cm || !out->tick_us || !out->a2a_us || !out->exposed_us || !out->slow_lin ||
+	    !out->slow_ca || !out->slow_stage || !out->stage || !out->compute ||
 	    !out->attn || !out->send || !out->recv || !out->kept || !w->nano_w || !w->send1 ||
 	    !w->recv1 || !w->tmp_s || !w->tmp_r)
 		return -1;
+	for (size_t q = 0; q < c->l->npipes; q++)
+		for (int s = 0; s < c->pp; s++)
+			for (int i = 0; i < c->tp; i++) {
+				int r = bp_lpipe_rank(&c->l->pipes[q], s, 0, i);
+				if (r >= 0 && r < world)
+					out->stage[r] = s;
+			}
 	return 0;
 }
 
@@ -779,6 +795,8 @@ static int tick_time(const struct tick_ctx *c, size_t k, struct bp_ticks *out,
 				if (w->nano_w[(size_t)(2 + n) * world + r] > ca_n[n])
 					ca_n[n] = w->nano_w[(size_t)(2 + n) * world + r];
 			}
+		out->slow_lin[k] = lin_n[0] + lin_n[1];
+		out->slow_ca[k] = ca_n[0] + ca_n[1];
 		/* Fig. 7's slots per layer, world-synchronous (DistCA Sec. 4.1 "Ping-Pong"):
 		 * 0 lin_P | out_Q(l-1), 1 lin_Q | in_P, 2 CA_P | in_Q, 3 CA_Q | out_P;
 		 * layer 0 has no out_Q(-1), the last layer's out_Q runs after it */
@@ -793,11 +811,21 @@ static int tick_time(const struct tick_ctx *c, size_t k, struct bp_ticks *out,
 		const double *comp = &out->compute[k * world], *att = &out->attn[k * world];
 		double worst = 0.0;
 		for (int r = 0; r < world; r++)
-			if (comp[r] + att[r] > worst)
+			if (comp[r] + att[r] > worst) {
 				worst = comp[r] + att[r];
+				out->slow_lin[k] = comp[r];
+				out->slow_ca[k] = att[r];
+			}
 		out->tick_us[k] = worst + out->a2a_us[k];
 		out->exposed_us[k] = out->a2a_us[k];
 	}
+	const double *comp = &out->compute[k * world];
+	double most = -1.0;
+	for (int r = 0; r < world; r++)
+		if (comp[r] > most) {
+			most = comp[r];
+			out->slow_stage[k] = out->stage[r];
+		}
 	if (!isfinite(out->tick_us[k]))
 		return bp_errorf(err, "tick %zu has no finite time", k);
 	return 0;

@@ -70,6 +70,15 @@ struct bp_ticks {
 	double *a2a_us;     /* [nticks]: all-to-all in + out, all layers */
 	double *exposed_us; /* [nticks]: the tick's time beyond its slowest ranks' compute and
 			     * attention: the all-to-all ping-pong does not hide */
+	double *slow_lin, *slow_ca; /* [nticks]: the tick's time its slowest ranks' token-wise
+				     * work and served attention fill (ping-pong: Fig. 7's slots,
+				     * the slowest rank of each nano-batch; single stream: the
+				     * slowest rank's two parts), so tick_us = slow_lin + slow_ca
+				     * + exposed_us */
+	int *stage;         /* [world]: each rank's pipeline stage */
+	int *slow_stage;    /* [nticks]: the stage of the rank with the most token-wise work
+			     * (the first such rank), the stage that holds the tick's linear
+			     * slots */
 	double *send, *recv; /* [nticks * world]: per-layer bytes each rank sends and receives,
 			      * in and out all-to-alls together, self traffic excluded */
 	double *kept;       /* [nticks * world]: non-resend mode, the bytes each server rank

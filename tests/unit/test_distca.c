@@ -809,6 +809,21 @@ static void test_tick_sums(void)
 					CHECK_NEAR(tk.send[k * 16 + (size_t)r], send[r], 0);
 					CHECK_NEAR(tk.recv[k * 16 + (size_t)r], recv[r], 0);
 				}
+				/* the decomposition simulate --step prints: the tick is its
+				 * slowest ranks' parts plus what is exposed, and no rank's
+				 * token-wise work passes the slowest */
+				CHECK_NEAR(tk.tick_us[k], tk.slow_lin[k] + tk.slow_ca[k] +
+					   tk.exposed_us[k], 1e-9 * tk.tick_us[k]);
+				CHECK(tk.slow_stage[k] >= 0 && tk.slow_stage[k] < cases[c].pp);
+				int per_stage[2] = {0, 0};
+				for (int r = 0; r < 16; r++) {
+					CHECK(tk.compute[k * 16 + (size_t)r] <=
+					      tk.slow_lin[k] * (1 + 1e-12));
+					CHECK(tk.stage[r] >= 0 && tk.stage[r] < cases[c].pp);
+					if (tk.stage[r] >= 0 && tk.stage[r] < 2)
+						per_stage[tk.stage[r]]++;
+				}
+				CHECK(per_stage[0] == 16 / cases[c].pp);
 			}
 			bp_ticks_release(&tk);
 		}
