@@ -32,8 +32,10 @@ static void simulate_usage(FILE *f)
 		   "it was made with (regenerated when analytic), or on another --profile to see\n"
 		   "what the same plan costs elsewhere. Prints a table per step, or with --step the\n"
 		   "busy and idle time of every (pipeline, stage) rank and each micro-batch's times\n"
-		   "(DistCA's ticks: also the resend mode, the all-to-all bytes per layer and what\n"
-		   "the attention servers keep until the backward).\n"
+		   "(DistCA's ticks: also the resend mode, the all-to-all bytes per layer, what\n"
+		   "the attention servers keep until the backward, and every tick's time with the\n"
+		   "step's split: mean work, fill/drain bubble, stages unequal, unevenness within a\n"
+		   "stage, attention imbalance, exposed all-to-all).\n"
 		   "--svg FILE draws the 1F1B timeline of that step (step 0 by default); with\n"
 		   "'-' the SVG alone goes to standard output. -o FILE writes the plan with every\n"
 		   "predicted number recomputed on that profile (and the profile's name and\n"
@@ -446,7 +448,7 @@ static int print_tick_table(const struct bp_ticks *tk, struct bp_error *err)
 		st_n[tk->stage[r]]++;
 	/* sums: work, bubble (stage part of fill/drain ticks), stage (of full ticks), within,
 	 * attention, exposed, ticks */
-	double sum[7] = {0, 0, 0, 0, 0, 0, 0};
+	double sum[7] = {0, 0, 0, 0, 0, 0, 0}, ca_bwd = 0;
 	printf("\ntick phase stages  tick (ms)  lin slow  lin mean  slowest  ca slow   ca mean  "
 	       "exposed\n");
 	for (size_t k = 0; k < tk->nticks; k++) {
@@ -473,6 +475,8 @@ static int print_tick_table(const struct bp_ticks *tk, struct bp_error *err)
 		sum[real < pp ? 1 : 2] += stage_max - lin;
 		sum[3] += tk->slow_lin[k] - stage_max;
 		sum[4] += tk->slow_ca[k] - ca;
+		if (bwd)
+			ca_bwd += tk->slow_ca[k] - ca;
 		sum[5] += tk->exposed_us[k];
 		sum[6] += tk->tick_us[k];
 		printf("%-4zu %-5s %d/%-4d %10.3f %9.3f %9.3f %7d %8.3f %9.3f %8.3f\n", k,
@@ -483,10 +487,11 @@ static int print_tick_table(const struct bp_ticks *tk, struct bp_error *err)
 	const double T = sum[6] > 0 ? sum[6] : 1;
 	printf("ticks' time %.3f ms = mean rank's work %.3f (%.1f%%) + fill/drain bubble %.3f "
 	       "(%.1f%%) + stages unequal in full ticks %.3f (%.1f%%) + within a stage %.3f "
-	       "(%.1f%%) + attention imbalance %.3f (%.1f%%) + all-to-all exposed %.3f (%.1f%%)\n",
+	       "(%.1f%%) + attention imbalance %.3f (%.1f%%; backward ticks %.3f) + all-to-all "
+	       "exposed %.3f (%.1f%%)\n",
 	       sum[6] / 1e3, sum[0] / 1e3, 100 * sum[0] / T, sum[1] / 1e3, 100 * sum[1] / T,
 	       sum[2] / 1e3, 100 * sum[2] / T, sum[3] / 1e3, 100 * sum[3] / T, sum[4] / 1e3,
-	       100 * sum[4] / T, sum[5] / 1e3, 100 * sum[5] / T);
+	       100 * sum[4] / T, ca_bwd / 1e3, sum[5] / 1e3, 100 * sum[5] / T);
 	free(st_lin);
 	free(st_n);
 	return 0;
