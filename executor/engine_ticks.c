@@ -101,7 +101,7 @@ static int cmp_span_key(const void *a, const void *b)
 static int served_segments(struct bp_engine *e, const struct bp_step *st,
 			   const struct bp_layout *l, struct ticks_run *t, struct bp_error *err)
 {
-	size_t nticks = t->tk.nticks, nsp = 0, nent = 0, warm = (size_t)t->tk.pp - 1;
+	size_t nticks = t->tk.nticks, nsp = 0, nent = 0;
 	int rc = -1;
 	struct span_key *sp = NULL;
 	size_t *pos = NULL, *fill = NULL;
@@ -132,7 +132,11 @@ static int served_segments(struct bp_engine *e, const struct bp_step *st,
 							      j};
 		}
 	qsort(sp, nsp, sizeof(*sp), cmp_span_key);
-	/* positions first (a counting sort by position keeps the plan's task order) */
+	/* positions first (a counting sort by position keeps the plan's task order); a task
+	 * runs at its forward and backward positions, or at one of them where the step's
+	 * backward ticks have placements of their own (ca_sched.h bp_ca_task_place) */
+	const int own = bp_ca_own_bwd(st->nca ? st->ca[st->nca - 1].tick : -1, t->tk.pp,
+				      t->tk.m);
 	size_t n = 0;
 	for (size_t k = 0; k < st->nca; k++) {
 		const struct bp_ca_task *ca = &st->ca[k];
@@ -140,26 +144,28 @@ static int served_segments(struct bp_engine *e, const struct bp_step *st,
 			continue;
 		struct span_key key = {ca->doc, ca->kv0, 0};
 		const struct span_key *s = bsearch(&key, sp, nsp, sizeof(*sp), cmp_span_key);
-		if (!s || ca->tick < (int64_t)s->mb || ca->tick - (int64_t)s->mb >= t->tk.pp) {
+		int stage;
+		size_t pp_pos[2];
+		if (!s || bp_ca_task_place(t->tk.pp, t->tk.m, ca->tick, s->mb, own, &stage,
+					   &pp_pos[0], &pp_pos[1]) < 0) {
 			bp_errorf(err, "step %lld ca_tasks[%zu] names no span running at its tick",
 				  (long long)st->index, k);
 			goto out;
 		}
-		size_t f = (size_t)ca->tick;
-		size_t pf = f < warm ? f : warm + 2 * (f - warm);
-		size_t pb = bp_tick_bwd_position(t->tk.pp, t->tk.m, s->mb, (int)(f - s->mb));
-		if (pf >= nticks || pb >= nticks) {
-			bp_errorf(err, "step %lld ca_tasks[%zu] runs outside the step's %zu ticks",
-				  (long long)st->index, k, nticks);
-			goto out;
-		}
+		for (int d = 0; d < 2; d++)
+			if (pp_pos[d] != SIZE_MAX && pp_pos[d] >= nticks) {
+				bp_errorf(err, "step %lld ca_tasks[%zu] runs outside the step's %zu "
+					  "ticks", (long long)st->index, k, nticks);
+				goto out;
+			}
 		for (int c = 0; c < mine[ca->server]; c++) {
-			pos[n++] = pf;
-			pos[n++] = pb;
+			pos[n++] = pp_pos[0];
+			pos[n++] = pp_pos[1];
 		}
 	}
 	for (size_t i = 0; i < n; i++)
-		t->seg_at[pos[i] + 1]++;
+		if (pos[i] != SIZE_MAX)
+			t->seg_at[pos[i] + 1]++;
 	for (size_t k = 0; k < nticks; k++)
 		t->seg_at[k + 1] += t->seg_at[k];
 	n = 0;
@@ -167,6 +173,8 @@ static int served_segments(struct bp_engine *e, const struct bp_step *st,
 		const struct bp_ca_task *ca = &st->ca[k];
 		for (int c = 0; c < 2 * mine[ca->server]; c++, n++) {
 			size_t p = pos[n];
+			if (p == SIZE_MAX)
+				continue;
 			int64_t *g = t->seg[t->seg_at[p] + fill[p]++];
 			g[0] = ca->q1 - ca->q0;
 			g[1] = ca->kv1 - ca->kv0;

@@ -1331,6 +1331,14 @@ void bp_ca_token_bytes(const struct bp_model *md, int tp, double *q_bytes, doubl
 	*kv_bytes = (double)(2 * e * (md->kv_heads / tp) * hd);
 }
 
+void bp_ca_token_bytes_bwd(const struct bp_model *md, int tp, double *q_bytes,
+			   double *kv_bytes)
+{
+	const int64_t e = 2, hd = md->hidden / md->heads, hq = md->heads / tp;
+	*q_bytes = (double)((3 * e * hq * hd + 4 * hq + 15) / 16 * 16);
+	*kv_bytes = (double)(2 * e * (md->kv_heads / tp) * hd);
+}
+
 void bp_ca_kept_token_bytes(const struct bp_model *md, int tp, double *q_bytes,
 			    double *kv_bytes)
 {
@@ -1404,4 +1412,33 @@ size_t bp_tick_bwd_position(int pp, size_t m, size_t mb, int s)
 {
 	size_t j = mb + (size_t)(pp - 1 - s), warm = (size_t)pp - 1;
 	return j < m ? warm + 2 * j + 1 : warm + 2 * m + (j - m);
+}
+
+int bp_ca_task_place(int pp, size_t m, int64_t tick, size_t mb, int own_bwd, int *stage,
+		     size_t *pf, size_t *pb)
+{
+	const int64_t F = (int64_t)m + pp - 1, warm = pp - 1;
+	*pf = *pb = SIZE_MAX;
+	if (tick < 0 || tick >= 2 * F || mb >= m)
+		return -1;
+	int64_t s;
+	if (tick < F) {
+		s = tick - (int64_t)mb;
+		if (s < 0 || s >= pp)
+			return -1;
+		*pf = (size_t)(tick < warm ? tick : warm + 2 * (tick - warm));
+		if (!own_bwd)
+			*pb = bp_tick_bwd_position(pp, m, mb, (int)s);
+	} else {
+		if (!own_bwd)
+			return -1;
+		int64_t j = tick - F;
+		s = (int64_t)mb - j + pp - 1;
+		if (s < 0 || s >= pp)
+			return -1;
+		const int64_t mm = (int64_t)m;
+		*pb = (size_t)(j < mm ? warm + 2 * j + 1 : warm + 2 * mm + (j - mm));
+	}
+	*stage = (int)s;
+	return 0;
 }

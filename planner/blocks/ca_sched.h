@@ -169,6 +169,10 @@ double bp_ca_max_shards(double t_per_token, double bw, double h_q, double h_kv);
 /* Bytes one TP slice moves per query token (Q, padded to 16 bytes) and per KV token (K and
  * V) into a server, bf16 (the public code's forward-in rule, sim/ticks.h). */
 void bp_ca_token_bytes(const struct bp_model *md, int tp, double *q_bytes, double *kv_bytes);
+/* The same for a backward call's all-to-all in, resend mode (sim/ticks.h's bytes): Q, O, dO
+ * and the log-sum-exp padded to 16 bytes per query token; K and V per KV token. */
+void bp_ca_token_bytes_bwd(const struct bp_model *md, int tp, double *q_bytes,
+			   double *kv_bytes);
 
 /* Non-resend mode (the public code's default without PP): what a server keeps
  * per layer and TP slice from a CA-task's forward until its backward, bf16 with an fp32
@@ -233,5 +237,24 @@ static inline size_t bp_tick_fwd(size_t mb, int s)
 	return mb + (size_t)s;
 }
 size_t bp_tick_bwd_position(int pp, size_t m, size_t mb, int s);
+
+/* A CA-task's tick (plan.h struct bp_ca_task) in a step of m micro-batches per pipeline on
+ * pp stages, F = m + pp - 1 forward ticks: tick t < F is forward tick t, where micro-batch mb
+ * runs on stage t - mb; tick t >= F is backward tick j = t - F with a placement of its own
+ * (DistCA Sec. 4.2: "For PP, the scheduler is called for each logical tick"), where mb runs
+ * on stage mb - j + pp - 1. own_bwd: the step has such backward tasks (bp_ca_own_bwd), so a
+ * forward task runs at its forward position only; without them the backward tick reuses
+ * the forward placement and a forward task runs at both. Sets *stage and the timeline
+ * positions *pf and *pb (SIZE_MAX where the task does not run); returns 0, or -1 where mb
+ * does not run at that tick. */
+int bp_ca_task_place(int pp, size_t m, int64_t tick, size_t mb, int own_bwd, int *stage,
+		     size_t *pf, size_t *pb);
+
+/* Whether a step whose CA-tasks are sorted by tick, the last at last_tick, has backward
+ * ticks' own placements (0 for a step without tasks: pass -1). */
+static inline int bp_ca_own_bwd(int64_t last_tick, int pp, size_t m)
+{
+	return last_tick >= (int64_t)m + pp - 1;
+}
 
 #endif

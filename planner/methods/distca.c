@@ -24,11 +24,19 @@
  *   4. per forward tick t and nano-batch, one scheduler call (Sec. 4.2, App. E,
  *      bp_ca_schedule) over all dp x pp servers with the Items of every stage's current
  *      micro-batch (t - r on stage r, Fig. 8; stages in warm-up and drain run dummies that
- *      only serve attention). The backward tick that mirrors t holds the same micro-batches
- *      and Items, so in resend mode its two calls would return the same plan, and in
- *      non-resend mode it must run where the forward left Q, K and V: either way the plan
- *      stores one placement per (micro-batch, stage) and the backward reuses it (plan.h
- *      struct bp_ca_task);
+ *      only serve attention); with pipeline stages (resend mode), `bwd_place` own (the
+ *      default) calls it again per backward tick j and nano-batch over the Items that
+ *      tick runs (j - (pp - 1) + r on stage r): "For PP, the scheduler is called for each
+ *      logical tick" (Sec. 4.2). A backward tick does not hold the micro-batches of any one
+ *      forward tick on the same stages (stage r's backward of micro-batch i runs at
+ *      backward tick i + pp - 1 - r, its forward at forward tick i + r), so the forward
+ *      placement, balanced per forward tick, leaves backward ticks unbalanced: at 8B,
+ *      128K, 64 GPUs, pp 4 the most loaded server served 1.65x the mean of a backward tick
+ *      (tools/bench/REPRODUCING.md "Why 4D distca trailed WLB-ideal"). `reuse` keeps one
+ *      placement per (micro-batch, stage) for both, as plans before it did; at pp 1 a
+ *      backward tick runs the micro-batch of its forward tick, and non-resend mode must
+ *      run where the forward left Q, K and V, so the backward reuses the forward's
+ *      placement there (plan.h struct bp_ca_task, ca_sched.h bp_ca_task_place);
  *   5. App. A: a split never cuts a document into more chunks per call
  *      than `max_shards` (0, the default: no cap, as the paper's scheduler and the code;
  *      -1: App. A's bound for the model and GPU, 31 for Llama-34B on H200-class GPUs at
@@ -63,6 +71,8 @@ static const double eps_ladder[] = {0.05, 0.1, 0.15, 0.2, 0.22, 0.25, 0.28, 0.3,
 
 struct dc_opts {
 	struct bp_ca_opts ca;
+	int bwd_own; /* bwd_place own at pp > 1: one scheduler call per backward tick too */
+	double q_bytes_bwd, kv_bytes_bwd; /* a backward call's buffer bytes per token */
 	int pingpong, escalate;
 	int even; /* mb_cut even: next-fit's micro-batches re-cut evenly (step 1) */
 	int resend; /* the mode asked for, auto resolved: 1 resend, 0 non-resend */
@@ -135,25 +145,34 @@ struct dc_call {
 	struct bp_ca_placement pl;
 	struct bp_ca_chunk *ch; /* owned */
 	size_t nch;
+	int bwd; /* the call is a backward tick's (bwd_place own) */
 	struct bp_error *err;
 };
 
-/* One scheduler call: the Items of micro-batches t - r on stage r (r < pp) of nano-batch n,
- * moved onto server indices, scheduled at tolerance eps into *res; c->ch gets its chunks in
- * task order (server, doc, q0). Returns the call's buffer bytes, or -1. */
+/* The micro-batch stage r runs at forward tick t, or with c->bwd at backward tick t
+ * (ticks.h: t - r, or t - (pp - 1) + r), or -1 for a dummy. */
+static int64_t call_mb(const struct dc_call *c, size_t t, int r)
+{
+	int64_t j = c->bwd ? (int64_t)t - (c->pp - 1) + r : (int64_t)t - r;
+	return j >= 0 && j < (int64_t)c->m ? j : -1;
+}
+
+/* One scheduler call: the Items of the micro-batches stage r (r < pp) runs at tick t
+ * (call_mb) of nano-batch n, moved onto server indices, scheduled at tolerance eps into
+ * *res; c->ch gets its chunks in task order (server, doc, q0). Returns the call's buffer
+ * bytes (a backward call's at the backward's bytes per token), or -1. */
 static double one_call(struct dc_call *c, size_t t, int n, double eps,
 		       struct bp_ca_result *res)
 {
 	const struct dc_nano *nanos = c->nanos;
-	const size_t m = c->m;
 	const int pp = c->pp, dp = c->dp, nservers = c->nservers;
 	const struct dc_opts *o = c->o;
 	struct bp_ca_placement *pl = &c->pl;
 	struct bp_error *err = c->err;
 	size_t units = 0, need = 1;
 	for (int r = 0; r < pp; r++)
-		if (t >= (size_t)r && t - (size_t)r < m)
-			need += nanos[2 * (t - (size_t)r) + (size_t)n].pl.nitems;
+		if (call_mb(c, t, r) >= 0)
+			need += nanos[2 * (size_t)call_mb(c, t, r) + (size_t)n].pl.nitems;
 	if (need > pl->cap) { /* pl keeps its Items' capacity from call to call */
 		struct bp_ca_item *ni = bp_realloc_array(pl->items, 2 * need, sizeof(*ni), err);
 		if (!ni)
@@ -164,9 +183,10 @@ static double one_call(struct dc_call *c, size_t t, int n, double eps,
 	/* Items only: the scheduler and bp_ca_emit need no pieces (an Item keeps its src) */
 	pl->nitems = 0;
 	for (int r = 0; r < pp; r++) {
-		if (t < (size_t)r || t - (size_t)r >= m)
+		int64_t j = call_mb(c, t, r);
+		if (j < 0)
 			continue;
-		const struct bp_ca_placement *src = &nanos[2 * (t - (size_t)r) + (size_t)n].pl;
+		const struct bp_ca_placement *src = &nanos[2 * (size_t)j + (size_t)n].pl;
 		size_t maxu = 0;
 		for (size_t i = 0; i < src->nitems; i++) {
 			struct bp_ca_item it = src->items[i];
@@ -187,8 +207,9 @@ static double one_call(struct dc_call *c, size_t t, int n, double eps,
 	free(c->ch);
 	c->ch = NULL;
 	if (sr)
-		bytes = bp_ca_emit(pl, nservers, o->ca.q_bytes, o->ca.kv_bytes, &c->ch, &c->nch,
-				   sr, sr + nservers, err);
+		bytes = bp_ca_emit(pl, nservers, c->bwd ? o->q_bytes_bwd : o->ca.q_bytes,
+				   c->bwd ? o->kv_bytes_bwd : o->ca.kv_bytes, &c->ch, &c->nch, sr,
+				   sr + nservers, err);
 	free(sr);
 	return bytes;
 }
@@ -215,14 +236,19 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 		st->ca = na;
 		cap = guess;
 	}
-	for (size_t t = 0; t + 1 < m + (size_t)pp; t++) {
+	/* forward ticks 0 .. F - 1, then with bwd_place own the backward ticks, named F + j
+	 * (ca_sched.h bp_ca_task_place) */
+	const size_t F = m + (size_t)pp - 1;
+	for (size_t tt = 0; tt < (o->bwd_own ? 2 * F : F); tt++) {
+		const size_t t = tt < F ? tt : tt - F;
+		c.bwd = tt >= F;
 		size_t tick_start = st->nca, mid = st->nca;
 		for (int n = 0; n < 2; n++) {
 			mid = st->nca; /* pong's tasks start here */
 			int any = 0;
 			for (int r = 0; r < pp; r++)
-				if (t >= (size_t)r && t - (size_t)r < m &&
-				    nanos[2 * (t - (size_t)r) + (size_t)n].pl.nitems)
+				if (call_mb(&c, t, r) >= 0 &&
+				    nanos[2 * (size_t)call_mb(&c, t, r) + (size_t)n].pl.nitems)
 					any = 1;
 			if (!any)
 				continue;
@@ -239,10 +265,11 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 				while (rung < BP_ARRAY_LEN(eps_ladder) && eps_ladder[rung] <= eps)
 					rung++;
 				if (!o->escalate || rung == BP_ARRAY_LEN(eps_ladder)) {
-					rc = bp_infeasiblef(err, "step %lld tick %zu %s: one layer's "
+					rc = bp_infeasiblef(err, "step %lld %s tick %zu %s: one layer's "
 							   "all-to-all moves %.0f bytes through a rank "
 							   "at tolerance %g, more than ca_buffer_bytes "
-							   "%.0f%s", (long long)st->index, t,
+							   "%.0f%s", (long long)st->index,
+							   c.bwd ? "backward" : "forward", t,
 							   n ? "pong" : "ping", bytes, eps, o->buffer,
 							   o->escalate ? " (escalated to the last "
 							   "tolerance)" : " (escalate 1 raises the "
@@ -251,7 +278,7 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 				}
 				eps = eps_ladder[rung];
 			}
-			if (calls_push(calls, (double)t, n, eps, &res, bytes, err) < 0)
+			if (calls_push(calls, (double)tt, n, eps, &res, bytes, err) < 0)
 				goto out;
 			const struct bp_ca_chunk *ch = c.ch;
 			size_t nch = c.nch;
@@ -265,7 +292,7 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 			}
 			for (size_t i = 0; i < nch; i++)
 				st->ca[st->nca++] = (struct bp_ca_task){
-					(int64_t)t, ch[i].server, ch[i].doc, ch[i].q0, ch[i].q1,
+					(int64_t)tt, ch[i].server, ch[i].doc, ch[i].q0, ch[i].q1,
 					ch[i].kv0, ch[i].q1};
 		}
 		/* ticks come in order and each call's tasks are sorted: merging a tick's ping and
@@ -709,6 +736,8 @@ static int ticks_memory(const struct bp_method_ctx *ctx, const struct bp_step *s
 /* distca's typed parameters (its row's param_specs): rank_tokens, whose default and bound
  * are the plan's max_tokens, and mb_cut, ca_comm and resend keep their own reader and
  * message; tolerance's open interval is checked after the reader. */
+static const char *const dc_bwd_places[] = {"own", "reuse", NULL};
+
 static const struct bp_param_spec dc_specs[] = {
 	BP_PARAM_SPEC_REAL("tolerance", 0.1, -INFINITY, INFINITY,
 			   "epsilon, a fraction of the mean server load"),
@@ -721,6 +750,8 @@ static const struct bp_param_spec dc_specs[] = {
 	BP_PARAM_SPEC_INT("two_sided", 0, 0, 1, NULL),
 	BP_PARAM_SPEC_INT("max_shards", 0, -1, 1 << 20,
 			  "cap on shards (0: none, -1: App. A's bound)"),
+	BP_PARAM_SPEC_CHOICE("bwd_place", dc_bwd_places,
+			     "backward ticks: scheduled on their own, or the forward's placement"),
 	{0},
 };
 
@@ -793,12 +824,19 @@ static int read_opts(struct bp_plan *out, int tp, int app_a, struct dc_opts *o,
 		return bp_errorf(err, "parameter resend 0 needs pp 1, not pp %d (with pipeline "
 				 "stages the backward must resend Q, K and V, as DistCA's code does)",
 				 pp);
+	int bwd_place;
+	if (bp_param_choice(out, dc_specs, "bwd_place", &bwd_place, err) < 0)
+		return -1;
+	/* at pp 1 a backward tick runs the micro-batch of its forward tick, whose placement it
+	 * keeps (non-resend must: the servers hold its Q, K and V) */
+	o->bwd_own = bwd_place == 0 && pp > 1 && o->resend;
 	o->ca.eps = eps;
 	o->ca.block = (int)block;
 	o->pingpong = (int)pingpong;
 	o->escalate = (int)escalate;
 	o->buffer = (double)buffer;
 	bp_ca_token_bytes(&out->model, tp, &o->ca.q_bytes, &o->ca.kv_bytes);
+	bp_ca_token_bytes_bwd(&out->model, tp, &o->q_bytes_bwd, &o->kv_bytes_bwd);
 	return 0;
 }
 
@@ -829,7 +867,26 @@ int bp_distca_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 	if (bp_parse_int64(bp_plan_param(scratch, "max_shards"), &ms, "max_shards", err) < 0)
 		return -1;
 	const char *resend = bp_plan_param(p, "resend");
+	/* bwd_place as the plan names it (plans before it have none and reuse) */
+	const char *bwd = bp_plan_param(p, "bwd_place");
 	for (size_t s = 0; s < p->nsteps; s++) {
+		const struct bp_step *st = &p->steps[s];
+		if (bwd && st->nca && st->layout >= 0 && (size_t)st->layout < p->nlayouts) {
+			const struct bp_layout *l = bp_plan_layout(p, st);
+			int pp = l->npipes ? l->pipes[0].sc.pp : 1;
+			size_t m = 0;
+			for (size_t k = 0; k < st->npipes; k++)
+				if (st->pipes[k].nmbs > m)
+					m = st->pipes[k].nmbs;
+			int own = bp_ca_own_bwd(st->ca[st->nca - 1].tick, pp, m);
+			const struct bp_ca_record *sr = st->record_ops == &bp_record_distca
+							       ? st->record : NULL;
+			int want = !strcmp(bwd, "own") && pp > 1 && (!sr || sr->resend);
+			if (own != want)
+				return bp_errorf(err, "step %zu %s backward ticks' own CA-tasks, but the "
+						 "plan's parameter bwd_place is %s at pp %d", s,
+						 own ? "has" : "lacks", bwd, pp);
+		}
 		const struct bp_ca_record *r = p->steps[s].record;
 		if (!r || p->steps[s].record_ops != &bp_record_distca)
 			continue;
@@ -1216,7 +1273,8 @@ static void distca_price(const struct bp_price_req *r, struct bp_price *p)
 
 static const char *const distca_params[] = {"tolerance", "ca_block", "ca_comm", "pingpong",
 					    "escalate", "ca_buffer_bytes", "rank_tokens",
-					    "two_sided", "max_shards", "resend", "mb_cut", NULL};
+					    "two_sided", "max_shards", "resend", "mb_cut", "bwd_place",
+					    NULL};
 
 /* The method's row of the table (plan/method.h struct bp_method). */
 BP_METHOD_ROW(distca) = {

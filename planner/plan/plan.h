@@ -72,8 +72,9 @@ struct bp_delayed {
 /* A core-attention task (DistCA Sec. 4.1-4.2): the queries [q0, q1) of document doc, with
  * keys and values [kv0, kv1) (its causal prefix inside the span that holds the queries: kv0
  * the span's first token, kv1 = q1), computed on attention server `server` (index into the
- * layout's servers) at forward tick `tick` of the distca-ticks schedule; the backward reuses
- * the placement at the mirrored backward tick. */
+ * layout's servers) at tick `tick` of the distca-ticks schedule: below m + pp - 1 a forward
+ * tick, whose placement the backward reuses at the mirrored backward tick unless the step
+ * has backward ticks' own tasks, from m + pp - 1 on (ca_sched.h bp_ca_task_place). */
 struct bp_ca_task {
 	int64_t tick;
 	int server;

@@ -25,6 +25,7 @@ static int cmp_span_at(const void *a, const void *b)
 
 /* A CA-task resolved to its span and stage. */
 struct task_at {
+	int bwd; /* a backward tick's own task (ca_sched.h bp_ca_task_place) */
 	size_t pipe, mb, span;
 	int64_t stage, q0, q1;
 };
@@ -32,6 +33,8 @@ struct task_at {
 static int cmp_task_at(const void *a, const void *b)
 {
 	const struct task_at *x = a, *y = b;
+	if (x->bwd != y->bwd)
+		return x->bwd - y->bwd;
 	if (x->pipe != y->pipe)
 		return (x->pipe > y->pipe) - (x->pipe < y->pipe);
 	if (x->mb != y->mb)
@@ -63,6 +66,8 @@ struct ca_check {
 	struct span_at *sp;
 	size_t nsp;
 	struct task_at *ta;
+	size_t m;  /* the step's most micro-batches per pipeline */
+	int own;   /* the step has backward ticks' own tasks (bp_ca_own_bwd) */
 };
 
 /* The step's spans (*nsp), its disaggregated micro-batches (*ndis) and the (span, stage)
@@ -196,19 +201,28 @@ static int check_task(struct ca_check *c, size_t t, struct bp_error *err)
 		return bp_errorf(err, "step %zu ca_tasks[%zu] serves pipeline %zu micro-batch %zu, "
 				 "whose attention is %s", i, t, s->pipe, s->mb,
 				 bp_attn_kind_name(mb->attn));
-	int pp = c->l->pipes[s->pipe].sc.pp;
-	int64_t stage = a->tick - (int64_t)s->mb;
-	if (stage < 0 || stage >= pp)
+	int pp = c->l->pipes[s->pipe].sc.pp, stage;
+	size_t pf, pb, F = c->m + (size_t)pp - 1;
+	if (bp_ca_task_place(pp, c->m, a->tick, s->mb, c->own, &stage, &pf, &pb) < 0) {
+		if (c->own)
+			return bp_errorf(err, "step %zu ca_tasks[%zu]: tick %lld is not when pipeline "
+					 "%zu micro-batch %zu runs (forward ticks %zu to %zu, backward "
+					 "ticks' own tasks %zu to %zu)", i, t, (long long)a->tick,
+					 s->pipe, s->mb, s->mb, s->mb + (size_t)pp - 1,
+					 F + s->mb, F + s->mb + (size_t)pp - 1);
 		return bp_errorf(err, "step %zu ca_tasks[%zu]: tick %lld is not when pipeline %zu "
 				 "micro-batch %zu runs (ticks %zu to %zu)", i, t, (long long)a->tick,
 				 s->pipe, s->mb, s->mb, s->mb + (size_t)pp - 1);
-	c->ta[t] = (struct task_at){s->pipe, s->mb, s->span, stage, a->q0, a->q1};
+	}
+	c->ta[t] = (struct task_at){a->tick >= (int64_t)F, s->pipe, s->mb, s->span, stage,
+				    a->q0, a->q1};
 	return 0;
 }
 
 static int same_group(const struct task_at *a, const struct task_at *b)
 {
-	return a->pipe == b->pipe && a->mb == b->mb && a->span == b->span && a->stage == b->stage;
+	return a->bwd == b->bwd && a->pipe == b->pipe && a->mb == b->mb && a->span == b->span &&
+	       a->stage == b->stage;
 }
 
 /* The resolved tasks, sorted, tile each (span, stage) once and cover all expect pairs. */
@@ -229,10 +243,11 @@ static int check_tiling(struct ca_check *c, size_t expect, struct bp_error *err)
 			u++;
 		}
 		if (pos != span->offset + span->len || (u < st->nca && same_group(&ta[u], &ta[t])))
-			return bp_errorf(err, "step %zu: the CA-tasks of pipeline %zu micro-batch %zu "
-					 "stage %lld do not tile the queries of document %lld "
-					 "[%lld, %lld) once", c->i, ta[t].pipe, ta[t].mb,
-					 (long long)ta[t].stage, (long long)span->doc,
+			return bp_errorf(err, "step %zu: the %sCA-tasks of pipeline %zu micro-batch "
+					 "%zu stage %lld do not tile the queries of document %lld "
+					 "[%lld, %lld) once", c->i, ta[t].bwd ? "backward " : "",
+					 ta[t].pipe, ta[t].mb, (long long)ta[t].stage,
+					 (long long)span->doc,
 					 (long long)span->offset,
 					 (long long)(span->offset + span->len));
 		groups++;
@@ -255,6 +270,18 @@ int bp_check_ca_tasks(const struct bp_plan *p, const struct bp_step *st, size_t 
 		return 0;
 	if (check_mode(&c, ndis, err) < 0)
 		return -1;
+	for (size_t k = 0; k < st->npipes; k++)
+		if (st->pipes[k].nmbs > c.m)
+			c.m = st->pipes[k].nmbs;
+	if (st->nca && c.l->npipes) {
+		c.own = bp_ca_own_bwd(st->ca[st->nca - 1].tick, c.l->pipes[0].sc.pp, c.m);
+		if (c.own && !bp_ticks_resend(st))
+			return bp_errorf(err, "step %zu has backward ticks' own CA-tasks in non-resend "
+					 "mode, whose backward must run where the forward left Q, K "
+					 "and V", i);
+		if (c.own)
+			expect *= 2; /* every (span, stage) once forward, once backward */
+	}
 	c.sp = bp_calloc(nsp + 1, sizeof(*c.sp), err);
 	c.ta = bp_calloc(st->nca + 1, sizeof(*c.ta), err);
 	if (!c.sp || !c.ta)

@@ -11,4 +11,16 @@
 int bp_check_ca_tasks(const struct bp_plan *p, const struct bp_step *st, size_t i,
 		      struct bp_error *err);
 
+/* Step i's record, when its ops keep DistCA's tick-schedule decisions (the "distca" record,
+ * ca_sched.h struct bp_ca_record), against the step; run after bp_check_ca_tasks and the
+ * record's own validate (check_ca_record.c). One scheduler call per (tick, nano-batch) with
+ * CA-tasks, in that order, and each call's mean_pairs, max_before_pairs (every task on its
+ * queries' linear rank: its pipeline's stage at that tick, that TP group's in-place server),
+ * max_after_pairs, moved_pairs (at least, under the parameter two_sided 1) and a2a_bytes_max
+ * re-derived from its tasks, their servers, the ping/pong split, the layout's servers and
+ * the model's bytes per token; 0, or -1 naming the step, call and field with the recorded
+ * and the derived figure. */
+int bp_check_ca_record(const struct bp_plan *p, const struct bp_step *st, size_t i,
+		       struct bp_error *err);
+
 #endif

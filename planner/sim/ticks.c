@@ -152,7 +152,8 @@ static int span_index(struct tick_ctx *c, struct bp_error *err)
 }
 
 /* The step's shape and each CA-task's (pipeline, micro-batch, stage) and timeline positions
- * (its forward at tick mb + stage, its backward mirrored). The plan is validated
+ * (ca_sched.h bp_ca_task_place: a forward task at tick mb + stage and, without backward
+ * ticks' own tasks, its backward mirrored). The plan is validated
  * (validate.c check_ca), so every task lies in one span of a disaggregated micro-batch. */
 static int ctx_init(struct tick_ctx *c, const struct bp_plan *p, const struct bp_step *st,
 		    struct bp_error *err)
@@ -233,6 +234,12 @@ static int ctx_init(struct tick_ctx *c, const struct bp_plan *p, const struct bp
 		goto out;
 	}
 	c->ping = nanos ? nanos->ping_spans : NULL;
+	const int own = bp_ca_own_bwd(st->nca ? st->ca[st->nca - 1].tick : -1, c->pp, c->m);
+	if (own && !c->resend) {
+		bp_errorf(err, "non-resend mode keeps the forward's placement for the backward, but "
+			  "the step has backward ticks' own CA-tasks");
+		goto out;
+	}
 	for (size_t t = 0; t < st->nca; t++) {
 		const struct bp_ca_task *ca = &st->ca[t];
 		/* the span holding the queries (its pipeline owns them); KV [kv0, q1) may come
@@ -240,18 +247,17 @@ static int ctx_init(struct tick_ctx *c, const struct bp_plan *p, const struct bp
 		const struct span_ref *s = span_at(sp, nsp, ca->doc, ca->q0);
 		if (s && nanos)
 			c->nano[t] = (double)s->q >= nanos->ping_spans[mb_at[s->pipe] + s->mb];
-		if (!s || ca->tick < (int64_t)s->mb || ca->tick - (int64_t)s->mb >= c->pp) {
+		int stage;
+		if (!s || bp_ca_task_place(c->pp, c->m, ca->tick, s->mb, own, &stage, &pos[2 * t],
+					   &pos[2 * t + 1]) < 0) {
 			bp_errorf(err, "ca_tasks[%zu] names no span running at its tick (validate the "
 				  "plan first)", t);
 			goto out;
 		}
-		int stage = (int)(ca->tick - (int64_t)s->mb);
 		c->ti[t] = (struct task_info){s->pipe, s->mb, stage, ca->kv0};
-		size_t warm = (size_t)c->pp - 1, f = (size_t)ca->tick;
-		pos[2 * t] = f < warm ? f : warm + 2 * (f - warm);
-		pos[2 * t + 1] = bp_tick_bwd_position(c->pp, c->m, s->mb, stage);
-		c->start[pos[2 * t] + 1]++;
-		c->start[pos[2 * t + 1] + 1]++;
+		for (int d = 0; d < 2; d++)
+			if (pos[2 * t + d] != SIZE_MAX)
+				c->start[pos[2 * t + d] + 1]++;
 	}
 	/* counting sort by position, stable: each position keeps the tasks' plan order */
 	for (size_t k = 0; k < c->nticks; k++)
@@ -262,7 +268,8 @@ static int ctx_init(struct tick_ctx *c, const struct bp_plan *p, const struct bp
 			goto out;
 		for (size_t k = 0; k < 2 * st->nca; k++) {
 			size_t q = pos[k];
-			c->order[c->start[q] + fill[q]++] = k / 2;
+			if (q != SIZE_MAX) /* not run in that phase (bp_ca_task_place) */
+				c->order[c->start[q] + fill[q]++] = k / 2;
 		}
 		free(fill);
 	}

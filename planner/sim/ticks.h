@@ -18,10 +18,10 @@
  * record names each micro-batch's ping spans, Sec. 4.1, Fig. 7) the two nano-batches take
  * Fig. 7's four slots per layer, each slot the longer of its compute (the slowest rank's
  * token-wise work or served attention of one nano-batch) and the other nano-batch's
- * all-to-all: 0 lin_P | out_Q(l-1), 1 lin_Q | in_P, 2 CA_P | in_Q, 3 CA_Q | out_P. The backward reuses the
- * forward tick's CA-tasks (the micro-batch's placement) in both modes (our choice; resend
- * mode would allow a placement of its own):
- * in resend mode Q, O, dO and the log-sum-exp go to the server with K and V again; in
+ * all-to-all: 0 lin_P | out_Q(l-1), 1 lin_Q | in_P, 2 CA_P | in_Q, 3 CA_Q | out_P. A
+ * backward tick runs the CA-tasks the step names for it (plan.h struct bp_ca_task: its own,
+ * the distca method's default with pipeline stages, or the forward tick's of each
+ * micro-batch, reused): in resend mode Q, O, dO and the log-sum-exp go to the server with K and V again; in
  * non-resend mode (pp 1 only, as the public code) the server kept Q, K, V, O and the LSE
  * since the forward (its memory, bp_ticks.kept) and gets dO alone; dQ, dK, dV come back in
  * both.

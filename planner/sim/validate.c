@@ -338,7 +338,7 @@ static int check_step(struct vcheck *v, size_t i, struct bp_error *err)
 	if (st->record && st->record_ops && st->record_ops->validate &&
 	    st->record_ops->validate(st->record, st, err) < 0)
 		return bp_error_prefix(err, "step %zu record", i);
-	return 0;
+	return bp_check_ca_record(v->p, st, i, err);
 }
 
 /* Spans of one document must tile it: sorted by offset, each starts where the last ended.

@@ -25,11 +25,20 @@ void bp_plan_step_work(struct bp_plan *p, double *total)
 				}
 			}
 		/* each (micro-batch, stage) has its own CA-tasks; the pairs are the model's
-		 * once per micro-batch, so a stage's share is layers / pp of them */
+		 * once per micro-batch, so a stage's share is layers / pp of them; backward
+		 * ticks' own placements (ca_sched.h bp_ca_task_place: ticks from m + pp - 1 on)
+		 * serve the same pairs again and are not counted */
 		const struct bp_layout *l = st->nca && p->nlayouts ? bp_plan_layout(p, st) : NULL;
 		double pp = l && l->npipes ? l->pipes[0].sc.pp : 1;
+		size_t m = 0;
+		for (size_t k = 0; k < st->npipes; k++)
+			if (st->pipes[k].nmbs > m)
+				m = st->pipes[k].nmbs;
+		const int64_t F = (int64_t)m + (int64_t)pp - 1;
 		for (size_t t = 0; t < st->nca; t++) {
 			const struct bp_ca_task *c = &st->ca[t];
+			if (c->tick >= F)
+				continue;
 			f += 3.0 * p->model.layers * 4.0 * p->model.hidden *
 			     (double)bp_ca_pairs(c->q0 - c->kv0, c->q1 - c->kv0) / pp;
 		}

@@ -568,7 +568,13 @@ static void test_method(void)
 			for (size_t t = 0; t < st->nca; t++)
 				got += bp_ca_pairs(st->ca[t].q0 - st->ca[t].kv0,
 						   st->ca[t].q1 - st->ca[t].kv0);
-			CHECK(got == want);
+			/* pp 2: the backward ticks have their own placements (bwd_place own,
+			 * ca_sched.h bp_ca_task_place), the same pairs once more */
+			size_t m = 0;
+			for (size_t k = 0; k < st->npipes; k++)
+				m = st->pipes[k].nmbs > m ? st->pipes[k].nmbs : m;
+			CHECK(st->nca && bp_ca_own_bwd(st->ca[st->nca - 1].tick, 2, m));
+			CHECK(got == 2 * want);
 			const struct bp_ca_record *r = st->record;
 			CHECK(r != NULL && r->ncalls > 0);
 			CHECK((r->ping_spans != NULL) == pingpong);
@@ -586,7 +592,11 @@ static void test_method(void)
  * 8-15), servers 0 and 8 (their TP groups), one micro-batch: document 0 (8 tokens) on
  * pipeline 0, document 1 (8 tokens) on pipeline 1; CA-tasks at tick 0: doc 0's queries
  * [0, 4) stay on server 0, its queries [4, 8) with the prefix [0, 8) go to server 1, doc 1
- * stays on server 1. Record: the distca kind with the given mode. */
+ * stays on server 1. Record: the distca kind with the given mode and its one scheduler call
+ * (tick 0, ping) as sim/check_ca_record.c derives it: pairs 10 + 26 on pipeline 0's server
+ * and 36 on pipeline 1's before (mean 36, largest 36), 10 and 26 + 36 after (largest 62), 26
+ * moved, and the all-to-all in of test_modes_by_hand below, 8192 bytes out of rank 0 and
+ * into rank 8. */
 static void hand_plan(struct bp_plan *p, int resend)
 {
 	struct bp_error err;
@@ -629,6 +639,49 @@ static void hand_plan(struct bp_plan *p, int resend)
 	struct bp_ca_record *r = bp_step_set_record(st, &bp_record_distca, &err);
 	CHECK(r != NULL);
 	r->resend = resend;
+	const double call[] = {0, 0, 0.1, 36, 36, 62, 26, 8192};
+	double **a[] = {&r->tick, &r->nano, &r->eps, &r->mean, &r->max_before, &r->max_after,
+			&r->moved, &r->bytes};
+	for (size_t i = 0; i < BP_ARRAY_LEN(a); i++) {
+		*a[i] = calloc(1, sizeof(double));
+		**a[i] = call[i];
+	}
+	r->ncalls = 1;
+}
+
+/* sim/check_ca_record.c on hand_plan: its record passes; each figure edited past the
+ * tolerance (1e-9 relative and one pair or byte), or a call without tasks, or tasks without
+ * a call, is refused naming the field; an edit within the JSON rounding (1e-3) passes. */
+static void test_record_figures(void)
+{
+	struct bp_error err;
+	struct bp_plan p;
+	hand_plan(&p, 1);
+	struct bp_ca_record *r = p.steps[0].record;
+	CHECK(bp_plan_validate(&p, NULL, &err) == 0);
+	double *f[] = {r->mean, r->max_before, r->max_after, r->moved, r->bytes};
+	const char *names[] = {"mean_pairs", "max_before_pairs", "max_after_pairs", "moved_pairs",
+			       "a2a_bytes_max"};
+	for (size_t i = 0; i < BP_ARRAY_LEN(f); i++) {
+		double keep = *f[i];
+		*f[i] = keep + 0.0005;
+		CHECK(bp_plan_validate(&p, NULL, &err) == 0);
+		*f[i] = keep * 2;
+		CHECK(bp_plan_validate(&p, NULL, &err) < 0);
+		CHECK(strstr(err.text, names[i]) != NULL);
+		*f[i] = keep - 2;
+		CHECK(bp_plan_validate(&p, NULL, &err) < 0);
+		*f[i] = keep;
+	}
+	r->nano[0] = 1; /* the tasks are ping's: pong's call has none, ping's no call */
+	CHECK(bp_plan_validate(&p, NULL, &err) < 0);
+	CHECK(strstr(err.text, "no scheduler call") != NULL);
+	r->nano[0] = 0;
+	r->ncalls = 0;
+	CHECK(bp_plan_validate(&p, NULL, &err) < 0);
+	r->ncalls = 1;
+	CHECK(bp_plan_validate(&p, NULL, &err) == 0);
+	bp_plan_release(&p);
 }
 
 /* The byte models by hand on hand_plan: per TP slice i, only doc 0's queries [4, 8) leave their
@@ -918,6 +971,7 @@ int main(void)
 	test_index_vs_scan();
 	test_tick_sums();
 	test_modes_by_hand();
+	test_record_figures();
 	test_method_modes();
 	test_ticks_identities();
 	test_method();

@@ -54,6 +54,58 @@ static void test_order(void)
 		}
 }
 
+/* CA-task ticks (ca_sched.h bp_ca_task_place): a forward task at its walk's forward position
+ * and, reused, at its backward one; a backward tick's own task at the position where the
+ * walk runs that (micro-batch, stage) backward; out-of-range ticks refused. Then a hand-worked
+ * case: pp 2, m 2 (F = 3; positions F0 F1 B0 F2 B1 B2). */
+static void test_task_place(void)
+{
+	for (int pp = 1; pp <= 4; pp++)
+		for (size_t m = 1; m <= 5; m++) {
+			size_t n = bp_ticks_count(pp, m), F = m + (size_t)pp - 1;
+			for (size_t k = 0; k < n; k++)
+				for (int s = 0; s < pp; s++) {
+					int bwd, st;
+					size_t t, pf, pb;
+					int64_t j = bp_tick_op(pp, m, k, s, &bwd, &t);
+					if (j < 0)
+						continue;
+					if (!bwd) {
+						CHECK(bp_ca_task_place(pp, m, (int64_t)t, (size_t)j, 0, &st,
+								       &pf, &pb) == 0);
+						CHECK(st == s && pf == k &&
+						      pb == bp_tick_bwd_position(pp, m, (size_t)j, s));
+						CHECK(bp_ca_task_place(pp, m, (int64_t)t, (size_t)j, 1, &st,
+								       &pf, &pb) == 0);
+						CHECK(st == s && pf == k && pb == SIZE_MAX);
+					} else {
+						CHECK(bp_ca_task_place(pp, m, (int64_t)(F + t), (size_t)j, 1,
+								       &st, &pf, &pb) == 0);
+						CHECK(st == s && pb == k && pf == SIZE_MAX);
+						/* without own backward tasks a tick from F is no tick */
+						CHECK(bp_ca_task_place(pp, m, (int64_t)(F + t), (size_t)j, 0,
+								       &st, &pf, &pb) < 0);
+					}
+				}
+			int st;
+			size_t pf, pb;
+			CHECK(bp_ca_task_place(pp, m, (int64_t)(2 * F), 0, 1, &st, &pf, &pb) < 0);
+			CHECK(bp_ca_task_place(pp, m, -1, 0, 1, &st, &pf, &pb) < 0);
+			CHECK(bp_ca_task_place(pp, m, 0, m, 1, &st, &pf, &pb) < 0);
+		}
+	int st;
+	size_t pf, pb;
+	/* micro-batch 1 on stage 1: forward tick 2 (position 3), backward tick 1 (position 4),
+	 * named 3 + 1 = 4 when it has its own placement; micro-batch 0 on stage 0: backward tick
+	 * 1 too (position 4), micro-batch 0 on stage 1: backward tick 0 (position 2) */
+	CHECK(bp_ca_task_place(2, 2, 2, 1, 0, &st, &pf, &pb) == 0 && st == 1 && pf == 3 &&
+	      pb == 4);
+	CHECK(bp_ca_task_place(2, 2, 4, 1, 1, &st, &pf, &pb) == 0 && st == 1 && pb == 4);
+	CHECK(bp_ca_task_place(2, 2, 4, 0, 1, &st, &pf, &pb) == 0 && st == 0 && pb == 4);
+	CHECK(bp_ca_task_place(2, 2, 3, 0, 1, &st, &pf, &pb) == 0 && st == 1 && pb == 2);
+	CHECK(bp_ca_task_place(2, 2, 3, 1, 1, &st, &pf, &pb) < 0); /* stage 2 of 2 */
+}
+
 /* A known answer worked out by hand from the byte model: Llama-3-8B at TP 8, per token: Q 1024, K+V
  * 512, O 1024 without the log-sum-exp and 1040 with it; resend's backward Q side 3088 (Q, O,
  * dO, LSE) and K, V again; non-resend's backward dO alone (1024 per query token, no KV) in,
@@ -77,6 +129,12 @@ static void test_bytes(void)
 		CHECK_NEAR(f_out.q_out, resend ? 1040 : 1024, 0);
 		CHECK_NEAR(f_out.kv_out, 0, 0);
 		CHECK_NEAR(b_in.q_in, resend ? 3088 : 1024, 0);
+		if (resend) { /* the distca method's backward calls price their buffer so */
+			double qb, kvb;
+			bp_ca_token_bytes_bwd(&md, 8, &qb, &kvb);
+			CHECK_NEAR(qb, b_in.q_in, 0);
+			CHECK_NEAR(kvb, b_in.kv_in, 0);
+		}
 		CHECK_NEAR(b_in.kv_in, resend ? 512 : 0, 0);
 		CHECK_NEAR(b_out.q_out, 1024, 0);
 		CHECK_NEAR(b_out.kv_out, 512, 0);
@@ -90,6 +148,7 @@ static void test_bytes(void)
 int main(void)
 {
 	test_order();
+	test_task_place();
 	test_bytes();
 	return CHECK_DONE();
 }
