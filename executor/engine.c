@@ -32,12 +32,21 @@
  * on every rank right after the barrier, the push of gradient slices at the end, each one
  * all-to-all over the world with the LNK's per-pair byte counts (lnk_pair: the overlap of
  * an optimizer shard with a (stage, TP rank) slice, Fig. 7's mutual slices); the emulated
- * sync lasts the plan's grad_sync_us from the rank's pipeline end. */
+ * sync lasts the plan's grad_sync_us from the rank's pipeline end.
+ *
+ * A plan with grad_sync=overlap (Megatron-LM's reduce-scatter during the last backward,
+ * sim/predict.c): the emulating backend moves the same bytes after the rank's pipeline and
+ * ends its sync when the simulator's overlapped sync ends (bp_sync_overlap_wait: the step's
+ * last reduce-scatter, or the slowest pipeline, then the all-gathers); a backend that runs
+ * the collectives for real (no idle_until) would run them after the pipeline, so
+ * bp_engine_check refuses such a plan there. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "engine_int.h"
+#include "method.h"
+#include "predict.h"
 #include "sim.h"
 #ifdef BP_HAVE_MPI
 extern const struct bp_backend bp_backend_host;
@@ -205,6 +214,15 @@ int bp_engine_check(const struct bp_plan *plan, const struct bp_backend *be, siz
 			return bp_errorf(err, "step %lld runs layout %d's \"%s\" schedule, which "
 					 "the engine cannot replay", (long long)s->index,
 					 s->layout, l->schedule);
+		int overlap = bp_step_grad_overlap(plan, s, err);
+		if (overlap < 0)
+			return -1;
+		if (overlap && !be->idle_until)
+			return bp_errorf(err, "step %lld asks for grad_sync=%s (the gradient "
+					 "reduce-scatter during the last backward), which the %s "
+					 "backend cannot replay: it runs the sync after the pipeline; "
+					 "the host backend emulates it, or solve without the parameter",
+					 (long long)s->index, bp_grad_sync_names[overlap], be->name);
 		for (size_t k = 0; k < s->npipes; k++)
 			for (size_t j = 0; j < s->pipes[k].nmbs; j++) {
 				enum bp_attn_kind a = s->pipes[k].mbs[j].attn;
@@ -790,7 +808,13 @@ int bp_eng_finish_step(struct bp_engine *e, const struct bp_step *st, const stru
 		bp_eng_count(e, BP_EXEC_SYNC, (double)n);
 		if ((rc = be->sync(e->st, &w, err)) != 0)
 			return rc;
-		if (bp_eng_idle(e, t_pipe + bp_cost_grad_sync(cm, s) * e->o.time_scale, err) < 0)
+		double t_us = bp_cost_grad_sync(cm, s);
+		int overlap = bp_step_grad_overlap(e->plan, st, err);
+		if (overlap < 0 || (overlap && bp_sync_overlap_wait(e->plan, st, e->costs,
+								    (size_t)r->pl.pipe, s, &t_us,
+								    err) < 0))
+			return -1;
+		if (bp_eng_idle(e, t_pipe + t_us * e->o.time_scale, err) < 0)
 			return -1;
 	}
 	if ((rc = be->sync(e->st, &w, err)) != 0) /* the last ops' collectives */

@@ -56,6 +56,8 @@ int bp_fixed_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 {
 	int64_t window;
 	(void)p;
+	if (bp_param_grad_sync(scratch, err) < 0)
+		return -1;
 	return bp_param_int(scratch, bp_fixed_param_specs, "window", &window, err);
 }
 
@@ -87,7 +89,7 @@ static void fixed_price(const struct bp_price_req *r, struct bp_price *p)
 	p->own = p->pack = bp_fixed_pack_price(r);
 }
 
-static const char *const fixed_params[] = {"window", NULL};
+static const char *const fixed_params[] = {"window", BP_GRAD_SYNC_PARAM, NULL};
 
 /* The method's row of the table (plan/method.h struct bp_method). */
 BP_METHOD_ROW(fixed) = {

@@ -119,7 +119,7 @@ int bp_plain_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 			  struct bp_error *err)
 {
 	(void)p;
-	return read_deal(scratch, err) < 0 ? -1 : 0;
+	return read_deal(scratch, err) < 0 || bp_param_grad_sync(scratch, err) < 0 ? -1 : 0;
 }
 
 /* What plain keeps between steps (bp_method_each_step's arg): its scratch and parameter. */
@@ -199,7 +199,7 @@ int bp_method_plain(const struct bp_method_ctx *ctx, const struct bp_batches *in
 	return rc;
 }
 
-static const char *const plain_params[] = {"deal", NULL};
+static const char *const plain_params[] = {"deal", BP_GRAD_SYNC_PARAM, NULL};
 
 /* The method's row of the table (plan/method.h struct bp_method). */
 BP_METHOD_ROW(plain) = {

@@ -668,6 +668,8 @@ int bp_wlb_check_params(const struct bp_plan *p, struct bp_plan *scratch,
 	double factor;
 	(void)p;
 	memset(&w, 0, sizeof(w));
+	if (bp_param_grad_sync(scratch, err) < 0)
+		return -1;
 	return read_queue_params(&w, scratch, &factor, err);
 }
 
@@ -801,7 +803,7 @@ int bp_method_wlb(const struct bp_method_ctx *ctx, const struct bp_batches *in,
 }
 
 static const char *const wlb_params[] = {"queues", "thresholds", "max_len_factor",
-					 "max_delay", "release", NULL};
+					 "max_delay", "release", BP_GRAD_SYNC_PARAM, NULL};
 
 /* The N it records (method.h's recorded), wlb-ilp's too. */
 const char *const bp_wlb_recorded[] = {"microbatches_per_step", NULL};

@@ -1127,6 +1127,14 @@ double bp_cost_grad_sync(const struct bp_costmodel *cm, int stage)
 	       bp_coll_cost(&cm->sync_allgather, bytes);
 }
 
+double bp_cost_grad_bucket_params(const struct bp_costmodel *cm, int stage)
+{
+	double per_rank = bp_cost_stage_params(cm, stage) / cm->sc.tp;
+	if (stage > 0)
+		return per_rank;
+	return fmax(40e6, 1e6 * cm->sync_ranks);
+}
+
 double bp_cost_lnk(const struct bp_profile *p, int world, int gpus_per_node, double bytes)
 {
 	if (world < 2 || bytes <= 0)

@@ -214,6 +214,13 @@ double bp_cost_stage_params(const struct bp_costmodel *cm, int stage);
 /* Gradient synchronisation at the end of a step over the sync_ranks replicas of a stage: a
  * reduce-scatter and an all-gather of the stage's bf16 gradients (distributed optimizer). */
 double bp_cost_grad_sync(const struct bp_costmodel *cm, int stage);
+/* With Megatron-LM's --overlap-grad-reduce (plan parameter grad_sync=overlap, sim/predict.c):
+ * the parameters per gradient bucket of a stage's rank, its default bucket_size (Megatron-LM
+ * megatron/core/distributed, DistributedDataParallel: max(40M, 1M x the data-parallel
+ * replicas) parameters, here the sync_ranks replicas), on the first stage only; every later
+ * stage keeps its gradients in one bucket (its sync is off the critical path: Megatron-LM turns
+ * bucketing off there), as without the overlap. */
+double bp_cost_grad_bucket_params(const struct bp_costmodel *cm, int stage);
 /* Hydraulis's LNK operator (Sec. 5.2, Fig. 7): batched send/receive of mutual slices
  * between the optimizer shards on all `world` GPUs and the propagation layout, priced as an
  * all-to-all over the world in which the busiest GPU moves `bytes` (in or out, whichever is

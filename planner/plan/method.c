@@ -190,3 +190,18 @@ int bp_param_choice(struct bp_plan *p, const struct bp_param_spec *specs, const 
 	choices_text(s->choices, names, sizeof(names));
 	return bp_errorf(err, "parameter %s is '%s', not %s", key, v, names);
 }
+
+const char *const bp_grad_sync_names[] = {"exposed", "overlap", "overlap-gather", NULL};
+
+int bp_param_grad_sync(const struct bp_plan *p, struct bp_error *err)
+{
+	const char *v = bp_plan_param(p, BP_GRAD_SYNC_PARAM);
+	if (!v)
+		return 0;
+	for (int i = 0; bp_grad_sync_names[i]; i++)
+		if (!strcmp(bp_grad_sync_names[i], v))
+			return i;
+	char names[128];
+	choices_text(bp_grad_sync_names, names, sizeof(names));
+	return bp_errorf(err, "parameter %s is '%s', not %s", BP_GRAD_SYNC_PARAM, v, names);
+}

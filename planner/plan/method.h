@@ -399,6 +399,19 @@ int bp_param_real(struct bp_plan *p, const struct bp_param_spec *specs, const ch
 int bp_param_choice(struct bp_plan *p, const struct bp_param_spec *specs, const char *key,
 		    int *out, struct bp_error *err);
 
+/* Parameter grad_sync of the baselines that sync with dp-allreduce (plain, fixed, wlb; plans/
+ * README.md "Gradient sync"; the model is sim/predict.c's): "exposed" (the default: the
+ * whole reduce-scatter and all-gather after the pipelines), "overlap" (Megatron-LM's
+ * --overlap-grad-reduce: the reduce-scatter during the last backward) or "overlap-gather"
+ * (with --overlap-param-gather too: the all-gather ahead of the forward). The default is not
+ * recorded: a plan without the key is an exposed one, as every plan before the parameter.
+ * The names, NULL-terminated, and the reader: the value's index (0 exposed or absent, 1
+ * overlap, 2 overlap-gather), or -1 with err ("parameter grad_sync is 'V', not 'exposed',
+ * 'overlap' or 'overlap-gather'"). */
+#define BP_GRAD_SYNC_PARAM "grad_sync"
+extern const char *const bp_grad_sync_names[];
+int bp_param_grad_sync(const struct bp_plan *p, struct bp_error *err);
+
 /* One step of a method that plans each global batch on its own: fills st (its pipelines)
  * from batch b; out gives the cluster and caps, arg is the method's own (its parameters as
  * read, scratch kept between steps; bp_method_each_step's). Returns 0, -1 or BP_INFEASIBLE. */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "method.h"
 #include "pack.h"
 #include "sim.h"
 #include "ticks.h"
@@ -199,6 +200,185 @@ static double sync_dp_allreduce(const struct bp_step *st, const struct bp_costmo
 				sync = g;
 		}
 	return sync;
+}
+
+/* grad_sync=overlap and overlap-gather (plan parameter, plans/README.md "Gradient sync"):
+ * Megatron-LM's --overlap-grad-reduce, and with it --overlap-param-gather, under its
+ * distributed optimizer (megatron/core/distributed). Gradient reduction is off for every
+ * micro-batch but a stage's last; during that last backward the stage's gradients fill
+ * buckets in backward order, and a full bucket's reduce-scatter over the stage's replicas
+ * starts at once, on one stream: bucket b starts when it is full on every replica and the
+ * reduce-scatter before it is done. Buckets: bp_cost_grad_bucket_params (Megatron-LM's
+ * default size on the first stage, one bucket on every later stage, whose sync runs while
+ * the stages before it drain). The model:
+ *  - a stage produces its gradients at an even rate over its last op's backward (1F1B: the
+ *    last micro-batch's; interleaved 1F1B: its last chunk's, so the other chunks' gradients
+ *    wait with it, a pessimistic reading), so bucket b of a stage with E parameters per rank
+ *    and buckets of B is full once min(1, (b + 1) B / E) of that backward is done; a
+ *    pipeline with no micro-batch has its (zero) gradients ready at the start;
+ *  - the optimizer step clips by the global gradient norm, an all-reduce over every rank,
+ *    so it waits for every stage's last reduce-scatter;
+ *  - overlap: then each stage all-gathers its updated bf16 parameters bucket by bucket,
+ *    exposed, and the step ends with the slowest stage's all-gathers;
+ *  - overlap-gather: the all-gathers run ahead of the forward that needs them instead (the
+ *    next step's in Megatron-LM; charged to this step's start, as Hydraulis's pull is, so a
+ *    step's cost stays its own): the buckets in forward order, one after another from the
+ *    step's start, and the stage's first op's forward reaching bucket b after the fraction
+ *    of its parameters before b (interleaved: every bucket is needed at the first op's start,
+ *    pessimistic), so a stage starts late by the most any bucket arrives after it is needed;
+ *    a pipeline's ops are its schedule shifted by its stages' largest delay (as
+ *    sync_hyd_pullpush shifts a pipeline), and the step ends with the slowest shifted
+ *    pipeline or the last reduce-scatter, whichever is later.
+ * *t_end: when the step's sync ends, from the step's start (at least pipe_max, the slowest
+ * pipeline's end as predicted). ends (NULL: not wanted): [k * ppmax + s], when stage s of
+ * pipeline k ends its last op in the schedule as predicted, unshifted (0 for an idle
+ * pipeline). mode: 1 overlap, 2 overlap-gather. */
+static int sync_overlap_times(const struct bp_plan *p, const struct bp_step *st,
+			      const struct bp_costmodel *const *cms, struct bp_costs *costs,
+			      int mode, double pipe_max, double *t_end, double *ends_out,
+			      struct bp_error *err)
+{
+	const struct bp_layout *l = bp_plan_layout(p, st);
+	int v = l->vstages > 1 ? l->vstages : 1, ppmax = 1, rc = -1;
+	size_t D = st->npipes, cap = 0;
+	double *f = NULL, *b = NULL, *fd = NULL, *bd = NULL, *end = NULL, *dur = NULL;
+	double *shift = NULL, rs_end = 0.0, ag_max = 0.0, t = pipe_max;
+	for (size_t k = 0; k < D; k++) {
+		if (cms[k]->sc.pp > ppmax)
+			ppmax = cms[k]->sc.pp;
+		size_t n = st->pipes[k].nmbs * (size_t)v * (size_t)cms[k]->sc.pp;
+		if (n > cap)
+			cap = n;
+	}
+	f = bp_calloc(cap + 1, sizeof(double), err);
+	b = bp_calloc(cap + 1, sizeof(double), err);
+	fd = bp_calloc(cap + 1, sizeof(double), err);
+	bd = bp_calloc(cap + 1, sizeof(double), err);
+	end = bp_calloc(D * (size_t)ppmax + 1, sizeof(double), err);
+	dur = bp_calloc(D * (size_t)ppmax + 1, sizeof(double), err);
+	shift = bp_calloc(D + 1, sizeof(double), err);
+	if (!f || !b || !fd || !bd || !end || !dur || !shift)
+		goto out;
+	for (size_t k = 0; k < D; k++) {
+		const struct bp_costmodel *cm = cms[k];
+		int pp = cm->sc.pp;
+		size_t n = st->pipes[k].nmbs * (size_t)v * (size_t)pp;
+		if (!n)
+			continue;
+		if (bp_pipe_schedule(p, st, k, costs, f, b, fd, bd, err) < 0)
+			goto out;
+		/* each stage's last op: its end and its backward's duration */
+		for (size_t x = 0; x < n; x++) {
+			size_t y = k * (size_t)ppmax + x % (size_t)pp;
+			if (b[x] + bd[x] >= end[y]) {
+				end[y] = b[x] + bd[x];
+				dur[y] = bd[x];
+			}
+		}
+		/* overlap-gather: each stage's delay, its first op being [s] */
+		for (int s = 0; mode == 2 && cm->sync_ranks > 1 && s < pp; s++) {
+			double E = bp_cost_stage_params(cm, s) / cm->sc.tp;
+			double B = bp_cost_grad_bucket_params(cm, s), c = 0.0, before = 0.0;
+			int64_t nb = (int64_t)ceil(E / B);
+			for (int64_t q = nb - 1; q >= 0; q--) { /* forward order */
+				double size = fmin(B, E - (double)q * B);
+				double need = f[s] + (v > 1 ? 0.0 : fd[s] * before / E);
+				c += bp_coll_cost(&cm->sync_allgather, 2.0 * size);
+				shift[k] = fmax(shift[k], c - need);
+				before += size;
+			}
+		}
+		for (int s = 0; s < pp; s++)
+			end[k * (size_t)ppmax + (size_t)s] += shift[k];
+	}
+	/* per sync group (the pipelines of one tp and pp, costmodel.c's sync_ranks), led by its
+	 * first pipeline, and stage: the reduce-scatters in bucket order */
+	for (size_t k = 0; k < D; k++) {
+		const struct bp_costmodel *cm = cms[k];
+		int lead = 1;
+		for (size_t j = 0; j < k && lead; j++)
+			lead = cms[j]->sc.tp != cm->sc.tp || cms[j]->sc.pp != cm->sc.pp;
+		if (!lead || cm->sync_ranks < 2)
+			continue;
+		for (int s = 0; s < cm->sc.pp; s++) {
+			double E = bp_cost_stage_params(cm, s) / cm->sc.tp;
+			double B = bp_cost_grad_bucket_params(cm, s), rs = 0.0, ag = 0.0;
+			int64_t nb = (int64_t)ceil(E / B);
+			for (int64_t q = 0; q < nb; q++) {
+				double frac = fmin(1.0, (double)(q + 1) * B / E), ready = 0.0;
+				double bytes = 2.0 * fmin(B, E - (double)q * B);
+				for (size_t j = k; j < D; j++) {
+					if (cms[j]->sc.tp != cm->sc.tp || cms[j]->sc.pp != cm->sc.pp ||
+					    !st->pipes[j].nmbs)
+						continue;
+					size_t y = j * (size_t)ppmax + (size_t)s;
+					ready = fmax(ready, end[y] - dur[y] * (1.0 - frac));
+				}
+				rs = fmax(rs, ready) + bp_coll_cost(&cm->sync_reducescatter, bytes);
+				ag += bp_coll_cost(&cm->sync_allgather, bytes);
+			}
+			rs_end = fmax(rs_end, rs);
+			ag_max = fmax(ag_max, ag);
+		}
+	}
+	for (size_t k = 0; k < D; k++)
+		t = fmax(t, st->pipes[k].time_us + shift[k]);
+	*t_end = fmax(t, rs_end) + (mode == 1 ? ag_max : 0.0);
+	for (size_t k = 0; ends_out && k < D; k++)
+		for (int s = 0; s < ppmax; s++)
+			ends_out[k * (size_t)ppmax + (size_t)s] =
+				end[k * (size_t)ppmax + (size_t)s] - shift[k];
+	rc = 0;
+out:
+	free(f);
+	free(b);
+	free(fd);
+	free(bd);
+	free(end);
+	free(dur);
+	free(shift);
+	return rc;
+}
+
+int bp_step_grad_overlap(const struct bp_plan *p, const struct bp_step *st,
+			 struct bp_error *err)
+{
+	if (strcmp(st->sync, BP_SYNC_DP_ALLREDUCE))
+		return 0;
+	return bp_param_grad_sync(p, err);
+}
+
+int bp_sync_overlap_wait(const struct bp_plan *p, const struct bp_step *st,
+			 struct bp_costs *costs, size_t k, int s, double *wait_us,
+			 struct bp_error *err)
+{
+	const struct bp_layout *l = bp_plan_layout(p, st);
+	const struct bp_costmodel **cms = bp_calloc(st->npipes + 1, sizeof(*cms), err);
+	double *ends = NULL, t_end;
+	int ppmax = 1, rc = -1, mode = bp_step_grad_overlap(p, st, err);
+	if (!cms || mode < 0)
+		goto out;
+	for (size_t i = 0; i < st->npipes; i++) {
+		if (!(cms[i] = bp_costs_pipe(costs, l, i, err)))
+			goto out;
+		if (cms[i]->sc.pp > ppmax)
+			ppmax = cms[i]->sc.pp;
+	}
+	if (!mode || k >= st->npipes || s < 0 || s >= cms[k]->sc.pp) {
+		bp_errorf(err, "step %lld: no overlapped gradient sync for stage %d of pipeline %zu",
+			  (long long)st->index, s, k);
+		goto out;
+	}
+	ends = bp_calloc(st->npipes * (size_t)ppmax + 1, sizeof(double), err);
+	if (!ends || sync_overlap_times(p, st, cms, costs, mode, st->m.pipe_max_us, &t_end, ends,
+					err) < 0)
+		goto out;
+	*wait_us = fmax(0.0, t_end - ends[k * (size_t)ppmax + (size_t)s]);
+	rc = 0;
+out:
+	free(cms);
+	free(ends);
+	return rc;
 }
 
 static int64_t gcd64(int64_t a, int64_t b)
@@ -470,7 +650,15 @@ static int predict_step(const struct bp_plan *p, struct bp_step *st, struct bp_c
 	mt->pull_us = mt->push_us = mt->optimizer_us = mt->op_exposed_us = -1;
 	mt->lnk_bytes = mt->lnk_slices_pull = mt->lnk_slices_push = -1;
 	if (!strcmp(st->sync, BP_SYNC_DP_ALLREDUCE)) {
-		mt->grad_sync_us = sync_dp_allreduce(st, cms);
+		int mode = bp_param_grad_sync(p, err);
+		double t_end = 0.0;
+		if (mode < 0 || (mode && sync_overlap_times(p, st, cms, costs, mode,
+							    mt->pipe_max_us, &t_end, NULL,
+							    err) < 0)) {
+			bp_error_prefix(err, "step %lld", (long long)st->index);
+			goto out;
+		}
+		mt->grad_sync_us = mode ? t_end - mt->pipe_max_us : sync_dp_allreduce(st, cms);
 	} else if (!strcmp(st->sync, BP_SYNC_HYD_PULLPUSH) ||
 		   !strcmp(st->sync, BP_SYNC_HYD_PULLPUSH_SERIAL)) {
 		if (sync_hyd_pullpush(p, st, mt, cms, costs,

@@ -34,6 +34,19 @@ int bp_pipe_schedule(const struct bp_plan *p, const struct bp_step *st, size_t k
 		     struct bp_costs *costs, double *f_start, double *b_start, double *f_dur,
 		     double *b_dur, struct bp_error *err);
 
+/* Plan parameter grad_sync (plan/method.h, plans/README.md "Gradient sync") for step st:
+ * bp_param_grad_sync's value (1 overlap, 2 overlap-gather: Megatron-LM's overlapped gradient
+ * reduce-scatter, and parameter all-gather, modelled in predict.c) when st syncs with
+ * dp-allreduce, 0 when exposed or st syncs otherwise, -1 with err for a bad value. */
+int bp_step_grad_overlap(const struct bp_plan *p, const struct bp_step *st,
+			 struct bp_error *err);
+/* For such a step (predicted): how long stage s of pipeline k waits after its last op ends,
+ * in the schedule as predicted, until the step's overlapped sync is done (its end, at least
+ * the slowest pipeline's), us; what a replay emulates. */
+int bp_sync_overlap_wait(const struct bp_plan *p, const struct bp_step *st,
+			 struct bp_costs *costs, size_t k, int s, double *wait_us,
+			 struct bp_error *err);
+
 /* The summary from the steps' predicted metrics, counts and delays alone (what
  * bp_plan_predict ends with; a plan predicted a window at a time summarises its steps' stubs
  * with it). Keeps summary.truncated and .dropped. */

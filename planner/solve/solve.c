@@ -513,6 +513,10 @@ static int copy_decisions(const struct bp_plan *p, struct bp_plan *q, struct bp_
 	q->max_tokens = p->max_tokens;
 	q->summary.truncated = p->summary.truncated;
 	q->summary.dropped = p->summary.dropped;
+	/* the method's parameters: the simulator reads grad_sync (sim/predict.c) */
+	for (size_t i = 0; i < p->nparams; i++)
+		if (bp_plan_set_param(q, p->params[i].key, p->params[i].value, err) < 0)
+			return -1;
 	for (size_t i = 0; i < p->nlayouts; i++) {
 		struct bp_layout l;
 		if (bp_layout_copy(&l, &p->layouts[i], err) < 0)
