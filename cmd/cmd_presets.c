@@ -1,6 +1,7 @@
 /* cmd_presets.c: `balplan presets`: the built-in models, GPUs, datasets and methods, as text
  * or, for scripts, one kind's names, or the lists as csv / json (cmdutil.h cmd_table). */
 #include <getopt.h>
+#include <math.h>
 #include <string.h>
 
 #include "cmdutil.h"
@@ -207,6 +208,90 @@ static void list_methods(enum cmd_format fmt)
 		cmd_table_end(&t);
 }
 
+/* A number as a parameter's range shows it: integers exactly, reals with %g, infinities. */
+static void real_text(double x, char *buf, size_t n)
+{
+	if (isinf(x))
+		snprintf(buf, n, "%sinf", x < 0 ? "-" : "");
+	else
+		snprintf(buf, n, "%g", x);
+}
+
+/* One method's parameters from its row (plan/method.h struct bp_param_spec): name, type,
+ * default and range or choices, what it is. A parameter without a spec has a default or
+ * range that depends on the request (plans/README.md describes it); grad_sync is the
+ * baselines' shared one (plan/method.h bp_param_grad_sync). */
+static int list_params(const char *name, enum cmd_format fmt)
+{
+	const struct bp_method *m = bp_method_find(name);
+	if (!m)
+		return cmd_usage("presets", "--params '%s' is not a method ('balplan presets "
+				 "--names methods' lists them)", cmd_cut(name));
+	static const char *const cols[] = {"name", "type", "default", "range", "about"};
+	struct cmd_table t;
+	if (fmt == CMD_FORMAT_TEXT)
+		printf("%s parameters (--param NAME=VALUE):\n  %-18s %-7s %-12s %-22s %s\n",
+		       m->name, "name", "type", "default", "range", "about");
+	else
+		cmd_table_begin(&t, stdout, fmt, cols, BP_ARRAY_LEN(cols));
+	for (size_t i = 0; m->params && m->params[i]; i++) {
+		const char *key = m->params[i];
+		const struct bp_param_spec *sp = bp_param_spec_find(m->param_specs, key);
+		char def[64] = "-", range[256] = "-", lo[32], hi[32];
+		const char *type = "text", *about = "read by the method itself (a default or range "
+						    "that may depend on the request): plans/README.md";
+		const char *const *choices = NULL;
+		if (sp && sp->type == BP_PARAM_INT) {
+			type = "int";
+			snprintf(def, sizeof(def), "%lld", (long long)sp->idef);
+			snprintf(range, sizeof(range), "[%lld, %lld]", (long long)sp->imin,
+				 (long long)sp->imax);
+		} else if (sp && sp->type == BP_PARAM_REAL) {
+			type = "real";
+			real_text(sp->rdef, def, sizeof(def));
+			real_text(sp->rmin, lo, sizeof(lo));
+			real_text(sp->rmax, hi, sizeof(hi));
+			/* unbounded: the method checks the value itself (its about says how) */
+			if (!isinf(sp->rmin) || !isinf(sp->rmax))
+				snprintf(range, sizeof(range), "[%s, %s]", lo, hi);
+		} else if (sp && sp->type == BP_PARAM_CHOICE) {
+			type = "choice";
+			choices = sp->choices;
+		} else if (!strcmp(key, BP_GRAD_SYNC_PARAM)) {
+			type = "choice";
+			choices = bp_grad_sync_names;
+			about = "Megatron-LM's gradient sync (plans/README.md \"Gradient sync\")";
+		}
+		if (choices) {
+			snprintf(def, sizeof(def), "%s", choices[0]);
+			size_t k = 0;
+			range[0] = '\0';
+			for (size_t c = 0; choices[c] && k < sizeof(range); c++)
+				k += (size_t)snprintf(range + k, sizeof(range) - k, "%s%s",
+						      c ? "|" : "", choices[c]);
+		}
+		if (sp)
+			about = sp->about ? sp->about : "";
+		if (fmt != CMD_FORMAT_TEXT) {
+			cmd_table_str(&t, key);
+			cmd_table_str(&t, type);
+			cmd_table_str(&t, def);
+			cmd_table_str(&t, range);
+			cmd_table_str(&t, about);
+			continue;
+		}
+		printf("  %-18s %-7s %-12s %-22s %s\n", key, type, def, range, about);
+	}
+	if (!m->params && fmt == CMD_FORMAT_TEXT)
+		printf("  (none)\n");
+	if (fmt != CMD_FORMAT_TEXT) {
+		cmd_table_end(&t);
+		if (fmt == CMD_FORMAT_JSON)
+			printf("\n");
+	}
+	return EXIT_OK;
+}
+
 static void (*const lists[])(enum cmd_format) = {list_models, list_gpus, list_datasets,
 						 list_profiles, list_methods};
 
@@ -216,19 +301,24 @@ int cmd_presets(int argc, char **argv)
 		{"names", required_argument, NULL, 'n'},
 		{"list", required_argument, NULL, 'l'},
 		{"format", required_argument, NULL, 'f'},
+		{"params", required_argument, NULL, 'p'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *names = NULL, *list = NULL;
+	const char *names = NULL, *list = NULL, *params = NULL;
 	enum cmd_format fmt = CMD_FORMAT_TEXT;
 	int c;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (c == 'h') {
-			printf("usage: balplan presets [--names KIND | --list KIND] [--format F]\n\n"
+			printf("usage: balplan presets [--names KIND | --list KIND | --params METHOD]\n"
+			       "                       [--format F]\n\n"
 			       "Lists the built-in models, GPUs, datasets, shipped measured profiles\n"
 			       "(--profile NAME) and methods; with --names, only the names of one\n"
 			       "kind, one per line (for scripts); with --list, only the list of one\n"
-			       "kind. KIND: models, gpus, datasets, profiles or methods.\n\n"
+			       "kind. KIND: models, gpus, datasets, profiles or methods. --params\n"
+			       "METHOD lists one method's --param names with their type, default,\n"
+			       "range or choices, and what each is, from the method's table row\n"
+			       "(columns name, type, default, range, about).\n\n"
 			       "  --format F   text, csv or json [text]: csv is one list (--list or\n"
 			       "               --names KIND) with a header row; json is an object of\n"
 			       "               the five lists (arrays of objects), one list's array\n"
@@ -250,6 +340,10 @@ int cmd_presets(int argc, char **argv)
 			list = optarg;
 			continue;
 		}
+		if (c == 'p') {
+			params = optarg;
+			continue;
+		}
 		if (c == 'f') {
 			if (cmd_opt_format("presets", optarg, &fmt) < 0)
 				return EXIT_USAGE;
@@ -261,8 +355,10 @@ int cmd_presets(int argc, char **argv)
 	if (optind < argc)
 		return cmd_usage("presets", "unexpected argument '%s'",
 					 cmd_cut(argv[optind]));
-	if (names && list)
-		return cmd_usage("presets", "--names and --list exclude each other");
+	if (!!names + !!list + !!params > 1)
+		return cmd_usage("presets", "--names, --list and --params exclude each other");
+	if (params)
+		return list_params(params, fmt);
 	int kind = K_ALL;
 	if (names && (kind = kind_of(names)) < 0)
 		return cmd_usage("presets", "--names '%s' is not models, gpus, datasets, "

@@ -740,14 +740,15 @@ static const char *const dc_bwd_places[] = {"own", "reuse", NULL};
 
 static const struct bp_param_spec dc_specs[] = {
 	BP_PARAM_SPEC_REAL("tolerance", 0.1, -INFINITY, INFINITY,
-			   "epsilon, a fraction of the mean server load"),
-	BP_PARAM_SPEC_INT("ca_block", 128, 1, 1 << 20, NULL),
+			   "epsilon in (0, 1), a fraction of the mean server load"),
+	BP_PARAM_SPEC_INT("ca_block", 128, 1, 1 << 20,
+			  "shard granularity in tokens (128 the paper, 1 the code)"),
 	BP_PARAM_SPEC_INT("pingpong", 1, 0, 1, "1: nano-batches (Sec. 4.1)"),
 	BP_PARAM_SPEC_INT("escalate", 0, 0, 1,
 			  "1: raise the tolerance when a call overflows the buffer"),
 	BP_PARAM_SPEC_INT("ca_buffer_bytes", (int64_t)2 << 30, 1, (int64_t)1 << 50,
 			  "bytes per rank a call must fit"),
-	BP_PARAM_SPEC_INT("two_sided", 0, 0, 1, NULL),
+	BP_PARAM_SPEC_INT("two_sided", 0, 0, 1, "1: also the paper's two-sided band"),
 	BP_PARAM_SPEC_INT("max_shards", 0, -1, 1 << 20,
 			  "cap on shards (0: none, -1: App. A's bound)"),
 	BP_PARAM_SPEC_CHOICE("bwd_place", dc_bwd_places,
