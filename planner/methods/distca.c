@@ -734,9 +734,13 @@ static int ticks_memory(const struct bp_method_ctx *ctx, const struct bp_step *s
 }
 
 /* distca's typed parameters (its row's param_specs): rank_tokens, whose default and bound
- * are the plan's max_tokens, and mb_cut, ca_comm and resend keep their own reader and
- * message; tolerance's open interval is checked after the reader. */
+ * are the plan's max_tokens, keeps its own reader; tolerance's open interval is checked after
+ * the reader. ca_comm's choices are in ca_sched.h's order of enum bp_ca_comm after the
+ * default (exact first). */
 static const char *const dc_bwd_places[] = {"own", "reuse", NULL};
+static const char *const dc_cuts[] = {"next-fit", "even", NULL};
+static const char *const dc_comms[] = {"exact", "appb", "code", NULL};
+static const char *const dc_resends[] = {"auto", "0", "1", NULL};
 
 static const struct bp_param_spec dc_specs[] = {
 	BP_PARAM_SPEC_REAL("tolerance", 0.1, -INFINITY, INFINITY,
@@ -751,6 +755,12 @@ static const struct bp_param_spec dc_specs[] = {
 	BP_PARAM_SPEC_INT("two_sided", 0, 0, 1, "1: also the paper's two-sided band"),
 	BP_PARAM_SPEC_INT("max_shards", 0, -1, 1 << 20,
 			  "cap on shards (0: none, -1: App. A's bound)"),
+	BP_PARAM_SPEC_CHOICE("mb_cut", dc_cuts,
+			     "micro-batches: next-fit in draw order, or its count re-cut evenly"),
+	BP_PARAM_SPEC_CHOICE("ca_comm", dc_comms,
+			     "a move's bytes: the split's exact, App. B's closed form, the code's"),
+	BP_PARAM_SPEC_CHOICE("resend", dc_resends,
+			     "backward resends Q, K, V (1), servers keep them (0; pp 1), auto"),
 	BP_PARAM_SPEC_CHOICE("bwd_place", dc_bwd_places,
 			     "backward ticks: scheduled on their own, or the forward's placement"),
 	{0},
@@ -788,39 +798,19 @@ static int read_opts(struct bp_plan *out, int tp, int app_a, struct dc_opts *o,
 		max_shards = app_a;
 	}
 	o->rank_tokens = rank_tokens;
-	const char *cut = bp_plan_param(out, "mb_cut");
-	if (!cut) {
-		cut = "next-fit";
-		if (bp_plan_set_param(out, "mb_cut", cut, err) < 0)
-			return -1;
-	}
-	if (strcmp(cut, "even") && strcmp(cut, "next-fit"))
-		return bp_errorf(err, "parameter mb_cut '%s' is not even or next-fit", cut);
-	o->even = !strcmp(cut, "even");
+	int cut, comm, resend;
+	if (bp_param_choice(out, dc_specs, "mb_cut", &cut, err) < 0 ||
+	    bp_param_choice(out, dc_specs, "ca_comm", &comm, err) < 0 ||
+	    bp_param_choice(out, dc_specs, "resend", &resend, err) < 0)
+		return -1;
+	o->even = cut == 1;
 	o->ca.two_sided = (int)two_sided;
 	o->ca.max_shards = (int)max_shards;
-	const char *comm = bp_plan_param(out, "ca_comm");
-	if (!comm) {
-		comm = "exact";
-		if (bp_plan_set_param(out, "ca_comm", comm, err) < 0)
-			return -1;
-	}
-	if (bp_ca_comm_parse(comm, &o->ca.comm) < 0)
-		return bp_errorf(err, "parameter ca_comm '%s' is not code, appb or exact", comm);
+	if (bp_ca_comm_parse(dc_comms[comm], &o->ca.comm) < 0)
+		return bp_errorf(err, "parameter ca_comm '%s' has no comm model", dc_comms[comm]);
 	/* the public code's default without PP is non-resend; with PP it must resend */
-	const char *resend = bp_plan_param(out, "resend");
 	int pp = out->layouts[0].pipes[0].sc.pp;
-	if (!resend) {
-		resend = "auto";
-		if (bp_plan_set_param(out, "resend", resend, err) < 0)
-			return -1;
-	}
-	if (!strcmp(resend, "auto"))
-		o->resend = pp > 1;
-	else if (!strcmp(resend, "0") || !strcmp(resend, "1"))
-		o->resend = resend[0] == '1';
-	else
-		return bp_errorf(err, "parameter resend '%s' is not auto, 0 or 1", resend);
+	o->resend = resend == 0 ? pp > 1 : resend == 2;
 	if (!o->resend && pp > 1)
 		return bp_errorf(err, "parameter resend 0 needs pp 1, not pp %d (with pipeline "
 				 "stages the backward must resend Q, K and V, as DistCA's code does)",
