@@ -1027,7 +1027,8 @@ int bp_flexsp_max_group(const struct bp_model *m, int tp, int units, int64_t max
 /* flexsp's own typed parameters (its row's param_specs; the ILP budgets keep
  * bp_ilp_read_params, blocks/ilp_pack.c). */
 static const struct bp_param_spec fsp_specs[] = {
-	BP_PARAM_SPEC_INT("buckets", 16, 1, 4096, NULL),
+	BP_PARAM_SPEC_INT("buckets", 16, 1, 4096,
+			  "most length buckets per step (fewer: one per distinct length)"),
 	BP_PARAM_SPEC_INT("max_group", 0, 0, 1 << 20,
 			  "largest group, in tp GPUs (0: heads / tp)"),
 	BP_PARAM_SPEC_INT("milp", FSP_MILP_DEFAULT, 0, 1, "1: the MILP after the greedy"),

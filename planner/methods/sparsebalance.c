@@ -303,13 +303,19 @@ int bp_sb_check_request(struct bp_scheme sc, const struct bp_model *m, enum bp_s
  * sb_packer) keep param_str and their own messages. */
 static const struct bp_param_spec sb_specs[] = {
 	BP_PARAM_SPEC_INT("sb_block", 256, 1, 1 << 20, "sparse attention block in tokens"),
-	BP_PARAM_SPEC_INT("sb_k_base", 32, 1, 1 << 20, NULL),
-	BP_PARAM_SPEC_REAL("sb_p", 0.1, 0, 1, NULL),
-	BP_PARAM_SPEC_REAL("sb_ema", 0.9, 0, 1, NULL),
-	BP_PARAM_SPEC_REAL("sb_cov_layer_slope", 0, 0, 4, NULL),
-	BP_PARAM_SPEC_INT("sb_dst", 1, 0, 1, NULL),
-	BP_PARAM_SPEC_INT("sb_mbs", 1, 1, 1 << 20, NULL),
-	BP_PARAM_SPEC_INT("sb_refresh", 1, 1, 1 << 20, NULL),
+	BP_PARAM_SPEC_INT("sb_k_base", 32, 1, 1 << 20,
+			  "MoBA's fixed top-k in blocks, own block counted; in sb_k_set"),
+	BP_PARAM_SPEC_REAL("sb_p", 0.1, 0, 1,
+			   "Eq. 5's bound: most coverage a layer may lose below k_base's"),
+	BP_PARAM_SPEC_REAL("sb_ema", 0.9, 0, 1,
+			   "Spar's moving-average weight on the old state (Sec. IV-C)"),
+	BP_PARAM_SPEC_REAL("sb_cov_layer_slope", 0, 0, 4,
+			   "synthetic coverage: k90's relative rise from first to last layer"),
+	BP_PARAM_SPEC_INT("sb_dst", 1, 0, 1,
+			  "1: Dynamic Sparsity Tuning (Alg. 1); 0: every layer runs sb_k_base"),
+	BP_PARAM_SPEC_INT("sb_mbs", 1, 1, 1 << 20, "samples per micro-batch"),
+	BP_PARAM_SPEC_INT("sb_refresh", 1, 1, 1 << 20,
+			  "steps between SAB's reads of the Spar state (Sec. IV-C)"),
 	{0},
 };
 
