@@ -1170,8 +1170,8 @@ static int rec_validate(const void *p, const struct bp_step *st, struct bp_error
 	for (size_t i = 0; i < r->ncalls; i++) {
 		if (r->tick[i] != floor(r->tick[i]) || r->tick[i] < 0 ||
 		    (i && r->tick[i] < r->tick[i - 1]))
-			return bp_errorf(err, "call %zu has tick %g (calls go by forward tick)", i,
-					 r->tick[i]);
+			return bp_errorf(err, "call %zu has tick %g (calls go by tick: forward, then "
+					 "backward ticks' own)", i, r->tick[i]);
 		if (r->nano[i] != 0 && r->nano[i] != 1)
 			return bp_errorf(err, "call %zu has nano-batch %g, not 0 or 1", i, r->nano[i]);
 		if (!(r->eps[i] > 0 && r->eps[i] < 1))
