@@ -230,7 +230,7 @@ static int list_params(const char *name, enum cmd_format fmt)
 	static const char *const cols[] = {"name", "type", "default", "range", "about"};
 	struct cmd_table t;
 	if (fmt == CMD_FORMAT_TEXT)
-		printf("%s parameters (--param NAME=VALUE):\n  %-18s %-7s %-12s %-22s %s\n",
+		printf("%s parameters (--param NAME=VALUE):\n  %-18s %-7s %-12s %-25s %s\n",
 		       m->name, "name", "type", "default", "range", "about");
 	else
 		cmd_table_begin(&t, stdout, fmt, cols, BP_ARRAY_LEN(cols));
@@ -280,7 +280,7 @@ static int list_params(const char *name, enum cmd_format fmt)
 			cmd_table_str(&t, about);
 			continue;
 		}
-		printf("  %-18s %-7s %-12s %-22s %s\n", key, type, def, range, about);
+		printf("  %-18s %-7s %-12s %-25s %s\n", key, type, def, range, about);
 	}
 	if (!m->params && fmt == CMD_FORMAT_TEXT)
 		printf("  (none)\n");
