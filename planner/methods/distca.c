@@ -200,6 +200,10 @@ static double one_call(struct dc_call *c, size_t t, int n, double eps,
 	}
 	struct bp_ca_opts co = o->ca;
 	co.eps = eps;
+	if (c->bwd) { /* a backward call prices its moves with the backward's bytes */
+		co.q_bytes = o->q_bytes_bwd;
+		co.kv_bytes = o->kv_bytes_bwd;
+	}
 	if (bp_ca_schedule(pl, nservers, &co, res, NULL, err) < 0)
 		return -1;
 	double *sr = bp_calloc(2 * (size_t)nservers, sizeof(double), err);
