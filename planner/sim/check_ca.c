@@ -10,20 +10,49 @@
 #include "ticks.h"
 
 /* A span of a step with where it lives, for CA-task lookups. */
-struct span_at {
-	int64_t doc, offset, len;
-	size_t pipe, mb, span;
-};
-
-static int cmp_span_at(const void *a, const void *b)
+static int cmp_step_span(const void *a, const void *b)
 {
-	const struct span_at *x = a, *y = b;
+	const struct bp_step_span *x = a, *y = b;
 	if (x->doc != y->doc)
 		return (x->doc > y->doc) - (x->doc < y->doc);
 	return (x->offset > y->offset) - (x->offset < y->offset);
 }
 
-/* A CA-task resolved to its span and stage. */
+struct bp_step_span *bp_step_spans(const struct bp_step *st, size_t *n, struct bp_error *err)
+{
+	size_t k_n = 0;
+	for (size_t k = 0; k < st->npipes; k++)
+		for (size_t j = 0; j < st->pipes[k].nmbs; j++)
+			k_n += st->pipes[k].mbs[j].nspans;
+	struct bp_step_span *sp = bp_calloc(k_n + 1, sizeof(*sp), err);
+	if (!sp)
+		return NULL;
+	*n = 0;
+	for (size_t k = 0; k < st->npipes; k++)
+		for (size_t j = 0; j < st->pipes[k].nmbs; j++) {
+			const struct bp_mb *mb = &st->pipes[k].mbs[j];
+			for (size_t q = 0; q < mb->nspans; q++)
+				sp[(*n)++] = (struct bp_step_span){mb->spans[q].doc,
+								   mb->spans[q].offset,
+								   mb->spans[q].len, k, j, q};
+		}
+	qsort(sp, *n, sizeof(*sp), cmp_step_span);
+	return sp;
+}
+
+size_t bp_step_span_after(const struct bp_step_span *sp, size_t n, int64_t doc, int64_t at)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (sp[mid].doc < doc || (sp[mid].doc == doc && sp[mid].offset <= at))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 struct task_at {
 	int bwd; /* a backward tick's own task (ca_sched.h bp_ca_task_place) */
 	size_t pipe, mb, span;
@@ -63,23 +92,22 @@ struct ca_check {
 	const struct bp_step *st;
 	const struct bp_layout *l;
 	size_t i; /* the step's place in the plan, for messages */
-	struct span_at *sp;
+	struct bp_step_span *sp;
 	size_t nsp;
 	struct task_at *ta;
 	size_t m;  /* the step's most micro-batches per pipeline */
 	int own;   /* the step has backward ticks' own tasks (bp_ca_own_bwd) */
 };
 
-/* The step's spans (*nsp), its disaggregated micro-batches (*ndis) and the (span, stage)
- * pairs they hold (*expect). */
-static void count_spans(const struct bp_step *st, const struct bp_layout *l, size_t *nsp,
-			size_t *ndis, size_t *expect)
+/* The step's disaggregated micro-batches (*ndis) and the (span, stage) pairs they hold
+ * (*expect). */
+static void count_spans(const struct bp_step *st, const struct bp_layout *l, size_t *ndis,
+			size_t *expect)
 {
-	*nsp = *ndis = *expect = 0;
+	*ndis = *expect = 0;
 	for (size_t k = 0; k < st->npipes; k++)
 		for (size_t j = 0; j < st->pipes[k].nmbs; j++) {
 			const struct bp_mb *mb = &st->pipes[k].mbs[j];
-			*nsp += mb->nspans;
 			if (mb->attn == BP_ATTN_DISAGG) {
 				(*ndis)++;
 				*expect += mb->nspans * (size_t)l->pipes[k].sc.pp;
@@ -106,22 +134,6 @@ static int check_mode(const struct ca_check *c, size_t ndis, struct bp_error *er
 	return 0;
 }
 
-/* Every span of the step with its place, sorted by (doc, offset). */
-static void collect_spans(struct ca_check *c)
-{
-	const struct bp_step *st = c->st;
-	c->nsp = 0;
-	for (size_t k = 0; k < st->npipes; k++)
-		for (size_t j = 0; j < st->pipes[k].nmbs; j++) {
-			const struct bp_mb *mb = &st->pipes[k].mbs[j];
-			for (size_t q = 0; q < mb->nspans; q++)
-				c->sp[c->nsp++] = (struct span_at){mb->spans[q].doc,
-								   mb->spans[q].offset,
-								   mb->spans[q].len, k, j, q};
-		}
-	qsort(c->sp, c->nsp, sizeof(*c->sp), cmp_span_at);
-}
-
 /* Task t's order, server and query range. */
 static int check_task_fields(const struct ca_check *c, size_t t, struct bp_error *err)
 {
@@ -142,15 +154,7 @@ static int check_task_fields(const struct ca_check *c, size_t t, struct bp_error
 /* The index past the span of task a's document holding q0 (the last with offset <= q0). */
 static size_t span_after(const struct ca_check *c, const struct bp_ca_task *a)
 {
-	size_t lo = 0, hi = c->nsp;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (c->sp[mid].doc < a->doc || (c->sp[mid].doc == a->doc && c->sp[mid].offset <= a->q0))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return bp_step_span_after(c->sp, c->nsp, a->doc, a->q0);
 }
 
 /* The causal prefix: KV [kv0, q1), kv0 the start of the run of the document's spans in
@@ -161,7 +165,7 @@ static size_t span_after(const struct ca_check *c, const struct bp_ca_task *a)
  * span may be its own sequence, so kv0 may be any span start of the run. */
 static int kv_prefix_ok(const struct ca_check *c, const struct bp_ca_task *a, size_t at)
 {
-	const struct span_at *sp = c->sp, *s = &sp[at];
+	const struct bp_step_span *sp = c->sp, *s = &sp[at];
 	size_t run = at;
 	int kv_ok = a->kv0 == s->offset;
 	while (run > 0 && sp[run - 1].doc == a->doc && sp[run - 1].mb == s->mb &&
@@ -185,7 +189,7 @@ static int check_task(struct ca_check *c, size_t t, struct bp_error *err)
 	if (check_task_fields(c, t, err) < 0)
 		return -1;
 	size_t lo = span_after(c, a);
-	const struct span_at *s = lo ? &c->sp[lo - 1] : NULL;
+	const struct bp_step_span *s = lo ? &c->sp[lo - 1] : NULL;
 	if (!s || s->doc != a->doc || a->q1 > s->offset + s->len)
 		return bp_errorf(err, "step %zu ca_tasks[%zu]: queries [%lld, %lld) of document "
 				 "%lld lie in no span of the step", i, t, (long long)a->q0,
@@ -263,9 +267,9 @@ int bp_check_ca_tasks(const struct bp_plan *p, const struct bp_step *st, size_t 
 		      struct bp_error *err)
 {
 	struct ca_check c = {.p = p, .st = st, .l = bp_plan_layout(p, st), .i = i};
-	size_t nsp, ndis, expect;
+	size_t ndis, expect;
 	int rc = -1;
-	count_spans(st, c.l, &nsp, &ndis, &expect);
+	count_spans(st, c.l, &ndis, &expect);
 	if (!ndis && !st->nca)
 		return 0;
 	if (check_mode(&c, ndis, err) < 0)
@@ -282,11 +286,10 @@ int bp_check_ca_tasks(const struct bp_plan *p, const struct bp_step *st, size_t 
 		if (c.own)
 			expect *= 2; /* every (span, stage) once forward, once backward */
 	}
-	c.sp = bp_calloc(nsp + 1, sizeof(*c.sp), err);
+	c.sp = bp_step_spans(st, &c.nsp, err);
 	c.ta = bp_calloc(st->nca + 1, sizeof(*c.ta), err);
 	if (!c.sp || !c.ta)
 		goto out;
-	collect_spans(&c);
 	for (size_t t = 0; t < st->nca; t++)
 		if (check_task(&c, t, err) < 0)
 			goto out;

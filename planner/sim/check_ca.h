@@ -6,6 +6,18 @@
 
 #include "plan.h"
 
+/* A step's spans sorted by (doc, offset), each with its place: the index both CA checks
+ * search for the span holding a task's queries. */
+struct bp_step_span {
+	int64_t doc, offset, len;
+	size_t pipe, mb, span;
+};
+/* Every span of st, sorted (*n of them; the caller frees the array), or NULL with err. */
+struct bp_step_span *bp_step_spans(const struct bp_step *st, size_t *n, struct bp_error *err);
+/* The index past the last span of doc that starts at or before token at (binary search;
+ * sp[result - 1] holds token at when it is doc's and reaches past at). */
+size_t bp_step_span_after(const struct bp_step_span *sp, size_t n, int64_t doc, int64_t at);
+
 /* Step i (st) of p: 0, or -1 naming the first breach (a step without disaggregated
  * micro-batches or CA-tasks has none). */
 int bp_check_ca_tasks(const struct bp_plan *p, const struct bp_step *st, size_t i,

@@ -15,30 +15,11 @@
 #include "ticks.h"
 
 /* A span of the step with where it lives (pipeline, micro-batch, index in it). */
-struct rspan {
-	int64_t doc, offset, len;
-	size_t pipe, mb, q;
-};
-
-static int cmp_rspan(const void *a, const void *b)
+/* The span of doc holding token at (check_ca.h's index; NULL: none). */
+static const struct bp_step_span *span_holding(const struct bp_step_span *sp, size_t n,
+					       int64_t doc, int64_t at)
 {
-	const struct rspan *x = a, *y = b;
-	if (x->doc != y->doc)
-		return (x->doc > y->doc) - (x->doc < y->doc);
-	return (x->offset > y->offset) - (x->offset < y->offset);
-}
-
-/* The span of doc holding token at: the last starting at or before it (NULL: none). */
-static const struct rspan *rspan_at(const struct rspan *sp, size_t n, int64_t doc, int64_t at)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (sp[mid].doc < doc || (sp[mid].doc == doc && sp[mid].offset <= at))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = bp_step_span_after(sp, n, doc, at);
 	return lo && sp[lo - 1].doc == doc && at < sp[lo - 1].offset + sp[lo - 1].len
 		       ? &sp[lo - 1]
 		       : NULL;
@@ -222,7 +203,7 @@ struct resolve {
 	const struct bp_step *st;
 	const struct bp_ca_record *r;
 	size_t i;
-	const struct rspan *sp;
+	const struct bp_step_span *sp;
 	size_t nsp;
 	const size_t *mb_at;
 	const int *srv;
@@ -240,7 +221,7 @@ static int resolve_task(const struct resolve *v, size_t t, struct call_task *ct,
 			struct bp_error *err)
 {
 	const struct bp_ca_task *a = &v->st->ca[t];
-	const struct rspan *s = rspan_at(v->sp, v->nsp, a->doc, a->q0);
+	const struct bp_step_span *s = span_holding(v->sp, v->nsp, a->doc, a->q0);
 	int stage = -1;
 	size_t pf, pb;
 	if (!s || bp_ca_task_place(v->pp, v->m, a->tick, s->mb, v->own, &stage, &pf, &pb) < 0)
@@ -258,7 +239,7 @@ static int resolve_task(const struct resolve *v, size_t t, struct call_task *ct,
 				 "the step's micro-batches", v->i, v->r->nmbs);
 	*ct = (struct call_task){a->tick, a->doc, a->kv0, a->q0, a->q1,
 				 bp_ca_pairs(a->q0 - a->kv0, a->q1 - a->kv0),
-				 v->r->ping_spans && (double)s->q >= v->r->ping_spans[at], src,
+				 v->r->ping_spans && (double)s->span >= v->r->ping_spans[at], src,
 				 a->server};
 	return 0;
 }
@@ -300,33 +281,6 @@ static int one_sided(const struct bp_plan *p)
 	return !v || (bp_parse_int64(v, &ts, "two_sided", NULL) == 0 && ts == 0);
 }
 
-/* The step's spans with their places, sorted (*nsp), and mb_at (npipes + 1 entries). */
-static struct rspan *step_spans(const struct bp_step *st, size_t *nsp, size_t *mb_at,
-				struct bp_error *err)
-{
-	size_t n = 0;
-	mb_at[0] = 0;
-	for (size_t k = 0; k < st->npipes; k++) {
-		mb_at[k + 1] = mb_at[k] + st->pipes[k].nmbs;
-		for (size_t j = 0; j < st->pipes[k].nmbs; j++)
-			n += st->pipes[k].mbs[j].nspans;
-	}
-	struct rspan *sp = bp_calloc(n + 1, sizeof(*sp), err);
-	if (!sp)
-		return NULL;
-	n = 0;
-	for (size_t k = 0; k < st->npipes; k++)
-		for (size_t j = 0; j < st->pipes[k].nmbs; j++) {
-			const struct bp_mb *mb = &st->pipes[k].mbs[j];
-			for (size_t q = 0; q < mb->nspans; q++)
-				sp[n++] = (struct rspan){mb->spans[q].doc, mb->spans[q].offset,
-							 mb->spans[q].len, k, j, q};
-		}
-	qsort(sp, n, sizeof(*sp), cmp_rspan);
-	*nsp = n;
-	return sp;
-}
-
 int bp_check_ca_record(const struct bp_plan *p, const struct bp_step *st, size_t i,
 		       struct bp_error *err)
 {
@@ -353,12 +307,14 @@ int bp_check_ca_record(const struct bp_plan *p, const struct bp_step *st, size_t
 	size_t *mb_at = bp_calloc(st->npipes + 1, sizeof(size_t), err);
 	int *srv = bp_calloc(l->npipes * (size_t)v.pp + 1, sizeof(int), err);
 	struct call_task *ct = bp_calloc(st->nca + 1, sizeof(*ct), err);
-	struct rspan *sp = NULL;
+	struct bp_step_span *sp = NULL;
 	x.before = bp_calloc(2 * (size_t)x.n, sizeof(int64_t), err);
 	x.send = bp_calloc(2 * (size_t)x.n, sizeof(double), err);
 	if (!mb_at || !srv || !ct || !x.before || !x.send)
 		goto out;
-	sp = step_spans(st, &v.nsp, mb_at, err);
+	for (size_t k = 0; k < st->npipes; k++)
+		mb_at[k + 1] = mb_at[k] + st->pipes[k].nmbs;
+	sp = bp_step_spans(st, &v.nsp, err);
 	if (!sp)
 		goto out;
 	x.after = x.before + x.n;
