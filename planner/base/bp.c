@@ -9,13 +9,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A message that did not fit (n: what vsnprintf wanted, negative on an encoding error) ends
+ * in "..." so the cut shows. */
+static void mark_cut(char *text, size_t size, int n)
+{
+	if (size > 3 && (n < 0 || (size_t)n >= size))
+		memcpy(text + size - 4, "...", 4);
+}
+
 int bp_errorf(struct bp_error *err, const char *fmt, ...)
 {
 	if (err) {
 		va_list ap;
 		va_start(ap, fmt);
-		vsnprintf(err->text, sizeof(err->text), fmt, ap);
+		int n = vsnprintf(err->text, sizeof(err->text), fmt, ap);
 		va_end(ap);
+		mark_cut(err->text, sizeof(err->text), n);
 	}
 	return -1;
 }
@@ -26,18 +35,24 @@ int bp_error_prefix(struct bp_error *err, const char *fmt, ...)
 		char buf[sizeof(err->text)];
 		va_list ap;
 		va_start(ap, fmt);
-		vsnprintf(buf, sizeof(buf), fmt, ap);
+		int w = vsnprintf(buf, sizeof(buf), fmt, ap);
 		va_end(ap);
-		/* buf = prefix ": " old text, cut at the buffer's end */
+		/* buf = prefix ": " old text, cut at the buffer's end (marked) */
 		size_t n = strlen(buf), old = strnlen(err->text, sizeof(err->text) - 1);
+		int cut = w < 0 || (size_t)w >= sizeof(buf);
 		if (n + 2 < sizeof(buf)) {
 			memcpy(buf + n, ": ", 2);
 			n += 2;
 			size_t take = old < sizeof(buf) - 1 - n ? old : sizeof(buf) - 1 - n;
+			cut |= take < old;
 			memcpy(buf + n, err->text, take);
 			n += take;
+		} else {
+			cut = 1;
 		}
 		buf[n] = 0;
+		if (cut && n + 1 == sizeof(buf))
+			mark_cut(buf, sizeof(buf), (int)sizeof(buf));
 		memcpy(err->text, buf, n + 1);
 	}
 	return -1;
@@ -295,8 +310,9 @@ int bp_infeasiblef(struct bp_error *err, const char *fmt, ...)
 	if (err) {
 		va_list ap;
 		va_start(ap, fmt);
-		vsnprintf(err->text, sizeof(err->text), fmt, ap);
+		int n = vsnprintf(err->text, sizeof(err->text), fmt, ap);
 		va_end(ap);
+		mark_cut(err->text, sizeof(err->text), n);
 	}
 	return BP_INFEASIBLE;
 }

@@ -20,11 +20,13 @@ struct bp_error {
 };
 
 /* Fills err (if not NULL) from a printf format and returns -1, so callers can write
- * `return bp_errorf(err, "...")`. */
+ * `return bp_errorf(err, "...")`. A message longer than text (255 characters; the public
+ * struct balplan_error has the same size) ends in "..." where it was cut. */
 int bp_errorf(struct bp_error *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* Prefixes err->text with a printf-formatted context and ": ". Returns -1. */
+/* Prefixes err->text with a printf-formatted context and ": " (cut and marked as
+ * bp_errorf's). Returns -1. */
 int bp_error_prefix(struct bp_error *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
