@@ -5,8 +5,9 @@
  * TP 8 (a server is a TP group), cp 1, PP as given; tokens per step = BS x MaxDocLen (the
  * paper's batch sizes, Table 4/5); tolerance escalation on (the code's rule where the 2 GiB
  * buffer overflows); medians over ITERS steps after one warm-up, one thread.
- * usage: bench_distca GPUS MAXDOCLEN BS [ITERS [DATASET [MODEL [PP [TOLERANCE]]]]]
- *        (defaults 20 pretrain-upsampled-long llama3-8b 1 0.1) */
+ * usage: bench_distca GPUS MAXDOCLEN BS [ITERS [DATASET [MODEL [PP [TOLERANCE [BWD_PLACE]]]]]]
+ *        (defaults 20 pretrain-upsampled-long llama3-8b 1 0.1 own; BWD_PLACE reuse: the
+ *        backward ticks run the forward's placement, half the calls at pp > 1) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,7 @@ int main(int argc, char **argv)
 	const char *mname = argc > 6 ? argv[6] : "llama3-8b";
 	int pp = argc > 7 ? atoi(argv[7]) : 1;
 	const char *eps = argc > 8 ? argv[8] : "0.1";
+	const char *bwd = argc > 9 ? argv[9] : "own";
 	const int tp = 8;
 	struct bp_error err;
 	struct bp_dataset ds;
@@ -69,6 +71,7 @@ int main(int argc, char **argv)
 		struct bp_scheme sc = {tp, 1, pp};
 		if (bp_plan_set_param(&p, "tolerance", eps, &err) < 0 ||
 		    bp_plan_set_param(&p, "escalate", "1", &err) < 0 ||
+		    bp_plan_set_param(&p, "bwd_place", bwd, &err) < 0 ||
 		    bp_layout_megatron(&lay, sc, dp, m->layers, L, &err) < 0 ||
 		    bp_plan_add_layout(&p, &lay, &err) < 0)
 			return fail(&err);
