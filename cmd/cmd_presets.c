@@ -217,10 +217,9 @@ static void real_text(double x, char *buf, size_t n)
 		snprintf(buf, n, "%g", x);
 }
 
-/* One method's parameters from its row (plan/method.h struct bp_param_spec): name, type,
+/* One method's parameters from its row (plan/method.h bp_method_param_spec): name, type,
  * default and range or choices, what it is. A parameter without a spec has a default or
- * range that depends on the request (plans/README.md describes it); grad_sync is the
- * baselines' shared one (plan/method.h bp_param_grad_sync). */
+ * range that depends on the request (plans/README.md describes it). */
 static int list_params(const char *name, enum cmd_format fmt)
 {
 	const struct bp_method *m = bp_method_find(name);
@@ -236,7 +235,7 @@ static int list_params(const char *name, enum cmd_format fmt)
 		cmd_table_begin(&t, stdout, fmt, cols, BP_ARRAY_LEN(cols));
 	for (size_t i = 0; m->params && m->params[i]; i++) {
 		const char *key = m->params[i];
-		const struct bp_param_spec *sp = bp_param_spec_find(m->param_specs, key);
+		const struct bp_param_spec *sp = bp_method_param_spec(m, key);
 		char def[64] = "-", range[256] = "-", lo[32], hi[32];
 		const char *type = "text", *about = "read by the method itself (a default or range "
 						    "that may depend on the request): plans/README.md";
@@ -257,10 +256,6 @@ static int list_params(const char *name, enum cmd_format fmt)
 		} else if (sp && sp->type == BP_PARAM_CHOICE) {
 			type = "choice";
 			choices = sp->choices;
-		} else if (!strcmp(key, BP_GRAD_SYNC_PARAM)) {
-			type = "choice";
-			choices = bp_grad_sync_names;
-			about = "Megatron-LM's gradient sync (plans/README.md \"Gradient sync\")";
 		}
 		if (choices) {
 			snprintf(def, sizeof(def), "%s", choices[0]);

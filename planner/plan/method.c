@@ -193,6 +193,19 @@ int bp_param_choice(struct bp_plan *p, const struct bp_param_spec *specs, const 
 
 const char *const bp_grad_sync_names[] = {"exposed", "overlap", "overlap-gather", NULL};
 
+/* Parameters several rows share, each read by its own reader (above). */
+static const struct bp_param_spec shared_specs[] = {
+	BP_PARAM_SPEC_CHOICE(BP_GRAD_SYNC_PARAM, bp_grad_sync_names,
+			     "Megatron-LM's gradient sync (plans/README.md \"Gradient sync\")"),
+	{0},
+};
+
+const struct bp_param_spec *bp_method_param_spec(const struct bp_method *m, const char *key)
+{
+	const struct bp_param_spec *s = bp_param_spec_find(m->param_specs, key);
+	return s ? s : bp_param_spec_find(shared_specs, key);
+}
+
 int bp_param_grad_sync(const struct bp_plan *p, struct bp_error *err)
 {
 	const char *v = bp_plan_param(p, BP_GRAD_SYNC_PARAM);

@@ -412,6 +412,12 @@ int bp_param_choice(struct bp_plan *p, const struct bp_param_spec *specs, const 
 extern const char *const bp_grad_sync_names[];
 int bp_param_grad_sync(const struct bp_plan *p, struct bp_error *err);
 
+/* The spec of parameter key of method m as a listing shows it (balplan presets --params):
+ * the row's own (param_specs), else the spec of a parameter several rows share and read
+ * with a reader of their own (grad_sync), else NULL (a parameter whose default or range
+ * depends on the request). */
+const struct bp_param_spec *bp_method_param_spec(const struct bp_method *m, const char *key);
+
 /* One step of a method that plans each global batch on its own: fills st (its pipelines)
  * from batch b; out gives the cluster and caps, arg is the method's own (its parameters as
  * read, scratch kept between steps; bp_method_each_step's). Returns 0, -1 or BP_INFEASIBLE. */
