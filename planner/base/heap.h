@@ -1,5 +1,6 @@
-/* heap.h: the planner's one binary heap (issue 28: kk, wlb, multipack and the cost model's
- * launch model each had their own). It holds item indices 0..cap-1; the keys stay with the
+/* heap.h: the planner's one binary heap (issue 28: kk, wlb, multipack, the cost model's
+ * launch model and the DistCA scheduler's donor index, blocks/ca_sched.c, each had their
+ * own). It holds item indices 0..cap-1; the keys stay with the
  * caller, who passes an order `before(keys, a, b)` (true when item a comes out before item b)
  * to every operation. h[0] is the first item by that order; with a strict total order (ties
  * broken by the caller, e.g. by index) the first item, and so every pop, does not depend on
@@ -109,6 +110,21 @@ static inline void bp_heap_fix(struct bp_heap *hp, int item, bp_heap_before_fn b
 	bp_heap_up(hp, i, before, keys);
 	if (hp->h[i] == item)
 		bp_heap_down(hp, i, before, keys);
+}
+
+/* Takes an item out wherever it is (needs pos; an item not in the heap, pos -1, is left
+ * alone): the last item takes its place and is put back in order. */
+static inline void bp_heap_remove(struct bp_heap *hp, int item, bp_heap_before_fn before,
+				  const void *keys)
+{
+	int at = hp->pos[item];
+	if (at < 0)
+		return;
+	hp->pos[item] = -1;
+	if ((size_t)at != --hp->n) {
+		bp_heap_put_(hp, (size_t)at, hp->h[hp->n]);
+		bp_heap_fix(hp, hp->h[at], before, keys);
+	}
 }
 
 /* The same sift for a min-heap of bare values, h[0..n) itself the heap (n > 0): the least

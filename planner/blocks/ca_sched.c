@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "heap.h"
 #include "plan.h"
 
 static const char *const comm_names[BP_CA_COMM_NMODES] = {"code", "appb", "exact"};
@@ -243,16 +244,12 @@ struct cand {
 
 #define NOPOS SIZE_MAX
 
-/* A binary heap of donors, each entry with its key (the donor's prio or want), and each
- * donor's position in it (NOPOS: not in it): by_want 0 orders by (prio, list order), the
- * scheduler's choice; 1 by the largest want first. */
-struct hent {
-	double k;
-	size_t a;
-};
+/* A heap of donors (base/heap.h's, with positions; a donor not in it has position -1), each
+ * at the key it was filed with (the donor's prio or want then): by_want 0 orders by (key,
+ * list order), the scheduler's choice; 1 by the largest key first. */
 struct cheap {
-	struct hent *h;
-	size_t *pos, n;
+	struct bp_heap hp;
+	double *key; /* [ndon] */
 	int by_want;
 };
 
@@ -303,71 +300,59 @@ struct sched {
 	struct bp_error *err;
 };
 
-static int cheap_before(const struct cheap *hp, struct hent x, struct hent y)
+static int prio_first(const void *keys, int a, int b)
 {
-	if (hp->by_want)
-		return x.k > y.k;
-	if (x.k != y.k)
-		return x.k < y.k;
-	return x.a < y.a;
+	const double *k = keys;
+	return k[a] != k[b] ? k[a] < k[b] : a < b;
 }
 
-static void cheap_set(struct cheap *hp, size_t at, struct hent e)
+static int want_first(const void *keys, int a, int b)
 {
-	hp->h[at] = e;
-	hp->pos[e.a] = at;
+	const double *k = keys;
+	return k[a] > k[b];
 }
 
-static void cheap_up(struct cheap *hp, size_t at)
+/* Files donor a at key k: inserts it, or puts it back in order after its key changed (each
+ * order a constant at its call, so the sifts inline it). */
+static void cheap_fix(struct cheap *c, size_t a, double k)
 {
-	struct hent e = hp->h[at];
-	while (at > 0 && cheap_before(hp, e, hp->h[(at - 1) / 2])) {
-		cheap_set(hp, at, hp->h[(at - 1) / 2]);
-		at = (at - 1) / 2;
+	c->key[a] = k;
+	int in = c->hp.pos[a] >= 0;
+	if (c->by_want) {
+		if (in)
+			bp_heap_fix(&c->hp, (int)a, want_first, c->key);
+		else
+			bp_heap_push(&c->hp, (int)a, want_first, c->key);
+	} else {
+		if (in)
+			bp_heap_fix(&c->hp, (int)a, prio_first, c->key);
+		else
+			bp_heap_push(&c->hp, (int)a, prio_first, c->key);
 	}
-	cheap_set(hp, at, e);
 }
 
-static void cheap_down(struct cheap *hp, size_t at)
+static void cheap_remove(struct cheap *c, size_t a)
 {
-	struct hent e = hp->h[at];
-	for (;;) {
-		size_t k = 2 * at + 1;
-		if (k >= hp->n)
-			break;
-		if (k + 1 < hp->n && cheap_before(hp, hp->h[k + 1], hp->h[k]))
-			k++;
-		if (!cheap_before(hp, hp->h[k], e))
-			break;
-		cheap_set(hp, at, hp->h[k]);
-		at = k;
-	}
-	cheap_set(hp, at, e);
+	if (c->by_want)
+		bp_heap_remove(&c->hp, (int)a, want_first, c->key);
+	else
+		bp_heap_remove(&c->hp, (int)a, prio_first, c->key);
 }
 
-/* Places entry e at `at` (a new last slot or its old one) and restores the order. */
-static void cheap_place(struct cheap *hp, size_t at, struct hent e)
+static int cheap_has(const struct cheap *c, size_t a)
 {
-	cheap_set(hp, at, e);
-	cheap_up(hp, at);
-	cheap_down(hp, hp->pos[e.a]);
+	return c->hp.pos[a] >= 0;
 }
 
-/* Inserts donor a with key k or restores its place after its key changed to k. */
-static void cheap_fix(struct cheap *hp, size_t a, double k)
+/* The donor at place i (0: the first) and the key it sits at. */
+static size_t cheap_at(const struct cheap *c, size_t i)
 {
-	struct hent e = {k, a};
-	cheap_place(hp, hp->pos[a] == NOPOS ? hp->n++ : hp->pos[a], e);
+	return (size_t)c->hp.h[i];
 }
 
-static void cheap_remove(struct cheap *hp, size_t a)
+static double cheap_key_at(const struct cheap *c, size_t i)
 {
-	size_t at = hp->pos[a];
-	if (at == NOPOS)
-		return;
-	hp->pos[a] = NOPOS;
-	if (at != --hp->n)
-		cheap_place(hp, at, hp->h[hp->n]);
+	return c->key[c->hp.h[i]];
 }
 
 /* The want of a move from cd to a recipient needing `need`: at most the Item's pairs and
@@ -474,7 +459,7 @@ static void ix_reprice(struct sched *S, size_t a, double need)
 	struct cand *cd = &S->don[a];
 	if (!ix->live[a] || ix->b_pos[a] != NOPOS)
 		return;
-	if (ix->pa.pos[a] != NOPOS) {
+	if (cheap_has(&ix->pa, a)) {
 		ix_park(S, a);
 		return;
 	}
@@ -486,7 +471,7 @@ static void ix_reprice(struct sched *S, size_t a, double need)
 	}
 	double want = cand_want(S, cd, need);
 	int64_t hv = S->have[cd->unit];
-	if (cd->want != want || cd->have != hv || ix->prio.pos[a] == NOPOS) {
+	if (cd->want != want || cd->have != hv || !cheap_has(&ix->prio, a)) {
 		if (cd->want != want || cd->have != hv)
 			cand_price(S, cd, want, hv);
 		cheap_fix(&ix->prio, a, cd->prio);
@@ -540,13 +525,13 @@ static void ix_pick_parked(struct sched *S, double need, size_t *best, double *b
 {
 	struct cand_index *ix = S->ix;
 	size_t *stk = ix->stk, top = 0;
-	if (ix->pu.n)
+	if (ix->pu.hp.n)
 		stk[top++] = 0;
 	while (top) {
 		size_t i = stk[--top];
-		if (ix->pu.h[i].k <= need)
+		if (cheap_key_at(&ix->pu, i) <= need)
 			continue;
-		size_t a = ix->pu.h[i].a;
+		size_t a = cheap_at(&ix->pu, i);
 		const struct cand *cd = &S->don[a];
 		double want = cand_want(S, cd, need);
 		double p = move_cost(&S->pl->items[cd->i], want, S->g, S->have[cd->unit], S->o) /
@@ -556,22 +541,23 @@ static void ix_pick_parked(struct sched *S, double need, size_t *best, double *b
 			*best_p = p;
 			*dyn_want = want;
 		}
-		for (size_t c = 2 * i + 1; c <= 2 * i + 2 && c < ix->pu.n; c++)
+		for (size_t c = 2 * i + 1; c <= 2 * i + 2 && c < ix->pu.hp.n; c++)
 			stk[top++] = c;
 	}
-	if (ix->pa.n)
+	if (ix->pa.hp.n)
 		stk[top++] = 0;
 	while (top) {
 		size_t i = stk[--top];
-		struct hent e = ix->pa.h[i];
-		if (*best != S->ndon && e.k > *best_p)
+		size_t a = cheap_at(&ix->pa, i);
+		double k = cheap_key_at(&ix->pa, i);
+		if (*best != S->ndon && k > *best_p)
 			continue;
-		if (S->don[e.a].want <= need && ix_better(S, e.k, e.a, *best, *best_p)) {
-			*best = e.a;
-			*best_p = e.k;
+		if (S->don[a].want <= need && ix_better(S, k, a, *best, *best_p)) {
+			*best = a;
+			*best_p = k;
 			*dyn_want = -1;
 		}
-		for (size_t c = 2 * i + 1; c <= 2 * i + 2 && c < ix->pa.n; c++)
+		for (size_t c = 2 * i + 1; c <= 2 * i + 2 && c < ix->pa.hp.n; c++)
 			stk[top++] = c;
 	}
 }
@@ -586,11 +572,11 @@ static size_t ix_pick(struct sched *S, double need)
 	struct cand_index *ix = S->ix;
 	int first = ix->first;
 	ix->first = 0;
-	while (ix->want.n && ix->want.h[0].k > need)
-		ix_reprice(S, ix->want.h[0].a, need);
-	while (first && ix->pu.n && ix->pu.h[0].k > need)
-		ix_unpark(S, ix->pu.h[0].a);
-	size_t best = ix->prio.n ? ix->prio.h[0].a : S->ndon;
+	while (ix->want.hp.n && cheap_key_at(&ix->want, 0) > need)
+		ix_reprice(S, cheap_at(&ix->want, 0), need);
+	while (first && ix->pu.hp.n && cheap_key_at(&ix->pu, 0) > need)
+		ix_unpark(S, cheap_at(&ix->pu, 0));
+	size_t best = ix->prio.hp.n ? cheap_at(&ix->prio, 0) : S->ndon;
 	double best_p = best < S->ndon ? S->don[best].prio : 0, dyn_want = -1;
 	for (size_t k = 0; k < ix->nb;) {
 		size_t a = ix->b[k];
@@ -609,8 +595,9 @@ static size_t ix_pick(struct sched *S, double need)
 			best_p = cd->prio;
 		}
 	}
-	if (first && ix->pa.n && ix_better(S, ix->pa.h[0].k, ix->pa.h[0].a, best, best_p))
-		best = ix->pa.h[0].a;
+	if (first && ix->pa.hp.n &&
+	    ix_better(S, cheap_key_at(&ix->pa, 0), cheap_at(&ix->pa, 0), best, best_p))
+		best = cheap_at(&ix->pa, 0);
 	if (!first)
 		ix_pick_parked(S, need, &best, &best_p, &dyn_want);
 	if (dyn_want >= 0) { /* a parked donor priced at the need: serve_move reads its want */
@@ -647,8 +634,9 @@ static void ix_release(struct cand_index *ix)
 {
 	if (!ix)
 		return;
-	free(ix->prio.h);
-	free(ix->prio.pos);
+	free(ix->prio.hp.h);
+	free(ix->prio.key);
+	free(ix->b);
 	free(ix->srv_at);
 	free(ix->live);
 	free(ix);
@@ -661,24 +649,26 @@ static struct cand_index *ix_init(const struct sched *S)
 	struct cand_index *ix = bp_calloc(1, sizeof(*ix), S->err);
 	if (!ix)
 		return NULL;
-	ix->prio.h = bp_calloc(4 * n + 1, sizeof(struct hent), S->err);
-	ix->prio.pos = bp_calloc(7 * n + 1, sizeof(size_t), S->err);
+	/* the four heaps: items and positions (ints), keys; then b, b_pos and stk */
+	int *hb = bp_calloc(8 * n + 1, sizeof(int), S->err);
+	ix->prio.hp.h = hb;
+	ix->prio.key = bp_calloc(4 * n + 1, sizeof(double), S->err);
+	ix->b = bp_calloc(3 * n + 1, sizeof(size_t), S->err);
 	ix->srv_at = bp_calloc((size_t)S->nservers + S->nunits + 2 * n + 4, sizeof(size_t),
 			       S->err);
 	ix->live = bp_calloc(n + 1, 1, S->err);
-	if (!ix->prio.h || !ix->prio.pos || !ix->srv_at || !ix->live) {
+	if (!hb || !ix->prio.key || !ix->b || !ix->srv_at || !ix->live) {
 		ix_release(ix);
 		return NULL;
 	}
-	ix->want.h = ix->prio.h + n;
-	ix->want.pos = ix->prio.pos + n;
-	ix->pa.h = ix->want.h + n;
-	ix->pa.pos = ix->want.pos + n;
-	ix->pu.h = ix->pa.h + n;
-	ix->pu.pos = ix->pa.pos + n;
+	struct cheap *hs[4] = {&ix->prio, &ix->want, &ix->pa, &ix->pu};
+	for (int k = 0; k < 4; k++) {
+		hs[k]->hp = (struct bp_heap){.h = hb + 2 * (size_t)k * n,
+					     .pos = hb + (2 * (size_t)k + 1) * n, .cap = n};
+		hs[k]->key = ix->prio.key + (size_t)k * n;
+	}
 	ix->pu.by_want = 1;
 	ix->want.by_want = 1;
-	ix->b = ix->pu.pos + n;
 	ix->b_pos = ix->b + n;
 	ix->stk = ix->b_pos + n;
 	ix->srv_c = ix->srv_at + S->nservers + 2;
@@ -687,8 +677,9 @@ static struct cand_index *ix_init(const struct sched *S)
 	ix->fresh = 1;
 	for (size_t a = 0; a < n; a++) {
 		ix->live[a] = 1;
-		ix->prio.pos[a] = ix->want.pos[a] = ix->b_pos[a] = NOPOS;
-		ix->pa.pos[a] = ix->pu.pos[a] = NOPOS;
+		ix->prio.hp.pos[a] = ix->want.hp.pos[a] = -1;
+		ix->pa.hp.pos[a] = ix->pu.hp.pos[a] = -1;
+		ix->b_pos[a] = NOPOS;
 		ix->srv_at[S->don[a].server + 2]++;
 		ix->unit_at[S->don[a].unit + 2]++;
 	}
@@ -911,7 +902,8 @@ static int sched_donors(struct sched *S)
 	for (size_t i = 0; i < pl->nitems; i++)
 		S->srv_items[S->srv_at[pl->items[i].server + 1]++] = i;
 	/* the index for the default V (exact bytes) without App. A's bound */
-	if (S->o->comm == BP_CA_COMM_EXACT && S->o->max_shards <= 0 && S->ndon) {
+	if (S->o->comm == BP_CA_COMM_EXACT && S->o->max_shards <= 0 && S->ndon &&
+	    S->ndon < INT32_MAX) { /* base/heap.h holds int items */
 		S->ix = ix_init(S);
 		if (!S->ix)
 			return -1;

@@ -92,7 +92,8 @@ static void test_order(void)
 }
 
 /* Keys changed anywhere in the heap (up and down) and put back by bp_heap_fix, between
- * pops and pushes; the top is always the least by (key, index), as a scan finds it. */
+ * pops, pushes and removals anywhere (bp_heap_remove, also of items not in it); the top is
+ * always the least by (key, index), as a scan finds it. */
 static void test_fix(void)
 {
 	struct bp_rng r;
@@ -114,10 +115,15 @@ static void test_fix(void)
 		if (op < 6 && in[it]) {
 			keys[it] += (int64_t)bp_rng_below(&r, 7) - 3;
 			bp_heap_fix(&hp, it, key_first, keys);
-		} else if (op < 8 && hp.n) {
+		} else if (op < 7 && hp.n) {
 			int top = bp_heap_pop(&hp, key_first, keys);
 			good &= in[top] && hp.pos[top] == -1;
 			in[top] = 0;
+		} else if (op < 8) {
+			size_t n0 = hp.n;
+			bp_heap_remove(&hp, it, key_first, keys);
+			good &= hp.pos[it] == -1 && hp.n == n0 - (size_t)in[it];
+			in[it] = 0;
 		} else if (!in[it]) {
 			keys[it] = (int64_t)bp_rng_below(&r, 20) - 10;
 			bp_heap_push(&hp, it, key_first, keys);
