@@ -1,24 +1,24 @@
 /* attn.cu: balexec's own varlen causal attention kernels (attn.h; executor/README.md
  * "Attention kernels"). Called by the CUDA backend for the attention of every synthetic
  * layer, and by tests/gpu and tools/bench directly. FlashAttention-2 (Dao 2023), Algorithm 1
- * (forward) and Algorithm 2 (backward), written here for WMMA bf16 tensor cores; no code is
- * taken from FlashAttention.
+ * (forward) and Algorithm 2 (backward), written here for the bf16 mma.m16n8k16 tensor-core
+ * instruction; no code is taken from FlashAttention.
  *
  * Invariants: a query row r of a segment sees keys 0..r + (kv_len - q_len) (bottom-right
  * causal mask); rows and keys past a segment's end are never read (tiles are zero-filled) and
  * never written; fully masked KV tiles are skipped; everything is accumulated in fp32.
  *
- * Tiles: 64 query rows x 64 keys per step, 4 warps per block, each warp owning 16 rows of the
- * tile (query rows in the forward, key rows in the backward). Blocks are numbered over a
- * padded tile list so that one launch covers all segments without a host-side tile table:
- * segment i owns tiles cu[i] / 64 + i .. cu[i + 1] / 64 + i (inclusive), at least
- * ceil(len / 64) of them; the spare one, if any, exits at once. The tile, its layouts and each
+ * Tiles: the forward takes 128 query rows (8 warps) against 64 keys per step, the backward
+ * 64 keys (4 warps) against 64 query rows, each warp owning 16 rows of the tile (query rows
+ * in the forward, key rows in the backward). Blocks are numbered over a padded tile list so
+ * that one launch covers all segments without a host-side tile table: with T rows a tile,
+ * segment i owns tiles cu[i] / T + i .. cu[i + 1] / T + i (inclusive), at least
+ * ceil(len / T) of them; the spare one, if any, exits at once. The tile, its layouts and each
  * warp's part of a step (with the comments naming the algorithm's lines) are attn_tile.cuh's,
  * shared with attn_sparse.cu; this file keeps which tiles a block visits and its mask's
  * bounds. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <limits.h>
 #include <math.h>
@@ -33,7 +33,6 @@
 
 namespace {
 
-using namespace nvcuda;
 using namespace attn_tile;
 
 struct fwd_args {
@@ -57,42 +56,44 @@ struct bwd_args {
 	float scale, scale_log2;
 };
 
-/* Forward, FA2 Algorithm 1: one block per (64-row query tile, query head), over the KV tiles
- * up to the causal limit. */
+/* Forward, FA2 Algorithm 1: one block per (128-row query tile, query head), 8 warps, over
+ * the KV tiles up to the causal limit. */
+constexpr int FWD_NW = 8;
+constexpr int FWD_BM = 16 * FWD_NW;
+
 template <int D>
-__global__ void __launch_bounds__(NTHREAD) attn_fwd_kernel(fwd_args a)
+__global__ void __launch_bounds__(FWD_NW * 32) attn_fwd_kernel(fwd_args a)
 {
 	extern __shared__ __align__(128) unsigned char smem[];
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	const fwd_shared<D> sh = fwd_shared_at<D>(smem, warp);
 
 	const int h = blockIdx.y;
 	const int kvh = h / (a.heads / a.kv_heads); /* GQA */
 	int seg;
 	/* Reverse order: a segment's last (longest-running) tiles are scheduled first. */
-	const int tile = find_tile(a.cu_q, a.nseg, BM, (int64_t)gridDim.x - 1 - blockIdx.x, &seg);
+	const int tile =
+		find_tile(a.cu_q, a.nseg, FWD_BM, (int64_t)gridDim.x - 1 - blockIdx.x, &seg);
 	const int64_t q_start = a.cu_q[seg], kv_start = a.cu_kv[seg];
 	const int lq = a.cu_q[seg + 1] - a.cu_q[seg], lk = a.cu_kv[seg + 1] - a.cu_kv[seg];
-	const int q0 = tile * BM;
+	const int q0 = tile * FWD_BM;
 	if (q0 >= lq || lk < lq)
 		return; /* spare tile, empty segment, or a broken cu_kv (attn.h requires kv >= q) */
 	const int off = lk - lq;
-	/* Causal early exit: the tile's last row, min(q0 + 64, lq) - 1, sees keys up to
-	 * min(q0 + 64, lq) - 1 + off <= lk - 1; later KV tiles are fully masked. */
-	const int n_tiles = (min(q0 + BM, lq) + off + BN - 1) / BN;
+	/* Causal early exit: the tile's last row, min(q0 + 128, lq) - 1, sees keys up to
+	 * min(q0 + 128, lq) - 1 + off <= lk - 1; later KV tiles are fully masked. */
+	const int n_tiles = (min(q0 + FWD_BM, lq) + off + BN - 1) / BN;
 
-	/* Alg. 1 lines 5-6 (fwd_start), 8-11 per KV tile (fwd_tile), 13-16 (fwd_finish). */
-	frag_a qf[D / 16];
+	/* Alg. 1 lines 5-6 (fwd_begin), 8-11 per KV tile (fwd_tile), 13-16 (fwd_finish). */
 	fwd_rows<D> st;
-	fwd_start<D>(qf, st, sh, a.q, q_start, q0, lq, a.heads, h, warp);
-	const int row = q0 + warp * 16 + (lane >> 1); /* the lane's row within the segment */
-	const bool row_ok = row < lq;
-	const int last_key = row + off; /* bottom-right causal mask (attn.h) */
+	fwd_begin<D, FWD_NW>(st, smem, a.q, q_start, q0, lq, a.heads, h, next_tile{true, 0}, a.k,
+			     a.v, kv_start, lk, a.kv_heads, kvh, warp, lane);
+	const int row0 = q0 + warp * 16;
 	for (int n = 0; n < n_tiles; n++)
-		fwd_tile<D>(st, qf, sh, a.k, a.v, kv_start, n * BN, lk, a.kv_heads, kvh, lane,
-			    row_ok, last_key, a.scale_log2);
-	fwd_finish<D>(st, sh, warp, lane, row_ok, a.lse, (int64_t)h * a.total_q + q_start + row,
-		      a.o, q_start, q0, lq, a.heads, h);
+		fwd_tile<D, FWD_NW>(st, smem, n & 1, next_tile{n + 1 < n_tiles, (n + 1) * BN}, a.k,
+				    a.v, kv_start, n * BN, lk, a.kv_heads, kvh, row0, lq, off,
+				    a.scale_log2, lane);
+	fwd_finish<D>(st, lane, row0, lq, a.lse + (int64_t)h * a.total_q + q_start, a.o, q_start,
+		      a.heads, h);
 }
 
 /* Backward preprocessing, FA2 Alg. 2 lines 4-5 (bwd_pre). */
@@ -104,15 +105,14 @@ __global__ void attn_bwd_pre_kernel(const bf16 *__restrict__ o, const bf16 *__re
 }
 
 /* Backward, FA2 Algorithm 2: one block per (64-key tile, kv head), looping over the query
- * heads of its GQA group and the query tiles that see the tile. Warp w owns keys 16w..16w+15:
- * its dK, dV rows stay in accumulator fragments for the whole loop. dQ is added to the fp32
- * workspace with atomics. */
+ * heads of its GQA group and the query tiles that see the tile, the next tile's loads in
+ * flight during each step. Warp w owns keys 16w..16w+15: its dK, dV rows stay in registers
+ * for the whole loop. dQ is added to the fp32 workspace with atomics. */
 template <int D>
 __global__ void __launch_bounds__(NTHREAD) attn_bwd_kernel(bwd_args a)
 {
 	extern __shared__ __align__(128) unsigned char smem[];
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	const bwd_shared<D> sh = bwd_shared_at<D>(smem, warp);
 
 	const int kvh = blockIdx.y;
 	const int group = a.heads / a.kv_heads;
@@ -132,17 +132,23 @@ __global__ void __launch_bounds__(NTHREAD) attn_bwd_kernel(bwd_args a)
 	 * runs no iteration and writes dK = dV = 0. */
 	const int mt0 = max(0, n0 - off) / BM;
 	const int mt1 = (lq + BM - 1) / BM;
+	const int nmt = mt1 - mt0, steps = group * nmt;
 
-	/* Alg. 2 lines 7-8 (bwd_start), 10-17 per query tile (bwd_tile), 19 (bwd_finish). */
-	frag_c dk[D / 16], dv[D / 16];
-	bwd_start<D>(dk, dv, sh, a.k, a.v, kv_start, n0, lk, a.kv_heads, kvh);
-	for (int hh = 0; hh < group; hh++)
-		for (int mt = mt0; mt < mt1; mt++)
-			bwd_tile<D>(dk, dv, sh, a.q, a.dout, a.lse, a.dsum, a.dq_ws, a.total_q,
-				    q_start, mt * BM, lq, a.heads, kvh * group + hh, n0, lk, off,
-				    a.scale, a.scale_log2, warp, lane);
-	bwd_finish<D>(dk, dv, sh, a.dk, a.dv, a.scale, warp, lane, kv_start, n0, lk, a.kv_heads,
-		      kvh);
+	/* Alg. 2 lines 7-8 (bwd_begin), 10-17 per query tile (bwd_issue, bwd_tile), 19
+	 * (bwd_finish). Step i is query tile mt0 + i % nmt of head kvh * group + i / nmt. */
+	const bwd_in in{a.q, a.dout, a.lse, a.dsum, a.dq_ws, a.total_q, q_start, lq, a.heads};
+	bwd_acc<D> acc;
+	bwd_begin<D>(acc, smem, a.k, a.v, kv_start, n0, lk, a.kv_heads, kvh);
+	if (steps > 0)
+		bwd_issue<D, 0>(smem, 0, in, q_tile{true, mt0 * BM, kvh * group});
+	for (int i = 0; i < steps; i++) {
+		const q_tile x{true, (mt0 + i % nmt) * BM, kvh * group + i / nmt};
+		const q_tile nx{i + 1 < steps, (mt0 + (i + 1) % nmt) * BM,
+				kvh * group + (i + 1) / nmt};
+		bwd_tile<D, 0>(acc, smem, i & 1, in, x, nx, n0, lk, off, a.scale, a.scale_log2,
+			       warp, lane);
+	}
+	bwd_finish<D>(acc, a.dk, a.dv, a.scale, warp, lane, kv_start, n0, lk, a.kv_heads, kvh);
 }
 
 /* dQ: fp32 workspace to bf16 (dq_convert). */
@@ -176,10 +182,11 @@ int check_shape(const struct bp_attn_shape *s, const char *what, struct bp_error
 	return 0;
 }
 
-/* Padded tile count of the file comment: total / T + nseg blocks. */
-int tile_blocks(int64_t total, int nseg, const char *what, unsigned *out, struct bp_error *err)
+/* Padded tile count of the file comment: total / rows + nseg blocks. */
+int tile_blocks(int64_t total, int nseg, int rows, const char *what, unsigned *out,
+		struct bp_error *err)
 {
-	const int64_t n = total / 64 + nseg;
+	const int64_t n = total / rows + nseg;
 	if (n > INT_MAX)
 		return bp_errorf(err, "%s: %lld tiles above the grid limit", what, (long long)n);
 	*out = (unsigned)n;
@@ -191,12 +198,12 @@ int launch_fwd(const struct bp_attn_shape *s, const fwd_args &a, cudaStream_t st
 	       struct bp_error *err)
 {
 	const char *what = "attention forward";
-	const size_t bytes = fwd_smem<D>::bytes;
+	const size_t bytes = fwd_smem<D, FWD_NW>::bytes;
 	if (cuda_check(cudaFuncSetAttribute(attn_fwd_kernel<D>,
 					    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
 		       what, err))
 		return -1;
-	attn_fwd_kernel<D><<<dim3(nblk, (unsigned)s->heads), NTHREAD, bytes, st>>>(a);
+	attn_fwd_kernel<D><<<dim3(nblk, (unsigned)s->heads), FWD_NW * 32, bytes, st>>>(a);
 	return cuda_check(cudaGetLastError(), what, err);
 }
 
@@ -270,7 +277,7 @@ extern "C" int bp_attn_fwd(const struct bp_attn_shape *s, const int32_t *cu_q,
 	if (!hq)
 		return 0; /* no query row: nothing to write */
 	unsigned nblk = 0;
-	if (tile_blocks(s->total_q, s->nseg, what, &nblk, err))
+	if (tile_blocks(s->total_q, s->nseg, FWD_BM, what, &nblk, err))
 		return -1;
 	fwd_args a;
 	a.cu_q = cu_q;
@@ -313,7 +320,7 @@ extern "C" int bp_attn_bwd(const struct bp_attn_shape *s, const int32_t *cu_q,
 	if (!hk)
 		return 0; /* no key, hence no query row either */
 	unsigned nblk = 0;
-	if (tile_blocks(s->total_kv, s->nseg, what, &nblk, err))
+	if (tile_blocks(s->total_kv, s->nseg, BN, what, &nblk, err))
 		return -1;
 	float *dq_ws = static_cast<float *>(ws);
 	float *dsum = hq ? reinterpret_cast<float *>(static_cast<char *>(ws) + dq_ws_bytes(s))

@@ -4,7 +4,7 @@
  * "Block-sparse attention kernels"): SparseBalance Sec. II-B Eq. 2 over MoBA's gate (Sec.
  * V-A), at the granularity of a 64-row query tile (a deliberate deviation from MoBA's
  * per-token selection), on the tiles and the online softmax of attn.cu (FlashAttention-2,
- * Dao 2023, Alg. 1 forward and Alg. 2 backward, WMMA bf16): the tile, its layouts and each
+ * Dao 2023, Alg. 1 forward and Alg. 2 backward, bf16 mma.m16n8k16): the tile, its layouts and each
  * warp's part of a step are attn_tile.cuh's, shared by both files; this one keeps the
  * selection, which tiles a block visits, and the list search. Written here, no code taken
  * from MoBA, FlashAttention or the public block-sparse kernels.
@@ -30,7 +30,6 @@
  * cu[i] / T + i ..), so one launch covers a packed micro-batch with per-document budgets. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <limits.h>
 #include <math.h>
@@ -45,7 +44,6 @@
 
 namespace {
 
-using namespace nvcuda;
 using namespace attn_tile;
 
 constexpr int MAX_SORT = 8192;      /* blocks per document the selection sorts (2M tokens at 256) */
@@ -217,7 +215,6 @@ __global__ void __launch_bounds__(NTHREAD) sp_fwd_kernel(fwd_args a)
 {
 	extern __shared__ __align__(128) unsigned char smem[];
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	const fwd_shared<D> sh = fwd_shared_at<D>(smem, warp);
 
 	const int h = blockIdx.y;
 	const int kvh = h / (a.heads / a.kv_heads);
@@ -234,31 +231,36 @@ __global__ void __launch_bounds__(NTHREAD) sp_fwd_kernel(fwd_args a)
 	const int nsel = a.count[gt * a.heads + h];
 	const int32_t *list = a.blocks + (gt * a.heads + h) * a.cap;
 
-	/* Alg. 1 lines 5-6 (fwd_start), 8-11 per KV tile (fwd_tile), 13-16 (fwd_finish). */
-	frag_a qf[D / 16];
+	/* Alg. 1 lines 5-6 (fwd_begin), 8-11 per KV tile (fwd_tile), 13-16 (fwd_finish), over
+	 * the listed blocks' tiles in list order; a cursor (j, k0) walks them one ahead, so
+	 * that each step's copies of the next tile overlap its work. A past block is whole and
+	 * before the tile; the own block ends at the tile's last row (causal). */
+	int j = 0, k0 = nsel > 0 ? list[0] * a.block : 0;
 	fwd_rows<D> st;
-	fwd_start<D>(qf, st, sh, a.q, start, q0, len, a.heads, h, warp);
-	const int row = q0 + warp * 16 + (lane >> 1);
-	const bool row_ok = row < len;
+	fwd_begin<D, NWARP>(st, smem, a.q, start, q0, len, a.heads, h, next_tile{nsel > 0, k0},
+			    a.k, a.v, start, len, a.kv_heads, kvh, warp, lane);
+	const int row0 = q0 + warp * 16;
 	unsigned long long visited = 0;
-	for (int j = 0; j < nsel; j++) {
+	for (int stg = 0; j < nsel; stg ^= 1) {
+		/* the tile after (j, k0): jn == nsel, none */
+		int jn = j, kn = k0 + BN;
 		const int b = list[j];
-		/* A past block is whole and before the tile; the own block ends at the tile's
-		 * last row (causal). */
 		const int kend = b == own ? min(q0 + BM, len) : min((b + 1) * a.block, len);
-		for (int k0 = b * a.block; k0 < kend; k0 += BN) {
-			visited++;
-			fwd_tile<D>(st, qf, sh, a.k, a.v, start, k0, len, a.kv_heads, kvh, lane,
-				    row_ok, row, a.scale_log2);
-		}
+		if (kn >= kend && ++jn < nsel)
+			kn = list[jn] * a.block;
+		visited++;
+		fwd_tile<D, NWARP>(st, smem, stg, next_tile{jn < nsel, kn}, a.k, a.v, start, k0, len,
+				   a.kv_heads, kvh, row0, len, 0, a.scale_log2, lane);
+		j = jn;
+		k0 = kn;
 	}
 	if (a.visits && threadIdx.x == 0)
 		atomicAdd(a.visits, visited);
 
 	/* A row that saw no key (no list: a document longer than max_len) gets l = 0, hence NaN,
 	 * never a silent value. */
-	fwd_finish<D>(st, sh, warp, lane, row_ok, a.lse, (int64_t)h * a.total + start + row, a.o,
-		      start, q0, len, a.heads, h);
+	fwd_finish<D>(st, lane, row0, len, a.lse + (int64_t)h * a.total + start, a.o, start,
+		      a.heads, h);
 }
 
 /* Backward preprocessing (Alg. 2 lines 4-5, bwd_pre). */
@@ -298,7 +300,6 @@ __global__ void __launch_bounds__(NTHREAD) sp_bwd_kernel(bwd_args a)
 {
 	extern __shared__ __align__(128) unsigned char smem[];
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	const bwd_shared<D> sh = bwd_shared_at<D>(smem, warp);
 	unsigned char *flags = smem + sp_bwd_smem<D>::tail;
 
 	const int kvh = blockIdx.y;
@@ -319,9 +320,15 @@ __global__ void __launch_bounds__(NTHREAD) sp_bwd_kernel(bwd_args a)
 	const int ncand = group * nmt;
 	const int64_t tbase = (int64_t)(a.cu[seg] / BM) + seg;
 
-	/* Alg. 2 lines 7-8 (bwd_start), 10-17 per query tile (bwd_tile), 19 (bwd_finish). */
-	frag_c dk[D / 16], dv[D / 16];
-	bwd_start<D>(dk, dv, sh, a.k, a.v, start, n0, len, a.kv_heads, kvh);
+	/* Alg. 2 lines 7-8 (bwd_begin), 10-17 per query tile (bwd_issue, bwd_tile), 19
+	 * (bwd_finish). The next listed tile is not known before the next chunk's flags, so
+	 * each tile's loads are issued just before its step (stages alternate), not a step
+	 * ahead. */
+	const bwd_in in{a.q, a.dout, a.lse, a.dsum, a.dq_ws, a.total, start, len, a.heads};
+	const q_tile none{false, 0, 0};
+	bwd_acc<D> acc;
+	bwd_begin<D>(acc, smem, a.k, a.v, start, n0, len, a.kv_heads, kvh);
+	int stg = 0;
 	for (int c0 = 0; c0 < ncand; c0 += NTHREAD) {
 		__syncthreads(); /* the previous chunk's flags are read */
 		{
@@ -341,14 +348,15 @@ __global__ void __launch_bounds__(NTHREAD) sp_bwd_kernel(bwd_args a)
 			if (!flags[ci])
 				continue;
 			const int hh = (c0 + ci) / nmt, mt = mt0 + (c0 + ci) % nmt;
+			const q_tile x{true, mt * BM, kvh * group + hh};
+			bwd_issue<D, NTHREAD>(smem, stg, in, x);
 			/* q == kv per document: the mask's offset is 0. */
-			bwd_tile<D>(dk, dv, sh, a.q, a.dout, a.lse, a.dsum, a.dq_ws, a.total, start,
-				    mt * BM, len, a.heads, kvh * group + hh, n0, len, 0, a.scale,
-				    a.scale_log2, warp, lane);
+			bwd_tile<D, NTHREAD>(acc, smem, stg, in, x, none, n0, len, 0, a.scale,
+					     a.scale_log2, warp, lane);
+			stg ^= 1;
 		}
 	}
-	bwd_finish<D>(dk, dv, sh, a.dk, a.dv, a.scale, warp, lane, start, n0, len, a.kv_heads,
-		      kvh);
+	bwd_finish<D>(acc, a.dk, a.dv, a.scale, warp, lane, start, n0, len, a.kv_heads, kvh);
 }
 
 /* dQ: fp32 workspace to bf16 (dq_convert). */
@@ -568,14 +576,14 @@ extern "C" int bp_sparse_fwd(const struct bp_sparse_shape *s, const int32_t *cu,
 	a.scale_log2 = s->scale * LOG2E;
 	const dim3 grid((unsigned)w.nt_pad, (unsigned)s->heads);
 	if (s->head_dim == 64) {
-		const size_t bytes = fwd_smem<64>::bytes;
+		const size_t bytes = fwd_smem<64, NWARP>::bytes;
 		if (cuda_check(cudaFuncSetAttribute(sp_fwd_kernel<64>,
 						    cudaFuncAttributeMaxDynamicSharedMemorySize,
 						    (int)bytes), what, err))
 			return -1;
 		sp_fwd_kernel<64><<<grid, NTHREAD, bytes, st>>>(a);
 	} else {
-		const size_t bytes = fwd_smem<128>::bytes;
+		const size_t bytes = fwd_smem<128, NWARP>::bytes;
 		if (cuda_check(cudaFuncSetAttribute(sp_fwd_kernel<128>,
 						    cudaFuncAttributeMaxDynamicSharedMemorySize,
 						    (int)bytes), what, err))

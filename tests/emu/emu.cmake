@@ -39,6 +39,18 @@ foreach(cu executor/attn.cu executor/attn_sparse.cu executor/attn_tile.cuh
     VERBATIM)
 endforeach()
 
+# The tile's sm_80 instructions (executor/attn_ptx.cuh, inline PTX) on the emulator's models:
+# tests/emu/attn_ptx.cuh, copied beside the prepared attn_tile.cuh, whose #include
+# "attn_ptx.cuh" finds it there before executor/ (and so does emu_checks.cu.cc's). A target of
+# its own, which the prepared targets depend on, makes the copy once (Make runs a custom
+# command listed by several targets once in each, and these build in parallel).
+add_custom_command(OUTPUT ${BP_EMU_GEN}/attn_ptx.cuh
+  COMMAND ${CMAKE_COMMAND} -E copy ${BP_EMU_DIR}/attn_ptx.cuh ${BP_EMU_GEN}/attn_ptx.cuh
+  DEPENDS ${BP_EMU_DIR}/attn_ptx.cuh
+  COMMENT "emulated attn_ptx.cuh"
+  VERBATIM)
+add_custom_target(emu_attn_ptx DEPENDS ${BP_EMU_GEN}/attn_ptx.cuh)
+
 # -O2 in every build type, the Debug (ASan) one included: unoptimised, the emulated tests
 # take several times longer. -fno-strict-aliasing: the kernels move bf16 rows as uint4,
 # which nvcc allows and C++'s aliasing rules do not. #pragma unroll is nvcc's.
@@ -71,6 +83,10 @@ target_link_libraries(emu_checks PRIVATE balplan_emu)
 if(BALPLAN_SANITIZE)
   target_compile_definitions(emu_checks PRIVATE EMU_SANITIZE) # its ASan and UBSan cases
 endif()
+
+foreach(t balplan_emu_attn emu_test_attention emu_test_sparse_attention emu_checks)
+  add_dependencies(${t} emu_attn_ptx)
+endforeach()
 
 foreach(t balplan_emu balplan_emu_attn emu_test_attention emu_test_sparse_attention emu_checks)
   target_compile_options(${t} PRIVATE ${BP_EMU_OPTS})

@@ -7,20 +7,22 @@
  *   extern __shared__ [__align__(n)] T name[];
  *       -> T *name = (T *)cuemu::dynamic_shared();
  *   __syncthreads(), __syncwarp(..), __shfl_*_sync(..), wmma::mma_sync(..),
- *   wmma::load_matrix_sync(..), wmma::store_matrix_sync(..), wmma::fill_fragment(..)
+ *   wmma::load_matrix_sync(..), wmma::store_matrix_sync(..), wmma::fill_fragment(..),
+ *   attn_ptx::mma_16816(..), ldsm_x4(..), ldsm_x4_t(..), cp_async16(..), cp_async_commit(),
+ *   cp_async_wait<N>()   (qualified or not: the tile names them through using-declarations)
  *       -> (cuemu::at(__FILE__, __LINE__, "func", n), <the call>)
  *
  * func is the __global__ or __device__ function the call is in; n numbers that function's
- * __syncthreads (and, separately, its __syncwarp) in source order from 1, 0 for the other
- * calls: "func:syncthreads:n" is what EMU_DROP names. A static __shared__ variable is refused
- * (the emulator has no per-block storage for it). Comments, string and character literals
- * and preprocessor lines pass through untouched. No line is added or removed and the output
- * starts with a #line directive, so __FILE__, __LINE__ and every compiler and sanitizer
- * message name the original file and line.
+ * __syncthreads (and, separately, its __syncwarp and its cp_async_wait) in source order from
+ * 1, 0 for the other calls: "func:syncthreads:n" ("func:cpwait:n") is what EMU_DROP names.
+ * A static __shared__ variable is refused (the emulator has no per-block storage for it).
+ * Comments, string and character literals and preprocessor lines pass through untouched. No
+ * line is added or removed and the output starts with a #line directive, so __FILE__,
+ * __LINE__ and every compiler and sanitizer message name the original file and line.
  *
  * usage: emu_prep [--sites FILE] INPUT OUTPUT
- * --sites writes one line per barrier, "func:syncthreads:n file:line" (or syncwarp), for
- * tests/emu/test-barrier-drop's survey of every barrier.
+ * --sites writes one line per barrier, "func:syncthreads:n file:line" (or syncwarp, or
+ * cpwait for a cp.async wait), for tests/emu/test-barrier-drop's survey of every barrier.
  * Exit status: 0, 1 (a construct not emulated, or an I/O error), 2 (usage). */
 #include <ctype.h>
 #include <errno.h>
@@ -66,7 +68,8 @@ static void insert_at(struct buf *b, size_t at, const char *s)
 	memcpy(b->p + at, s, n);
 }
 
-/* The calls marked with cuemu::at; barrier: 1 __syncthreads, 2 __syncwarp, 0 other. */
+/* The calls marked with cuemu::at; barrier: 1 __syncthreads, 2 __syncwarp, 3 cp_async_wait
+ * (numbered like the barriers: EMU_DROP can remove one), 0 other. */
 static const struct {
 	const char *name;
 	int barrier;
@@ -74,8 +77,11 @@ static const struct {
 	{"__syncthreads", 1},     {"__syncwarp", 2},        {"__shfl_sync", 0},
 	{"__shfl_xor_sync", 0},   {"__shfl_up_sync", 0},    {"__shfl_down_sync", 0},
 	{"mma_sync", 0},          {"load_matrix_sync", 0},  {"store_matrix_sync", 0},
-	{"fill_fragment", 0},
+	{"fill_fragment", 0},     {"mma_16816", 0},         {"ldsm_x4", 0},
+	{"ldsm_x4_t", 0},         {"cp_async16", 0},        {"cp_async_commit", 0},
+	{"cp_async_wait", 3},
 };
+static const char *const barrier_kind[] = {"", "syncthreads", "syncwarp", "cpwait"};
 
 /* Identifiers that are followed by '(' after __global__ or __device__ without being the
  * function's name. */
@@ -84,7 +90,7 @@ static const char *const not_names[] = {"__launch_bounds__", "__align__", "align
 
 struct counter {
 	char func[128];
-	int n[3];
+	int n[4];
 };
 
 struct prep {
@@ -284,35 +290,57 @@ static void identifier(struct prep *p, size_t j)
 		if (!skip) {
 			snprintf(p->func, sizeof p->func, "%s", id);
 			p->await_name = 0;
-		}
-	}
-	if (call && (p->i == 0 || (s[p->i - 1] != '.' && s[p->i - 1] != '>'))) {
-		for (size_t k = 0; k < sizeof marked / sizeof marked[0]; k++) {
-			if (strcmp(id, marked[k].name) != 0)
-				continue;
-			int nth = 0;
-			if (marked[k].barrier) {
-				nth = ++counter_for(p)[marked[k].barrier];
-				char line[512];
-				snprintf(line, sizeof line, "%s:%s:%d %s:%d\n",
-					 p->func[0] ? p->func : "(none)",
-					 marked[k].barrier == 1 ? "syncthreads" : "syncwarp", nth,
-					 p->path, p->line);
-				puts_(&p->sites, line);
-			}
-			char pre[256];
-			snprintf(pre, sizeof pre, "(cuemu::at(__FILE__, __LINE__, \"%s\", %d), ",
-				 p->func[0] ? p->func : "(none)", nth);
-			copy_to(p, j);
-			/* The qualifier (wmma::) goes inside the parenthesis with the name. */
-			const size_t at = callee_start(p);
-			insert_at(&p->out, at, pre);
-			if (p->nwrap == (int)(sizeof p->wrap / sizeof p->wrap[0]))
-				die(p, "calls nested too deeply");
-			p->wrap[p->nwrap++] = p->depth;
+			copy_to(p, j); /* a function's own name is no call to mark */
 			return;
 		}
 	}
+	if (p->i > 0 && (s[p->i - 1] == '.' || s[p->i - 1] == '>'))
+		goto plain; /* a member (x.mma_sync, x->...), not the function */
+	for (size_t k = 0; k < sizeof marked / sizeof marked[0]; k++) {
+		if (strcmp(id, marked[k].name) != 0)
+			continue;
+		/* cp_async_wait<N>(): the template arguments lie between the name and '('. */
+		size_t targs = j;
+		if (nx < p->len && s[nx] == '<') {
+			int d = 0, par = 0;
+			for (targs = nx; targs < p->len; targs++) {
+				const char c = s[targs];
+				par += c == '(' ? 1 : c == ')' ? -1 : 0;
+				if (par == 0 && (c == '<' || c == '>'))
+					d += c == '<' ? 1 : -1;
+				if (d == 0 || c == ';' || c == '{')
+					break;
+			}
+			if (targs >= p->len || s[targs] != '>')
+				goto plain;
+			targs++;
+		}
+		const size_t open = skip_ws(p, targs);
+		if (open >= p->len || s[open] != '(')
+			goto plain; /* a using-declaration, a pointer to it, ... */
+		int nth = 0;
+		const char *func = p->func[0] ? p->func : "(none)";
+		if (marked[k].barrier) {
+			nth = ++counter_for(p)[marked[k].barrier];
+			char line[512];
+			snprintf(line, sizeof line, "%s:%s:%d %s:%d\n", func,
+				 barrier_kind[marked[k].barrier], nth, p->path, p->line);
+			puts_(&p->sites, line);
+		}
+		char pre[256];
+		snprintf(pre, sizeof pre, "(cuemu::at(__FILE__, __LINE__, \"%s\", %d), ", func,
+			 nth);
+		copy_to(p, j);
+		/* The qualifier (wmma::) goes inside the parenthesis with the name. */
+		const size_t at = callee_start(p);
+		insert_at(&p->out, at, pre);
+		copy_to(p, targs);
+		if (p->nwrap == (int)(sizeof p->wrap / sizeof p->wrap[0]))
+			die(p, "calls nested too deeply");
+		p->wrap[p->nwrap++] = p->depth;
+		return;
+	}
+plain:
 	copy_to(p, j);
 }
 

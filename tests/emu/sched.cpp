@@ -2,8 +2,9 @@
  * blocks one after another on the calling thread; the threads of a block are fibers
  * (fiber.cpp), each running until it reaches a synchronisation point or returns:
  *   __syncthreads          waits for every thread of the block;
- *   __syncwarp, wmma::mma_sync
- *                          wait for every lane of the warp (the product needs all pieces);
+ *   __syncwarp, wmma::mma_sync, attn_ptx::mma_16816, ldsm_x4, ldsm_x4_t
+ *                          wait for every lane of the warp (the product needs all pieces,
+ *                          a lane's ldmatrix registers hold other lanes' rows);
  *   a shuffle              waits only for the lane it reads from: CUDA promises the value,
  *                          not that other lanes' shared-memory writes before the shuffle are
  *                          seen after it (only __syncwarp orders memory), so lanes may run
@@ -34,10 +35,20 @@
  * cudaLaunchKernel checks it (block and grid limits; dynamic shared memory above 48 KiB only
  * after cudaFuncSetAttribute, at most 227 KiB).
  *
- * EMU_DROP=FUNC:syncthreads:N (or :syncwarp:N) makes the Nth __syncthreads (__syncwarp) of
- * function FUNC, in source order as emu_prep numbers them, do nothing: the kernel runs as if
- * that line were deleted, without a rebuild (tests/emu/test-barrier-drop). */
+ * cp.async (attn_ptx::cp_async16, cp_async_commit, cp_async_wait) is per thread and no
+ * synchronisation point: the source is read at issue; the 16 bytes land in shared memory at
+ * issue ("early") or only at the wait that covers their group ("late"), per block as
+ * EMU_CPASYNC says (early, late, or mixed: the default, both in turn). Late shows a wait or a
+ * barrier after it missing (the data reads as the 0xff fill); early shows a prefetch into a
+ * buffer other warps still read (a barrier before it missing).
+ *
+ * EMU_DROP=FUNC:syncthreads:N (or :syncwarp:N, :cpwait:N) makes the Nth __syncthreads
+ * (__syncwarp, cp_async_wait) of function FUNC, in source order as emu_prep numbers them, do
+ * nothing: the kernel runs as if that line were deleted, without a rebuild
+ * (tests/emu/test-barrier-drop); a dropped wait's copies land at a later wait or when the
+ * thread returns. */
 #include "emu_int.h"
+#include "emu_ptx.h"
 #include "mma.h"
 
 #include <stdarg.h>
@@ -82,17 +93,29 @@ const char *site_text(const site &s, char *buf, size_t n)
 }
 
 enum thread_state { READY, AT_BARRIER, AT_WARP, AT_ROOM, DONE };
-enum coll_kind { COLL_SYNCWARP, COLL_SHUFFLE, COLL_MMA };
-const char *const coll_name[] = {"__syncwarp", "a shuffle", "wmma::mma_sync"};
+enum coll_kind { COLL_SYNCWARP, COLL_SHUFFLE, COLL_MMA, COLL_MMA8, COLL_LDSM, COLL_LDSM_T };
+const char *const coll_name[] = {"__syncwarp",          "a shuffle",        "wmma::mma_sync",
+				 "attn_ptx::mma_16816", "attn_ptx::ldsm_x4", "attn_ptx::ldsm_x4_t"};
+
+enum cp_mode { CP_MIXED, CP_EARLY, CP_LATE };
+const char *const cp_mode_name[] = {"mixed", "early", "late"};
 
 enum policy { P_ROUND, P_WARP, P_FIRST, P_ROUND_REV, P_WARP_REV, P_LAST, P_RANDOM, P_MIXED };
 const char *const policy_name[] = {"round",    "warp", "first",  "round-rev",
 				   "warp-rev", "last", "random", "mixed"};
 
 /* Warp collectives a lane keeps its inputs for: lanes of a warp may be this many apart
- * (through shuffles only; __syncwarp and mma_sync line them up), and one that would get
- * further waits for the slowest (AT_ROOM). */
+ * (through shuffles only; __syncwarp, the products and the ldmatrix loads line them up), and
+ * one that would get further waits for the slowest (AT_ROOM). */
 const unsigned KEEP = 8;
+
+/* A cp.async that has not landed: its 16 bytes, read at issue, and its group (the number
+ * of commits its thread had made before it). */
+struct cp_copy {
+	unsigned char *dst;
+	unsigned group;
+	unsigned char data[16];
+};
 
 struct cthread {
 	fiber fib;
@@ -100,8 +123,10 @@ struct cthread {
 	unsigned tid = 0;     /* linear index in the block */
 	uint3 idx{0, 0, 0};
 	unsigned wseq = 0;    /* warp collectives this thread has completed */
-	unsigned wide_n = 0;  /* of which __syncwarp and mma_sync (they alternate tile sets) */
+	unsigned wide_n = 0;  /* of which whole-warp ones (the products alternate tile sets) */
 	site where;           /* where it waits */
+	unsigned cp_groups = 0;      /* cp.async groups committed */
+	std::vector<cp_copy> cp;     /* issued, not landed, in issue order (late mode only) */
 };
 
 /* What one lane brings to a warp collective. */
@@ -111,13 +136,18 @@ struct arrival {
 	site where;
 	unsigned mask = 0;
 	int mode = 0, arg = 0, width = 0;
-	unsigned char val[8];
+	unsigned char val[16]; /* a shuffle's value; the ldmatrix row the lane read on arrival */
 	frag_origin ao{}, bo{}, co{};
 };
 
 /* The tiles of one mma_sync: row-major 16 x 16, filled by the lanes' pieces. */
 struct tiles {
 	float a[256], b[256], c[256], d[256];
+};
+
+/* The same for mma_16816: A 16 x 16, B 16 x 8 (k, n), C and D 16 x 8, all row-major. */
+struct tiles8 {
+	float a[256], b[128], c[128], d[128];
 };
 
 struct cwarp {
@@ -132,6 +162,7 @@ struct cwarp {
 	 * its pieces while slower lanes still read the first's results; it cannot get a third
 	 * ahead, because the second waits for all of them. */
 	tiles wide[2];
+	tiles8 wide8[2]; /* mma_16816's, the same way */
 };
 
 /* The running block. */
@@ -144,6 +175,8 @@ struct block {
 	cthread *t = nullptr;
 	cwarp *w = nullptr;
 	unsigned char *shared = nullptr;
+	size_t shared_bytes = 0;
+	bool cp_late = false;            /* cp.async lands at the wait (else at issue) */
 	void (*body)(void *) = nullptr;
 	void *arg = nullptr;
 };
@@ -154,14 +187,17 @@ block blk;
 cthread *cur;
 const char *cur_kernel;
 bool in_kernel;
-site marked; /* from at(), for the next synchronisation or WMMA call */
+site marked; /* from at(), for the next synchronisation, WMMA or attn_ptx call */
 unsigned long long launches;
 uint64_t rng_state;
+
+/* What EMU_DROP names besides the function and the number. */
+enum drop_kind { DROP_SYNCTHREADS, DROP_SYNCWARP, DROP_CPWAIT };
 
 struct drop_spec {
 	bool parsed = false, active = false;
 	char func[128];
-	int syncwarp = 0, nth = 0;
+	int kind = 0, nth = 0;
 	const char *text = nullptr;
 	unsigned long long hits = 0;
 	site where;
@@ -200,6 +236,27 @@ policy sched_policy()
 	return (policy)p;
 }
 
+cp_mode cp_async_mode()
+{
+	static int m = -1;
+	if (m < 0) {
+		const char *e = getenv("EMU_CPASYNC");
+		m = CP_MIXED;
+		if (e && *e) {
+			m = -1;
+			for (int i = 0; i <= CP_LATE; i++)
+				if (!strcmp(e, cp_mode_name[i]))
+					m = i;
+			if (m < 0) {
+				fprintf(stderr, "emu: error: EMU_CPASYNC '%s' is not one of late, "
+					"early, mixed\n", e);
+				exit(2);
+			}
+		}
+	}
+	return (cp_mode)m;
+}
+
 uint64_t next_random()
 {
 	rng_state ^= rng_state << 13;
@@ -232,27 +289,28 @@ void parse_drop()
 	const size_t klen = c2 ? (size_t)(c2 - c1 - 1) : 0;
 	const bool st = klen == 11 && !strncmp(c1 + 1, "syncthreads", 11);
 	const bool sw = klen == 8 && !strncmp(c1 + 1, "syncwarp", 8);
-	if (!c2 || flen == 0 || flen >= sizeof drop.func || (!st && !sw) || !end || *end ||
-	    nth < 1 || nth > 100000) {
-		fprintf(stderr, "emu: error: EMU_DROP '%s' is not FUNC:syncthreads:N or "
-			"FUNC:syncwarp:N\n", e);
+	const bool cw = klen == 6 && !strncmp(c1 + 1, "cpwait", 6);
+	if (!c2 || flen == 0 || flen >= sizeof drop.func || (!st && !sw && !cw) || !end ||
+	    *end || nth < 1 || nth > 100000) {
+		fprintf(stderr, "emu: error: EMU_DROP '%s' is not FUNC:syncthreads:N, "
+			"FUNC:syncwarp:N or FUNC:cpwait:N\n", e);
 		exit(2);
 	}
 	memcpy(drop.func, e, flen);
 	drop.func[flen] = '\0';
-	drop.syncwarp = sw;
+	drop.kind = st ? DROP_SYNCTHREADS : sw ? DROP_SYNCWARP : DROP_CPWAIT;
 	drop.nth = (int)nth;
 	drop.text = e;
 	drop.active = true;
 	atexit(report_drop);
 }
 
-/* Whether the site just marked is the barrier EMU_DROP names. */
-bool dropped(const site &s, bool syncwarp)
+/* Whether the site just marked is the barrier (or cp.async wait) EMU_DROP names. */
+bool dropped(const site &s, drop_kind kind)
 {
 	if (!drop.parsed)
 		parse_drop();
-	if (!drop.active || s.nth != drop.nth || syncwarp != (drop.syncwarp != 0) || !s.func ||
+	if (!drop.active || s.nth != drop.nth || kind != drop.kind || !s.func ||
 	    strcmp(s.func, drop.func) != 0)
 		return false;
 	drop.hits++;
@@ -470,8 +528,71 @@ EMU_UNCHECKED void tile_get(const tiles &m, unsigned lane, float d[8])
 		d[k] = m.d[place.at[lane][k]];
 }
 
-/* Every live lane of warp wi reached the __syncwarp or mma_sync with sequence number seq:
- * checks that they agree, computes the product, lets them go. */
+/* mma_16816's d = a b + c (16 x 16 by 16 x 8), summed as tile_product sums. */
+EMU_UNCHECKED void tile_product8(tiles8 &m)
+{
+	for (int i = 0; i < 16; i++) {
+		float acc[8];
+		for (int j = 0; j < 8; j++)
+			acc[j] = m.c[i * 8 + j];
+		for (int k = 0; k < 16; k++) {
+			const float x = m.a[i * 16 + k];
+			for (int j = 0; j < 8; j++)
+				acc[j] += x * m.b[k * 8 + j];
+		}
+		for (int j = 0; j < 8; j++)
+			m.d[i * 8 + j] = acc[j];
+	}
+}
+
+/* The bf16 in the low (high) half of a register as the float it is exactly. */
+EMU_UNCHECKED inline float lo_bf16(uint32_t r)
+{
+	const uint32_t u = r << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+EMU_UNCHECKED inline float hi_bf16(uint32_t r)
+{
+	const uint32_t u = r & 0xffff0000u;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* A lane's registers into the tiles, by the layout of mma.m16n8k16 (attn_ptx.cuh): with
+ * g = lane / 4 and t = lane % 4, a[0] = A(g, 2t..2t+1), a[1] = A(g+8, ..), a[2] = A(g, 2t+8..),
+ * a[3] = A(g+8, 2t+8..); b[0] = B(2t..2t+1, g), b[1] = B(2t+8..2t+9, g); c[0..1] = C(g, 2t..),
+ * c[2..3] = C(g+8, 2t..); the lower column (row of B) in the low half. */
+EMU_UNCHECKED void tile8_put(tiles8 &m, unsigned lane, const uint32_t a[4], const uint32_t b[2],
+			     const float c[4])
+{
+	const int g = (int)(lane >> 2), t2 = 2 * (int)(lane & 3);
+	for (int h = 0; h < 2; h++) { /* row g, then g + 8 */
+		const int row = (g + 8 * h) * 16;
+		m.a[row + t2] = lo_bf16(a[h]);
+		m.a[row + t2 + 1] = hi_bf16(a[h]);
+		m.a[row + t2 + 8] = lo_bf16(a[h + 2]);
+		m.a[row + t2 + 9] = hi_bf16(a[h + 2]);
+		m.b[(t2 + 8 * h) * 8 + g] = lo_bf16(b[h]);
+		m.b[(t2 + 8 * h + 1) * 8 + g] = hi_bf16(b[h]);
+		m.c[(g + 8 * h) * 8 + t2] = c[2 * h];
+		m.c[(g + 8 * h) * 8 + t2 + 1] = c[2 * h + 1];
+	}
+}
+
+EMU_UNCHECKED void tile8_get(const tiles8 &m, unsigned lane, float d[4])
+{
+	const int g = (int)(lane >> 2), t2 = 2 * (int)(lane & 3);
+	d[0] = m.d[g * 8 + t2];
+	d[1] = m.d[g * 8 + t2 + 1];
+	d[2] = m.d[(g + 8) * 8 + t2];
+	d[3] = m.d[(g + 8) * 8 + t2 + 1];
+}
+
+/* Every live lane of warp wi reached the __syncwarp, product or ldmatrix load with sequence
+ * number seq: checks that they agree, computes the product, lets them go. */
 void complete_wide(int wi, unsigned seq)
 {
 	cwarp &w = blk.w[wi];
@@ -515,6 +636,19 @@ void complete_wide(int wi, unsigned seq)
 			      "computed", wi, site_text(first->where, b1, sizeof b1));
 		/* Any lane's tile set: all of them arrived with the same wide_n. */
 		tile_product(w.wide[blk.t[wi * 32 + first_lane].wide_n & 1]);
+	} else if (first->kind >= COLL_MMA8) {
+		/* The PTX requires every thread of the warp (.aligned); each lane's registers
+		 * hold pieces of the others' operands or rows. */
+		if (w.lanes < 32)
+			fault("warp %d: %s at %s in a warp of %d threads: it needs all 32 lanes",
+			      wi, coll_name[first->kind],
+			      site_text(first->where, b1, sizeof b1), w.lanes);
+		if (w.live < w.lanes)
+			fault("warp %d: %s at %s after %d lanes returned", wi,
+			      coll_name[first->kind], site_text(first->where, b1, sizeof b1),
+			      w.lanes - w.live);
+		if (first->kind == COLL_MMA8)
+			tile_product8(w.wide8[blk.t[wi * 32 + first_lane].wide_n & 1]);
 	}
 	for (int l = 0; l < w.lanes; l++) {
 		cthread &t = blk.t[wi * 32 + l];
@@ -636,11 +770,27 @@ void warp_done(bool wide)
 		recheck_warp((int)(me.tid / 32));
 }
 
+/* Lands the calling thread's pending copies of groups below `below`, in issue order. */
+void cp_land(cthread &me, unsigned below)
+{
+	size_t keep = 0;
+	for (size_t i = 0; i < me.cp.size(); i++) {
+		const cp_copy &c = me.cp[i];
+		if (c.group < below)
+			memcpy(c.dst, c.data, 16);
+		else
+			me.cp[keep++] = c;
+	}
+	me.cp.resize(keep);
+}
+
 void thread_entry()
 {
 	fiber_begin();
 	blk.body(blk.arg);
 	cthread &me = *cur;
+	/* Copies still in flight land after all, the uncommitted ones too. */
+	cp_land(me, ~0u);
 	set_state(me, DONE);
 	blk.live--;
 	const int wi = (int)(me.tid / 32);
@@ -660,8 +810,13 @@ void run_block(const dim3 &bd, unsigned linear)
 	b.live = b.n;
 	b.at_barrier = 0;
 	b.pol = sched_policy();
+	const unsigned long long x = linear + launches;
 	if (b.pol == P_MIXED)
-		b.pol = (policy)((linear + launches) % 6);
+		b.pol = (policy)(x % 6);
+	/* Mixed: early and late in turn, shifted by one every six blocks, so that each of the
+	 * mixed schedule's six orders meets both. */
+	const cp_mode cm = cp_async_mode();
+	b.cp_late = cm == CP_LATE || (cm == CP_MIXED && ((x + x / 6) & 1));
 	const bool rev = b.pol == P_ROUND_REV || b.pol == P_WARP_REV;
 	b.cursor = rev ? b.n - 1 : 0;
 	b.warp_cursor = rev ? b.nwarps - 1 : 0;
@@ -690,6 +845,8 @@ void run_block(const dim3 &bd, unsigned linear)
 		t.wseq = 0;
 		t.wide_n = 0;
 		t.where = site();
+		t.cp_groups = 0;
+		t.cp.clear();
 		fiber_start(&t.fib, thread_entry);
 	}
 	while (b.live > 0) {
@@ -719,7 +876,7 @@ void block_barrier()
 	const site s = take_marked();
 	if (!in_kernel)
 		fault("__syncthreads outside a kernel");
-	if (dropped(s, false))
+	if (dropped(s, DROP_SYNCTHREADS))
 		return;
 	cthread &me = *cur;
 	block &b = blk;
@@ -743,7 +900,7 @@ void warp_barrier(unsigned mask)
 	const site s = take_marked();
 	if (!in_kernel)
 		fault("__syncwarp outside a kernel");
-	if (dropped(s, true))
+	if (dropped(s, DROP_SYNCWARP))
 		return;
 	arrival x;
 	x.kind = COLL_SYNCWARP;
@@ -821,6 +978,137 @@ void wmma_check(const void *p, unsigned ldm, unsigned elem_bytes, const char *wh
 		      site_text(s, b, sizeof b), ldm);
 }
 
+namespace {
+
+/* Faults unless p is 16-byte aligned and its 16 bytes lie inside the running block's dynamic
+ * shared memory (what ldmatrix and a cp.async destination need); what and operand name it. */
+void shared16(const void *p, const char *what, const char *operand, const site &s)
+{
+	char b[256];
+	const uintptr_t a = (uintptr_t)p, base = (uintptr_t)blk.shared;
+	if (a % 16 != 0)
+		fault("%s at %s: %s %p is not 16-byte aligned", what, site_text(s, b, sizeof b),
+		      operand, p);
+	if (a < base || blk.shared_bytes < 16 || a - base > blk.shared_bytes - 16)
+		fault("%s at %s: %s %p: its 16 bytes are not inside the block's %zu bytes of "
+		      "dynamic shared memory", what, site_text(s, b, sizeof b), operand, p,
+		      blk.shared_bytes);
+}
+
+unsigned whole_warp_mask(int wi)
+{
+	const int lanes = blk.w[wi].lanes;
+	return lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
+}
+
+} /* namespace */
+
+void ptx_mma16816(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4])
+{
+	const site s = take_marked();
+	if (!in_kernel)
+		fault("attn_ptx::mma_16816 outside a kernel");
+	cthread &me = *cur;
+	const unsigned lane = me.tid & 31;
+	const int wi = (int)(me.tid / 32);
+	/* c is read here and d written after the product: d may be c. */
+	tiles8 &m = blk.w[wi].wide8[me.wide_n & 1];
+	tile8_put(m, lane, a, b, c);
+	arrival x;
+	x.kind = COLL_MMA8;
+	x.where = s;
+	x.mask = whole_warp_mask(wi);
+	warp_collective(x);
+	tile8_get(m, lane, d);
+	warp_done(true);
+}
+
+/* Every lane reads its own row now, when it arrives, not when the warp completes: a row
+ * another lane writes after this lane got here reads stale, as it may on the GPU without a
+ * __syncwarp between. Matrix i's row j is the row of lane 8i + j. */
+void ptx_ldsm(uint32_t r[4], const void *p, bool trans)
+{
+	const site s = take_marked();
+	const char *what = trans ? "attn_ptx::ldsm_x4_t" : "attn_ptx::ldsm_x4";
+	if (!in_kernel)
+		fault("%s outside a kernel", what);
+	shared16(p, what, "address", s);
+	cthread &me = *cur;
+	const int wi = (int)(me.tid / 32);
+	arrival x;
+	x.kind = trans ? COLL_LDSM_T : COLL_LDSM;
+	x.where = s;
+	x.mask = whole_warp_mask(wi);
+	memcpy(x.val, p, 16);
+	warp_collective(x);
+	/* The rows stay in the history until every lane, this one included, is past them. */
+	const arrival(&h)[32][KEEP] = blk.w[wi].hist;
+	const unsigned k = me.wseq % KEEP, g = (me.tid & 31) >> 2, t = me.tid & 3;
+	for (unsigned i = 0; i < 4; i++) {
+		if (!trans) { /* (M_i(g, 2t), M_i(g, 2t + 1)) */
+			memcpy(&r[i], h[8 * i + g][k].val + 4 * t, 4);
+		} else { /* (M_i(2t, g), M_i(2t + 1, g)) */
+			uint16_t lo, hi;
+			memcpy(&lo, h[8 * i + 2 * t][k].val + 2 * g, 2);
+			memcpy(&hi, h[8 * i + 2 * t + 1][k].val + 2 * g, 2);
+			r[i] = (uint32_t)lo | (uint32_t)hi << 16;
+		}
+	}
+	warp_done(true);
+}
+
+/* The source is read at issue (so that AddressSanitizer names the issuing line for one out
+ * of range; these kernels never write global memory that a copy reads), and lands at once
+ * in early mode, else at the wait covering its group (or when the thread returns). */
+void ptx_cp_async(void *dst, const void *src, int n)
+{
+	const site s = take_marked();
+	char b[256];
+	if (!in_kernel)
+		fault("attn_ptx::cp_async16 outside a kernel");
+	if (n != 0 && n != 16)
+		fault("attn_ptx::cp_async16 at %s: source size %d: only 16 and 0 (all zero fill) "
+		      "are emulated", site_text(s, b, sizeof b), n);
+	shared16(dst, "attn_ptx::cp_async16", "destination", s);
+	if (n == 16 && (uintptr_t)src % 16 != 0)
+		fault("attn_ptx::cp_async16 at %s: source %p is not 16-byte aligned",
+		      site_text(s, b, sizeof b), src);
+	cthread &me = *cur;
+	cp_copy c;
+	c.dst = static_cast<unsigned char *>(dst);
+	c.group = me.cp_groups;
+	if (n == 16)
+		memcpy(c.data, src, 16);
+	else
+		memset(c.data, 0, 16);
+	if (blk.cp_late)
+		me.cp.push_back(c);
+	else
+		memcpy(dst, c.data, 16);
+}
+
+void ptx_cp_commit()
+{
+	take_marked();
+	if (!in_kernel)
+		fault("attn_ptx::cp_async_commit outside a kernel");
+	cur->cp_groups++; /* closes the open group, empty or not */
+}
+
+/* wait_group n: every committed group but the newest n has landed. The open group (copies
+ * not yet committed) is not waited for, as in PTX. */
+void ptx_cp_wait(int n)
+{
+	const site s = take_marked();
+	if (!in_kernel)
+		fault("attn_ptx::cp_async_wait outside a kernel");
+	if (dropped(s, DROP_CPWAIT))
+		return;
+	cthread &me = *cur;
+	if (!me.cp.empty() && me.cp_groups > (unsigned)n)
+		cp_land(me, me.cp_groups - (unsigned)n);
+}
+
 unsigned char *dynamic_shared()
 {
 	if (!in_kernel)
@@ -851,6 +1139,12 @@ void run_launch(const launch_config &cfg, void (*body)(void *), void *arg)
 {
 	if (in_kernel)
 		fault("a kernel launched from device code (not emulated)");
+	/* The environment is read here, on the launching thread's stack: exit() for a bad value
+	 * from a fiber would free that fiber's stack under itself. */
+	sched_policy();
+	cp_async_mode();
+	if (!drop.parsed)
+		parse_drop();
 	const dim3 g = cfg.grid, bd = cfg.block;
 	const unsigned long long nt = (unsigned long long)bd.x * bd.y * bd.z;
 	const char *why = nullptr;
@@ -889,6 +1183,7 @@ void run_launch(const launch_config &cfg, void (*body)(void *), void *arg)
 		abort();
 	}
 	blk.shared = (unsigned char *)sm;
+	blk.shared_bytes = cfg.shared;
 	blk.t = threads;
 	blk.w = warps.data();
 	blk.body = body;
@@ -910,6 +1205,7 @@ void run_launch(const launch_config &cfg, void (*body)(void *), void *arg)
 	launches++;
 	free(sm);
 	blk.shared = nullptr;
+	blk.shared_bytes = 0;
 }
 
 } /* namespace cuemu */
