@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "attn.h"
+#include "attn_geom.h"
 #include "attn_tile.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -50,9 +51,10 @@ struct bwd_args {
 	const bf16 *q, *k, *v, *dout;
 	const float *lse, *dsum;
 	float *dq_ws;
+	float *dkv_ws; /* fp32 dK then dV, [total_kv][kv_heads][D] each, when nsplit > 1 */
 	bf16 *dk, *dv;
-	int nseg, heads, kv_heads;
-	int64_t total_q;
+	int nseg, heads, kv_heads, nsplit;
+	int64_t total_q, total_kv;
 	float scale, scale_log2;
 };
 
@@ -60,6 +62,9 @@ struct bwd_args {
  * the KV tiles up to the causal limit. */
 constexpr int FWD_NW = 8;
 constexpr int FWD_BM = 16 * FWD_NW;
+static_assert(FWD_BM == BP_ATTN_FWD_ROWS_MMA && BN == BP_ATTN_BWD_KEYS &&
+		      BM == BP_ATTN_BWD_KEYS,
+	      "the launch model's geometry (attn_geom.h) is the kernels'");
 
 template <int D>
 __global__ void __launch_bounds__(FWD_NW * 32) attn_fwd_kernel(fwd_args a)
@@ -104,10 +109,12 @@ __global__ void attn_bwd_pre_kernel(const bf16 *__restrict__ o, const bf16 *__re
 	bwd_pre<D>(o, dout, dq_ws, dsum, total_q, heads);
 }
 
-/* Backward, FA2 Algorithm 2: one block per (64-key tile, kv head), looping over the query
- * heads of its GQA group and the query tiles that see the tile, the next tile's loads in
- * flight during each step. Warp w owns keys 16w..16w+15: its dK, dV rows stay in registers
- * for the whole loop. dQ is added to the fp32 workspace with atomics. */
+/* Backward, FA2 Algorithm 2: one block per (64-key tile, kv head, share), looping over the
+ * query heads of its GQA group and the query tiles that see the tile (its share of them when
+ * nsplit > 1), the next tile's loads in flight during each step. Warp w owns keys
+ * 16w..16w+15: its dK, dV rows stay in registers for the whole loop, then are written (one
+ * share) or added to the fp32 workspace (several). dQ is added to the fp32 workspace with
+ * atomics. */
 template <int D>
 __global__ void __launch_bounds__(NTHREAD) attn_bwd_kernel(bwd_args a)
 {
@@ -133,22 +140,33 @@ __global__ void __launch_bounds__(NTHREAD) attn_bwd_kernel(bwd_args a)
 	const int mt0 = max(0, n0 - off) / BM;
 	const int mt1 = (lq + BM - 1) / BM;
 	const int nmt = mt1 - mt0, steps = group * nmt;
+	/* This block's share of the steps (attn_geom.h bp_attn_bwd_split). */
+	const int i0 = (int)((int64_t)steps * blockIdx.z / a.nsplit);
+	const int i1 = (int)((int64_t)steps * (blockIdx.z + 1) / a.nsplit);
+	if (a.nsplit > 1 && i0 == i1)
+		return; /* nothing to add: the workspace starts at zero */
 
 	/* Alg. 2 lines 7-8 (bwd_begin), 10-17 per query tile (bwd_issue, bwd_tile), 19
 	 * (bwd_finish). Step i is query tile mt0 + i % nmt of head kvh * group + i / nmt. */
 	const bwd_in in{a.q, a.dout, a.lse, a.dsum, a.dq_ws, a.total_q, q_start, lq, a.heads};
 	bwd_acc<D> acc;
 	bwd_begin<D>(acc, smem, a.k, a.v, kv_start, n0, lk, a.kv_heads, kvh);
-	if (steps > 0)
-		bwd_issue<D, 0>(smem, 0, in, q_tile{true, mt0 * BM, kvh * group});
-	for (int i = 0; i < steps; i++) {
+	if (i0 < i1)
+		bwd_issue<D, 0>(smem, 0, in,
+				q_tile{true, (mt0 + i0 % nmt) * BM, kvh * group + i0 / nmt});
+	for (int i = i0; i < i1; i++) {
 		const q_tile x{true, (mt0 + i % nmt) * BM, kvh * group + i / nmt};
-		const q_tile nx{i + 1 < steps, (mt0 + (i + 1) % nmt) * BM,
+		const q_tile nx{i + 1 < i1, (mt0 + (i + 1) % nmt) * BM,
 				kvh * group + (i + 1) / nmt};
-		bwd_tile<D, 0>(acc, smem, i & 1, in, x, nx, n0, lk, off, a.scale, a.scale_log2,
-			       warp, lane);
+		bwd_tile<D, 0>(acc, smem, (i - i0) & 1, in, x, nx, n0, lk, off, a.scale,
+			       a.scale_log2, warp, lane);
 	}
-	bwd_finish<D>(acc, a.dk, a.dv, a.scale, warp, lane, kv_start, n0, lk, a.kv_heads, kvh);
+	if (a.nsplit == 1)
+		bwd_finish<D>(acc, a.dk, a.dv, a.scale, warp, lane, kv_start, n0, lk, a.kv_heads,
+			      kvh);
+	else
+		bwd_finish_add<D>(acc, a.dkv_ws, a.dkv_ws + a.total_kv * a.kv_heads * D, a.scale,
+				  warp, lane, kv_start, n0, lk, a.kv_heads, kvh);
 }
 
 /* dQ: fp32 workspace to bf16 (dq_convert). */
@@ -179,6 +197,8 @@ int check_shape(const struct bp_attn_shape *s, const char *what, struct bp_error
 				 "segment)", what, (long long)s->total_kv, (long long)s->total_q);
 	if (!isfinite(s->scale))
 		return bp_errorf(err, "%s: scale is not finite", what);
+	if (s->bwd_split < 0 || s->bwd_split > 64)
+		return bp_errorf(err, "%s: bwd_split %d outside 0..64", what, s->bwd_split);
 	return 0;
 }
 
@@ -222,39 +242,83 @@ int launch_bwd(const struct bp_attn_shape *s, const bwd_args &a, const bf16 *o, 
 		if (cuda_check(cudaGetLastError(), what, err))
 			return -1;
 	}
+	const int64_t nkv = s->total_kv * s->kv_heads * D; /* dK (or dV) values */
+	if (a.nsplit > 1 &&
+	    cuda_check(cudaMemsetAsync(a.dkv_ws, 0, (size_t)nkv * 2 * sizeof(float), st), what,
+		       err))
+		return -1;
 	const size_t bytes = bwd_smem<D>::bytes;
 	if (cuda_check(cudaFuncSetAttribute(attn_bwd_kernel<D>,
 					    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
 		       what, err))
 		return -1;
-	attn_bwd_kernel<D><<<dim3(nblk, (unsigned)s->kv_heads), NTHREAD, bytes, st>>>(a);
+	attn_bwd_kernel<D><<<dim3(nblk, (unsigned)s->kv_heads, (unsigned)a.nsplit), NTHREAD, bytes,
+			     st>>>(a);
 	if (cuda_check(cudaGetLastError(), what, err))
 		return -1;
-	if (rows > 0) {
-		const int64_t n4 = rows * D / 4;
+	/* fp32 to bf16: dQ always, dK and dV from a split's accumulators. */
+	const float *from[3] = {a.dq_ws, a.dkv_ws, a.dkv_ws + nkv};
+	bf16 *to[3] = {dq, a.dk, a.dv};
+	const int64_t n[3] = {rows * D, a.nsplit > 1 ? nkv : 0, a.nsplit > 1 ? nkv : 0};
+	for (int i = 0; i < 3; i++) {
+		if (n[i] <= 0)
+			continue;
+		const int64_t n4 = n[i] / 4;
 		const int64_t nb = (n4 + 255) / 256;
 		attn_dq_convert_kernel<<<(unsigned)(nb < 65536 ? nb : 65536), 256, 0, st>>>(
-			reinterpret_cast<const float4 *>(a.dq_ws), reinterpret_cast<uint2 *>(dq), n4);
+			reinterpret_cast<const float4 *>(from[i]), reinterpret_cast<uint2 *>(to[i]),
+			n4);
 		if (cuda_check(cudaGetLastError(), what, err))
 			return -1;
 	}
 	return 0;
 }
 
-/* Workspace layout: dQ fp32 [total_q][heads][head_dim], then dsum fp32 [heads][total_q]. The
- * first part is a multiple of 256 bytes (head_dim is 64 or 128), so dsum stays aligned. */
+/* Workspace layout: dQ fp32 [total_q][heads][head_dim], then dsum fp32 [heads][total_q],
+ * then (a split backward) from the next 256-byte boundary dK and dV fp32
+ * [total_kv][kv_heads][head_dim] each. dQ's size is a multiple of 256 bytes (head_dim is 64
+ * or 128), so dsum is aligned as it is. */
 size_t dq_ws_bytes(const struct bp_attn_shape *s)
 {
 	return (size_t)s->total_q * (size_t)s->heads * (size_t)s->head_dim * sizeof(float);
 }
 
+size_t dkv_ws_at(const struct bp_attn_shape *s)
+{
+	const size_t end = dq_ws_bytes(s) + (size_t)s->total_q * (size_t)s->heads * sizeof(float);
+	return (end + 255) / 256 * 256;
+}
+
+/* The backward's blocks per (key tile, kv head) of a valid shape: the one it forces, or
+ * attn_geom.h's choice. */
+int bwd_blocks(const struct bp_attn_shape *s)
+{
+	if (s->bwd_split > 0)
+		return s->bwd_split;
+	const int64_t q_tiles = ((int64_t)s->max_q + BM - 1) / BM;
+	return bp_attn_bwd_split(BP_ATTN_GEOM_MMA, s->total_kv, s->nseg, s->kv_heads,
+				 (int64_t)(s->heads / s->kv_heads) * q_tiles);
+}
+
 } /* namespace */
+
+extern "C" int bp_attn_bwd_blocks(const struct bp_attn_shape *s)
+{
+	if (!s || s->nseg < 0 || s->heads <= 0 || s->kv_heads <= 0 || s->heads % s->kv_heads ||
+	    s->total_kv < 0 || s->max_q < 0 || s->bwd_split < 0 || s->bwd_split > 64)
+		return 0;
+	return bwd_blocks(s);
+}
 
 extern "C" size_t bp_attn_bwd_workspace(const struct bp_attn_shape *s)
 {
-	if (!s || s->total_q < 0 || s->heads < 0 || s->head_dim < 0)
+	if (!s || s->total_q < 0 || s->heads < 0 || s->head_dim < 0 || s->total_kv < 0)
 		return 0;
-	return dq_ws_bytes(s) + (size_t)s->total_q * (size_t)s->heads * sizeof(float);
+	const size_t base = dq_ws_bytes(s) + (size_t)s->total_q * (size_t)s->heads * sizeof(float);
+	if (bp_attn_bwd_blocks(s) <= 1)
+		return base;
+	return dkv_ws_at(s) +
+	       2 * (size_t)s->total_kv * (size_t)s->kv_heads * (size_t)s->head_dim * sizeof(float);
 }
 
 extern "C" int bp_attn_fwd(const struct bp_attn_shape *s, const int32_t *cu_q,
@@ -315,7 +379,8 @@ extern "C" int bp_attn_bwd(const struct bp_attn_shape *s, const int32_t *cu_q,
 	    check_ptr(v, ak, what, "v", err) || check_ptr(o, aq, what, "o", err) ||
 	    check_ptr(dout, aq, what, "dout", err) || check_ptr(lse, hq ? 4 : 0, what, "lse", err) ||
 	    check_ptr(dq, aq, what, "dq", err) || check_ptr(dk, ak, what, "dk", err) ||
-	    check_ptr(dv, ak, what, "dv", err) || check_ptr(ws, aq, what, "ws", err))
+	    check_ptr(dv, ak, what, "dv", err) ||
+	    check_ptr(ws, hq || (hk && bwd_blocks(s) > 1) ? 16 : 0, what, "ws", err))
 		return -1;
 	if (!hk)
 		return 0; /* no key, hence no query row either */
@@ -326,6 +391,10 @@ extern "C" int bp_attn_bwd(const struct bp_attn_shape *s, const int32_t *cu_q,
 	float *dsum = hq ? reinterpret_cast<float *>(static_cast<char *>(ws) + dq_ws_bytes(s))
 			 : nullptr;
 	bwd_args a;
+	a.nsplit = bwd_blocks(s);
+	a.dkv_ws = a.nsplit > 1 ? reinterpret_cast<float *>(static_cast<char *>(ws) + dkv_ws_at(s))
+				: nullptr;
+	a.total_kv = s->total_kv;
 	a.cu_q = cu_q;
 	a.cu_kv = cu_kv;
 	a.q = reinterpret_cast<const bf16 *>(q);

@@ -41,10 +41,21 @@ struct bp_attn_shape {
 	int64_t total_kv;  /* cu_kv[nseg] */
 	int max_q, max_kv; /* the longest segment's q_len and kv_len (grid sizing) */
 	float scale;       /* softmax scale, usually 1 / sqrt(head_dim) */
+	/* Backward blocks per (64-key tile, kv head), each taking a share of the tile's query
+	 * tiles and adding its dK, dV in fp32 to the workspace (then bitwise reproducible only
+	 * up to the order of those additions): 0 (set it, e.g. by memset) the kernels' choice,
+	 * bp_attn_bwd_blocks; 1..64 forced (the tests run both paths). */
+	int bwd_split;
 };
 
+/* The backward's blocks per (key tile, kv head) for this shape (planner/model/attn_geom.h:
+ * enough to fill a GPU when the grid of key tiles x kv heads is short, as under tensor
+ * parallelism), or s->bwd_split when set; 0 for a bad shape. */
+int bp_attn_bwd_blocks(const struct bp_attn_shape *s);
+
 /* Bytes of device workspace bp_attn_bwd needs for this shape (the fp32 dO.O row sums and
- * dQ accumulator). */
+ * dQ accumulator, and the fp32 dK, dV accumulators when the backward splits its key
+ * tiles). */
 size_t bp_attn_bwd_workspace(const struct bp_attn_shape *s);
 
 int bp_attn_fwd(const struct bp_attn_shape *s, const int32_t *cu_q, const int32_t *cu_kv,

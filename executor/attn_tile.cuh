@@ -645,6 +645,31 @@ __device__ __forceinline__ void bwd_finish(const bwd_acc<D> &acc, bf16 *dk_out, 
 	}
 }
 
+/* Line 19 for one share of a split key tile: dK_j (times the softmax scale) and dV_j added
+ * to the fp32 accumulators dk_ws, dv_ws ([total_kv][kv_heads][D] each, zeroed before the
+ * launch, converted to bf16 after it), the warp's key rows n0 + 16w .. below klen. */
+template <int D>
+__device__ __forceinline__ void bwd_finish_add(const bwd_acc<D> &acc, float *dk_ws, float *dv_ws,
+					       float scale, int warp, int lane, int64_t start,
+					       int n0, int klen, int kv_heads, int kvh)
+{
+	const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+	for (int r = 0; r < 2; r++) {
+		const int key = n0 + warp * 16 + g + 8 * r;
+		if (key >= klen)
+			continue;
+		const int64_t at = ((start + key) * kv_heads + kvh) * D + 2 * t;
+#pragma unroll
+		for (int j = 0; j < D / 8; j++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				atomicAdd(dk_ws + at + 8 * j + e, acc.dk[j][2 * r + e] * scale);
+				atomicAdd(dv_ws + at + 8 * j + e, acc.dv[j][2 * r + e]);
+			}
+	}
+}
+
 /* dQ: fp32 workspace to bf16, four values per thread (the size is a multiple of 64), the
  * body of a grid-stride kernel. */
 __device__ __forceinline__ void dq_convert(const float4 *__restrict__ ws, uint2 *dq, int64_t n4)

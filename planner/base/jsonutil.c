@@ -537,6 +537,8 @@ int bp_json_write_fields(json_t *obj, const struct bp_field *f, size_t n, const 
 	for (size_t i = 0; ok && i < n; i++) {
 		const struct bp_field *x = &f[i];
 		json_t *v = NULL;
+		if (x->type == BP_FT_STR && (x->flags & BP_FF_OPT) && !b[x->off])
+			continue; /* an optional string left empty is not written */
 		switch (x->type) {
 		case BP_FT_I64: v = json_integer(*(const int64_t *)(b + x->off)); break;
 		case BP_FT_INT: v = json_integer(*(const int *)(b + x->off)); break;

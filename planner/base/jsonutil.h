@@ -99,6 +99,9 @@ struct bp_field {
 #define BP_FIELD_INT(T, m, k, lo, hi) {k, BP_FT_INT, offsetof(T, m), 0, lo, hi, 0}
 #define BP_FIELD_REAL(T, m, k, lo, hi) {k, BP_FT_REAL, offsetof(T, m), 0, lo, hi, 0}
 #define BP_FIELD_STR(T, m, k) {k, BP_FT_STR, offsetof(T, m), sizeof(((T *)0)->m), 0, 0, 0}
+/* An optional string: absent reads as "", and "" is not written. */
+#define BP_FIELD_STR_OPT(T, m, k)                                                             \
+	{k, BP_FT_STR, offsetof(T, m), sizeof(((T *)0)->m), 0, 0, BP_FF_OPT}
 /* The same with flags. */
 #define BP_FIELD_I64F(T, m, k, lo, hi, fl) {k, BP_FT_I64, offsetof(T, m), 0, lo, hi, fl}
 #define BP_FIELD_REALF(T, m, k, lo, hi, fl) {k, BP_FT_REAL, offsetof(T, m), 0, lo, hi, fl}

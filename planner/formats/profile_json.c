@@ -15,6 +15,7 @@
  * (tp, cp, pp)), table values rounded to 1e-3 (bp_json_real), fit coefficients to 9
  * significant digits (they are as small as 1e-6 us per token^2). */
 #include "profile.h"
+#include "attn_geom.h"
 #include "costmodel.h"
 
 #include <float.h>
@@ -227,6 +228,7 @@ static const struct bp_field prov_fields[] = {
 	BP_FIELD_INT(struct bp_provenance, ranks, "ranks", 1, 1 << 20),
 	BP_FIELD_INT(struct bp_provenance, reps, "reps", 1, 1000000),
 	BP_FIELD_INT(struct bp_provenance, warmup, "warmup", 0, 1000000),
+	BP_FIELD_STR_OPT(struct bp_provenance, attn_kernels, "attn_kernels"),
 };
 
 static int read_provenance(struct bp_provenance *pv, json_t *root, struct bp_error *err)
@@ -606,9 +608,19 @@ static int read_profile(struct bp_profile *p, json_t *root, struct bp_error *err
 	    read_memory(&p->mem, &p->hw, root, err) < 0 || check_schemes(p, err) < 0 ||
 	    (!v1 && read_provenance(&p->prov, root, err) < 0))
 		return -1;
-	for (size_t i = 0; i < p->nattn; i++) /* the launch model of measured tables */
+	/* Which kernels' blocks the launch model deals (attn_geom.h). */
+	int geom = BP_ATTN_GEOM_WMMA;
+	if (!strcmp(p->prov.attn_kernels, BP_ATTN_GEOM_NAME))
+		geom = BP_ATTN_GEOM_MMA;
+	else if (p->prov.attn_kernels[0])
+		return bp_errorf(err, "profile.provenance.attn_kernels \"%s\" is not \"%s\" (or "
+				 "absent: the kernels before it)", p->prov.attn_kernels,
+				 BP_ATTN_GEOM_NAME);
+	for (size_t i = 0; i < p->nattn; i++) { /* the launch model of measured tables */
+		p->attn[i].geom = geom;
 		bp_attn_fit_launch(&p->attn[i], p->model.heads / p->attn[i].tp,
 				   p->model.kv_heads / p->attn[i].tp);
+	}
 	return 0;
 }
 

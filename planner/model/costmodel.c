@@ -18,6 +18,7 @@
 #include "costmodel.h"
 
 #include "costkinds.h"
+#include "attn_geom.h"
 #include "heap.h"
 
 #include <math.h>
@@ -155,7 +156,7 @@ double bp_cost_attn_alone(const struct bp_attn_table *t, double q, double kv, in
  * segment in one launch (BP_PROF_TARGET_BLOCKS blocks), time / n; so u = cell x n / (the
  * n-copy launch's end in tiles). The alone cells fix S: one copy against n copies. */
 
-#define LAUNCH_TILE 64        /* balexec's kernels: 64 query rows or keys per tile */
+#define LAUNCH_TILE 64        /* keys per tile; the backward's query rows per step */
 #define LAUNCH_SLOTS_MAX 2048 /* places at most (an H100 runs 132 SMs x 1-16 blocks) */
 #define LAUNCH_EXACT 8       /* waves of blocks dealt one by one; beyond, only the last 2 S */
 
@@ -164,19 +165,43 @@ static int64_t n_tiles(int64_t len)
 	return (len + LAUNCH_TILE - 1) / LAUNCH_TILE;
 }
 
-/* Tiles block b of a segment visits: forward, query tile b's key tiles up to its last row's
- * causal limit; backward, the query tiles that see key tile b, times the GQA group. */
-static int64_t block_work(int64_t q, int64_t kv, int64_t b, int bwd, int group)
+/* Blocks of a segment: the forward's of fwd_rows(geom) query rows, the backward's of 64
+ * keys. */
+static int64_t n_blocks(const struct bp_attn_table *t, int64_t q, int64_t kv, int bwd)
+{
+	if (bwd)
+		return n_tiles(kv);
+	const int64_t rows = bp_attn_fwd_rows(t->geom);
+	return (q + rows - 1) / rows;
+}
+
+/* Tiles (64 query rows x 64 keys) block b of a segment visits: forward, each of its 64-row
+ * parts the key tiles up to that part's last row's causal limit (the kernels' warps skip the
+ * tiles none of their rows sees); backward, the query tiles that see key tile b, times the
+ * GQA group. */
+static int64_t block_work(const struct bp_attn_table *t, int64_t q, int64_t kv, int64_t b,
+			  int bwd, int group)
 {
 	int64_t off = kv - q;
 	if (!bwd) {
-		int64_t last = ((b + 1) * LAUNCH_TILE < q ? (b + 1) * LAUNCH_TILE : q) - 1 + off;
-		return last / LAUNCH_TILE + 1;
+		const int64_t parts = bp_attn_fwd_rows(t->geom) / LAUNCH_TILE;
+		int64_t w = 0;
+		for (int64_t p = b * parts; p < (b + 1) * parts && p * LAUNCH_TILE < q; p++) {
+			int64_t end = (p + 1) * LAUNCH_TILE < q ? (p + 1) * LAUNCH_TILE : q;
+			w += (end - 1 + off) / LAUNCH_TILE + 1;
+		}
+		return w;
 	}
 	int64_t r0 = b * LAUNCH_TILE - off;
 	if (r0 < 0)
 		r0 = 0;
 	return r0 >= q ? 0 : (n_tiles(q) - r0 / LAUNCH_TILE) * group;
+}
+
+/* Share z of s of a block's w tiles: the kernels' contiguous split of its steps. */
+static int64_t share(int64_t w, int z, int s)
+{
+	return w * (z + 1) / s - w * z / s;
 }
 
 static int launch_group(const struct bp_attn_table *t)
@@ -193,15 +218,35 @@ static size_t launch_seg(size_t k, size_t n, int bwd)
 	return bwd ? i : n - 1 - i;
 }
 
+/* The backward's blocks per (key tile, kv head) of a launch of `copies` x the n segments
+ * (attn_geom.h; 1 for the forward). */
+static int launch_split(const struct bp_attn_table *t, const int64_t (*seg)[2], size_t n,
+			int64_t copies, int bwd)
+{
+	if (!bwd)
+		return 1;
+	int64_t total_kv = 0, max_q = 0;
+	for (size_t i = 0; i < n; i++) {
+		int64_t q = seg[i][0], kv = seg[i][1] < q ? q : seg[i][1];
+		total_kv += kv;
+		if (q > max_q)
+			max_q = q;
+	}
+	return bp_attn_bwd_split(t->geom, total_kv * copies, (int64_t)n * copies, t->kv_heads,
+				 (int64_t)launch_group(t) * n_tiles(max_q));
+}
+
 /* The end of a launch of `copies` x the n segments, with u[i] the time per tile of segment
- * i, on S places. Up to LAUNCH_EXACT waves every block is dealt; beyond, the blocks before
- * the last 2 S (many, small next to the launch) are taken to leave every place at their
- * average, and only the last 2 S are dealt: O(S log S + segments) a call. */
+ * i, on S places, blocks dispatched in the grid's order (share, head, segment, block). Up to
+ * LAUNCH_EXACT waves every block is dealt; beyond, the blocks before the last 2 S (many,
+ * small next to the launch) are taken to leave every place at their average, and only the
+ * last 2 S are dealt: O(S log S + segments) a call. */
 static double launch_end(const struct bp_attn_table *t, const int64_t (*seg)[2], size_t n,
 			 int64_t copies, const double *u, int bwd, int S)
 {
 	double h[LAUNCH_SLOTS_MAX]; /* the places' finish times, a min-heap (heap.h) */
 	const int heads = bwd ? t->kv_heads : t->heads, group = launch_group(t);
+	const int split = launch_split(t, seg, n, copies, bwd);
 	const size_t nk = (size_t)copies * n;
 	double total = 0.0;
 	int64_t blocks = 0;
@@ -209,11 +254,11 @@ static double launch_end(const struct bp_attn_table *t, const int64_t (*seg)[2],
 		int64_t q = seg[i][0], kv = seg[i][1] < q ? q : seg[i][1];
 		if (q <= 0 || !(u[i] > 0))
 			continue;
-		int64_t nb = bwd ? n_tiles(kv) : n_tiles(q), w = 0;
+		int64_t nb = n_blocks(t, q, kv, bwd), w = 0;
 		for (int64_t b = 0; b < nb; b++)
-			w += block_work(q, kv, b, bwd, group);
+			w += block_work(t, q, kv, b, bwd, group);
 		total += (double)w * u[i] * (double)copies * heads;
-		blocks += nb * copies * heads;
+		blocks += nb * copies * heads * split;
 	}
 	for (int i = 0; i < S; i++)
 		h[i] = 0.0;
@@ -221,40 +266,47 @@ static double launch_end(const struct bp_attn_table *t, const int64_t (*seg)[2],
 	if (skip > 0) { /* the first blocks' time, spread evenly */
 		double tail = 0.0;
 		int64_t left = 2 * (int64_t)S;
-		for (int hd = heads - 1; hd >= 0 && left > 0; hd--)
-			for (size_t k = nk; k-- > 0 && left > 0;) {
-				size_t i = launch_seg(k, n, bwd);
-				int64_t q = seg[i][0], kv = seg[i][1] < q ? q : seg[i][1];
-				if (q <= 0 || !(u[i] > 0))
-					continue;
-				int64_t nb = bwd ? n_tiles(kv) : n_tiles(q);
-				for (int64_t b = nb; b-- > 0 && left > 0; left--)
-					tail += (double)block_work(q, kv, bwd ? b : nb - 1 - b, bwd,
-								   group) * u[i];
-			}
+		for (int z = split - 1; z >= 0 && left > 0; z--)
+			for (int hd = heads - 1; hd >= 0 && left > 0; hd--)
+				for (size_t k = nk; k-- > 0 && left > 0;) {
+					size_t i = launch_seg(k, n, bwd);
+					int64_t q = seg[i][0], kv = seg[i][1] < q ? q : seg[i][1];
+					if (q <= 0 || !(u[i] > 0))
+						continue;
+					int64_t nb = n_blocks(t, q, kv, bwd);
+					for (int64_t b = nb; b-- > 0 && left > 0; left--)
+						tail += (double)share(block_work(t, q, kv,
+										 bwd ? b : nb - 1 - b,
+										 bwd, group),
+								      z, split) *
+							u[i];
+				}
 		for (int i = 0; i < S; i++)
 			h[i] = (total - tail) / S;
 	}
 	int64_t seen = 0;
-	for (int hd = 0; hd < heads; hd++)
-		for (size_t k = 0; k < nk; k++) {
-			size_t i = launch_seg(k, n, bwd);
-			int64_t q = seg[i][0], kv = seg[i][1] < q ? q : seg[i][1];
-			if (q <= 0 || !(u[i] > 0))
-				continue;
-			int64_t nb = bwd ? n_tiles(kv) : n_tiles(q);
-			if (seen + nb <= skip) {
-				seen += nb;
-				continue;
-			}
-			for (int64_t b = 0; b < nb; b++, seen++) {
-				if (seen < skip)
+	for (int z = 0; z < split; z++)
+		for (int hd = 0; hd < heads; hd++)
+			for (size_t k = 0; k < nk; k++) {
+				size_t i = launch_seg(k, n, bwd);
+				int64_t q = seg[i][0], kv = seg[i][1] < q ? q : seg[i][1];
+				if (q <= 0 || !(u[i] > 0))
 					continue;
-				int64_t x = block_work(q, kv, bwd ? b : nb - 1 - b, bwd, group);
-				if (x > 0)
-					bp_heap_grow_least(h, S, (double)x * u[i]);
+				int64_t nb = n_blocks(t, q, kv, bwd);
+				if (seen + nb <= skip) {
+					seen += nb;
+					continue;
+				}
+				for (int64_t b = 0; b < nb; b++, seen++) {
+					if (seen < skip)
+						continue;
+					int64_t x = share(block_work(t, q, kv, bwd ? b : nb - 1 - b, bwd,
+								     group),
+							  z, split);
+					if (x > 0)
+						bp_heap_grow_least(h, S, (double)x * u[i]);
+				}
 			}
-		}
 	double end = 0.0;
 	for (int i = 0; i < S; i++)
 		if (h[i] > end)
@@ -265,7 +317,7 @@ static double launch_end(const struct bp_attn_table *t, const int64_t (*seg)[2],
 /* Copies of (q, kv) in one of balprof's packed launches. */
 static int64_t packed_copies(const struct bp_attn_table *t, int64_t q, int64_t kv, int bwd)
 {
-	int64_t b = (bwd ? n_tiles(kv) * t->kv_heads : n_tiles(q) * t->heads);
+	int64_t b = n_blocks(t, q, kv, bwd) * (bwd ? t->kv_heads : t->heads);
 	int64_t n = b > 0 ? (BP_PROF_TARGET_BLOCKS + b - 1) / b : 1;
 	return n < 1 ? 1 : n;
 }

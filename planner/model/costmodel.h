@@ -127,11 +127,13 @@ double bp_cost_attn(const struct bp_attn_table *t, double q, double kv, int bwd)
 double bp_cost_attn_alone(const struct bp_attn_table *t, double q, double kv, int bwd);
 /* One varlen launch over n (q, kv) segments. Without a fitted launch model (analytic
  * profiles; tables without alone cells): the larger of the sum of their packed costs and the
- * longest segment alone. With one: balexec's kernels' blocks (forward: 64-row query tiles x
- * heads, a document's last tiles first; backward: 64-key tiles x KV heads, each walking its
- * GQA group) dealt in launch order to `slots` places, each taking its segment's time per
- * tile (`unit`, from the packed cell read as balprof measured it: n copies in one launch)
- * times the tiles it visits; the launch ends with its last block. profiler/README.md
+ * longest segment alone. With one: balexec's kernels' blocks, of the generation that
+ * measured the table (t->geom, attn_geom.h; forward: 64- or 128-row query blocks x heads, a
+ * document's last blocks first; backward: 64-key tiles x KV heads, each walking its GQA
+ * group, or its share of that walk when the launch is short) dealt in launch order to
+ * `slots` places, each taking its segment's time per 64 x 64 tile (`unit`, from the packed
+ * cell read as balprof measured it: n copies in one launch) times the tiles it visits; the
+ * launch ends with its last block. profiler/README.md
  * "Packed and alone". */
 double bp_cost_attn_launch(const struct bp_attn_table *t, const int64_t (*seg)[2], size_t n,
 			   int bwd);

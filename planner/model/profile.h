@@ -67,6 +67,8 @@ struct bp_attn_table {
 	 * (costmodel.h bp_cost_attn_launch); 0: no launch model (the table has no alone cells,
 	 * or none of them runs slower than packed). */
 	int heads, kv_heads;
+	int geom; /* the kernels whose blocks the launch model deals (attn_geom.h), from the
+		   * profile's provenance.attn_kernels */
 	double slots[2];
 	double *unit[2]; /* per pass, time per tile visited [iq * nkv + ikv]; owned; or NULL */
 };
@@ -143,6 +145,9 @@ struct bp_provenance {
 	char measured[128];  /* the tables measured, e.g. "attention linear memory" */
 	char analytic[128];  /* the tables kept from the analytic profile, and why */
 	int ranks, reps, warmup; /* processes measuring; timed runs and warm-ups per cell */
+	/* The attention kernels that timed the attention cells (attn_geom.h): "mma16816", or
+	 * "" (the key absent: the WMMA kernels before it). Sets every table's geom. */
+	char attn_kernels[32];
 };
 
 /* Activation recomputation, as Megatron-LM's --recompute-granularity names it (Korthikanti et

@@ -51,6 +51,7 @@
 
 #include "analytic.h"
 #include "attn.h"
+#include "attn_geom.h"
 #include "attn_sparse.h"
 #include "cmdutil.h"
 #include "costkinds.h"
@@ -281,7 +282,9 @@ static int attn_run(void *p, struct bp_error *err)
  * "Packed and alone"). */
 static int64_t attn_copies(const struct dims *d, int64_t q, int64_t kv, int bwd)
 {
-	double blocks = bwd ? (double)((kv + 63) / 64 * d->kvl) : (double)((q + 63) / 64 * d->hl);
+	const int64_t rows = BP_ATTN_FWD_ROWS_MMA, keys = BP_ATTN_BWD_KEYS; /* the kernels' blocks */
+	double blocks = bwd ? (double)((kv + keys - 1) / keys * d->kvl)
+			    : (double)((q + rows - 1) / rows * d->hl);
 	double bytes = (double)q * (double)d->nq * 2 * 5 + (double)q * (double)d->hl * 8 +
 		       (double)q * (double)d->nq * 4 + (double)kv * (double)d->nkv * 2 * 4;
 	double n = ceil(TARGET_BLOCKS / blocks);
@@ -1410,6 +1413,7 @@ static void prof_provenance(struct prof_run *r, size_t *ctab)
 	struct tm tmv;
 	gmtime_r(&now, &tmv);
 	strftime(pv->date, sizeof(pv->date), "%Y-%m-%dT%H:%M:%SZ", &tmv);
+	snprintf(pv->attn_kernels, sizeof(pv->attn_kernels), "%s", BP_ATTN_GEOM_NAME);
 	*ctab = 0;
 	for (size_t i = 0; i < r->ntasks; i++)
 		*ctab += t[i].kind == BP_TASK_COLL &&

@@ -4,7 +4,9 @@
  * O, lse, dQ, dK, dV from the same bf16 values; each tensor must have
  * max |gpu - ref| / max |ref| below 1e-2. Outputs start as NaN so that a row left unwritten,
  * or gradients accumulated instead of written, fail. Also checks that bad shapes (head_dim
- * 96, heads not a multiple of kv_heads) are rejected with -1 and a message, and that a
+ * 96, heads not a multiple of kv_heads) are rejected with -1 and a message, that the
+ * backward gives the same gradients with its key tiles split over several blocks (their dK,
+ * dV added in fp32) as with one block each (bwd_split 1), and that a
  * DistCA server's CA-tasks (query shards with their causal prefixes) reproduce the dense
  * kernel's rows and, summed, its dK and dV on the same document.
  * --small runs a few small layouts instead, that still cover several query and key tiles,
@@ -33,6 +35,7 @@ struct layout {
 	std::string name;
 	int heads, kv_heads, d;
 	std::vector<int> lq, lk; /* per segment */
+	int split = 0;           /* bp_attn_shape.bwd_split: 0 the kernels' choice */
 };
 
 static int report(const layout &L, const char *tensor, double e)
@@ -137,7 +140,8 @@ struct outputs {
 
 /* bp_attn_fwd then bp_attn_bwd on a non-default stream over the segments (cu_q, cu_kv) with
  * the given bf16 inputs; outputs start as NaN. Returns 0, or 1 (printed) when a call fails. */
-static int kernel(const char *name, int heads, int kv_heads, int d, const std::vector<int> &cu_q,
+static int kernel(const char *name, int heads, int kv_heads, int d, int split,
+		  const std::vector<int> &cu_q,
 		  const std::vector<int> &cu_kv, const std::vector<uint16_t> &hq,
 		  const std::vector<uint16_t> &hk, const std::vector<uint16_t> &hv,
 		  const std::vector<uint16_t> &hdo, outputs &out)
@@ -152,6 +156,8 @@ static int kernel(const char *name, int heads, int kv_heads, int d, const std::v
 	const size_t nq = (size_t)tq * heads * d, nk = (size_t)tk * kv_heads * d;
 
 	struct bp_attn_shape s;
+	memset(&s, 0, sizeof s);
+	s.bwd_split = split;
 	s.nseg = nseg;
 	s.heads = heads;
 	s.kv_heads = kv_heads;
@@ -229,7 +235,8 @@ static int run_layout(const layout &L, uint64_t seed)
 	fill(hdo, dout, nq, &rng);
 
 	outputs g;
-	if (kernel(L.name.c_str(), L.heads, L.kv_heads, L.d, cu_q, cu_kv, hq, hk, hv, hdo, g))
+	if (kernel(L.name.c_str(), L.heads, L.kv_heads, L.d, L.split, cu_q, cu_kv, hq, hk, hv,
+		   hdo, g))
 		return 1;
 	std::vector<double> o(nq, 0), lse((size_t)tq * L.heads, 0), dq(nq, 0), dk(nk, 0),
 		dv(nk, 0);
@@ -262,7 +269,7 @@ static int run_ca_tasks(const char *name, int heads, int kv_heads, int d, int le
 	fill(hv, v, len * krow, &rng);
 	fill(hdo, dout, len * qrow, &rng);
 	outputs whole, tasks;
-	if (kernel(name, heads, kv_heads, d, {0, len}, {0, len}, hq, hk, hv, hdo, whole))
+	if (kernel(name, heads, kv_heads, d, 0, {0, len}, {0, len}, hq, hk, hv, hdo, whole))
 		return 1;
 
 	/* The server's inputs: the shards' queries (and output gradients) in task order, each
@@ -278,7 +285,7 @@ static int run_ca_tasks(const char *name, int heads, int kv_heads, int d, int le
 		tk.insert(tk.end(), hk.begin(), hk.begin() + cut[i + 1] * krow);
 		tv.insert(tv.end(), hv.begin(), hv.begin() + cut[i + 1] * krow);
 	}
-	if (kernel(name, heads, kv_heads, d, cu_q, cu_kv, tq, tk, tv, tdo, tasks))
+	if (kernel(name, heads, kv_heads, d, 0, cu_q, cu_kv, tq, tk, tv, tdo, tasks))
 		return 1;
 
 	/* The shards tile the document in order, so the task rows are the document's rows. */
@@ -300,10 +307,11 @@ static int run_ca_tasks(const char *name, int heads, int kv_heads, int d, int le
 
 /* A bad shape must give -1 and a message naming the problem, before touching any pointer. */
 static int expect_reject(const char *label, int heads, int kv_heads, int head_dim,
-			 const char *needle)
+			 const char *needle, int split = 0)
 {
 	struct bp_attn_shape s;
 	memset(&s, 0, sizeof s);
+	s.bwd_split = split;
 	s.nseg = 1;
 	s.heads = heads;
 	s.kv_heads = kv_heads;
@@ -355,6 +363,11 @@ int main(int argc, char **argv)
 		layouts.push_back({"small-tiles", 2, 1, 64, {150}, {150}});
 		layouts.push_back({"small-varlen", 2, 2, 64, {1, 64, 0, 70, 17}, {1, 64, 0, 70, 17}});
 		layouts.push_back({"small-cp-d128", 2, 1, 128, {40, 0, 65}, {100, 30, 130}});
+		/* The backward both ways: dK, dV written by one block per key tile (split 1)
+		 * and added up over 3 shares of the tile's query tiles (the kernels' choice
+		 * above is a split too: these launches are far below a GPU's worth). */
+		layouts.push_back({"small-gqa-unsplit", 4, 1, 64, {150, 0, 1}, {150, 0, 1}, 1});
+		layouts.push_back({"small-cp-split3", 2, 1, 128, {40, 0, 65}, {100, 30, 130}, 3});
 	} else {
 		layouts.push_back({"one-doc-1000", 2, 2, 128, {1000}, {1000}});
 		layout L{"short-37", 4, 2, 64, {}, {}};
@@ -374,6 +387,9 @@ int main(int argc, char **argv)
 		layouts.push_back({"gqa-8-2", 8, 2, 128, {200, 333}, {200, 333}});
 		layouts.push_back({"gqa-d64", 8, 2, 64, {70, 190}, {70, 250}});
 		layouts.push_back({"one-doc-700", 2, 1, 64, {700}, {700}});
+		layouts.push_back({"one-doc-700-unsplit", 2, 1, 64, {700}, {700}, 1});
+		layouts.push_back({"cp-shard-unsplit", 2, 2, 64, {100, 64, 1, 0, 257, 63, 33},
+				   {300, 192, 77, 50, 1000, 63, 40}, 1});
 	}
 
 	int bad = 0;
@@ -391,6 +407,7 @@ int main(int argc, char **argv)
 	bad += expect_reject("head_dim 96", 4, 2, 96, "head_dim 96");
 	bad += expect_reject("heads 6, kv_heads 4", 6, 4, 64, "not a multiple of kv_heads");
 	bad += expect_reject("negative head_dim", 4, 2, -64, "negative size");
+	bad += expect_reject("bwd_split 65", 4, 2, 64, "bwd_split 65 outside 0..64", 65);
 
 	printf("test_attention: %s\n", bad ? "FAILED" : "all passed");
 	if (fflush(stdout) != 0 || ferror(stdout))

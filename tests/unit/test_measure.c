@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analytic.h"
+#include "attn_geom.h"
 #include "check.h"
 #include "jsonutil.h"
 #include "measure.h"
@@ -444,6 +445,10 @@ static void test_merge(void)
 	json_t *r = text ? bp_json_loadb(text, strlen(text), &err) : NULL;
 	CHECK(r && bp_profile_from_json(&back, r, &err) == 0);
 	CHECK(back.prov.present && back.prov.reps == 3 && !strcmp(back.prov.tool, "balprof test"));
+	/* No attn_kernels given: the key is not written, and the tables are the WMMA
+	 * kernels' (attn_geom.h), as every profile measured before the key existed. */
+	CHECK(text && !strstr(text, "attn_kernels"));
+	CHECK(back.nattn > 0 && back.attn[0].geom == BP_ATTN_GEOM_WMMA);
 	/* The merged sparse tables read back (the reader checks them: > 0, monotone). */
 	CHECK(back.nsparse == p.nsparse && back.nsparse > 0);
 	for (size_t q = 0; q < back.nsparse && q < p.nsparse; q++) {
@@ -455,6 +460,23 @@ static void test_merge(void)
 	json_t *j2 = bp_profile_to_json(&back);
 	char *text2 = j2 ? bp_json_dump_canonical(j2) : NULL;
 	CHECK(text && text2 && !strcmp(text, text2)); /* canonical: the same bytes */
+	/* attn_kernels "mma16816" (what balprof writes) sets every table's geometry and reads
+	 * back; another name is refused with the one it knows. */
+	json_object_set_new(json_object_get(r, "provenance"), "attn_kernels",
+			    json_string(BP_ATTN_GEOM_NAME));
+	CHECK(bp_profile_from_json(&back, r, &err) == 0);
+	for (size_t i = 0; i < back.nattn; i++)
+		CHECK(back.attn[i].geom == BP_ATTN_GEOM_MMA);
+	json_t *j3 = bp_profile_to_json(&back);
+	CHECK(j3 && !strcmp(json_string_value(json_object_get(json_object_get(j3, "provenance"),
+							      "attn_kernels")),
+			    BP_ATTN_GEOM_NAME));
+	json_decref(j3);
+	json_object_set_new(json_object_get(r, "provenance"), "attn_kernels", json_string("wgmma"));
+	CHECK(bp_profile_from_json(&back, r, &err) < 0);
+	CHECK(strstr(err.text, "profile.provenance.attn_kernels \"wgmma\" is not \"mma16816\"") !=
+	      NULL);
+	json_object_del(json_object_get(r, "provenance"), "attn_kernels");
 	/* An unknown key inside provenance is an error; an analytic profile has none. */
 	json_object_set_new(json_object_get(r, "provenance"), "colour", json_string("x"));
 	CHECK(bp_profile_from_json(&back, r, &err) < 0);

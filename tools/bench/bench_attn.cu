@@ -109,12 +109,20 @@ int main(int argc, char **argv)
 	for (const shape &sh : SHAPES)
 		maxt = std::max(maxt, sh.total);
 	const int64_t nq = maxt * HEADS * HEAD_DIM, nk = maxt * KV_HEADS * HEAD_DIM;
-	struct bp_attn_shape s0;
-	memset(&s0, 0, sizeof s0);
-	s0.heads = HEADS;
-	s0.head_dim = HEAD_DIM;
-	s0.total_q = maxt;
-	const size_t ws_bytes = bp_attn_bwd_workspace(&s0);
+	/* The largest workspace of the shapes (a short launch's backward splits its key tiles
+	 * and adds their dK, dV in the workspace: attn.h bwd_split). */
+	size_t ws_bytes = 0;
+	for (const shape &sh : SHAPES) {
+		struct bp_attn_shape s0;
+		memset(&s0, 0, sizeof s0);
+		s0.nseg = (int)(sh.total / sh.doc);
+		s0.heads = HEADS;
+		s0.kv_heads = KV_HEADS;
+		s0.head_dim = HEAD_DIM;
+		s0.total_q = s0.total_kv = sh.total;
+		s0.max_q = s0.max_kv = sh.doc;
+		ws_bytes = std::max(ws_bytes, bp_attn_bwd_workspace(&s0));
+	}
 
 	void *q, *k, *v, *o, *dout, *dq, *dk, *dv, *ws, *lse, *cu;
 	CUDA_OK(cudaMalloc(&q, nq * 2));
@@ -153,6 +161,7 @@ int main(int argc, char **argv)
 			cu_h[i] = i * sh.doc;
 		CUDA_OK(cudaMemcpy(cu, cu_h.data(), (docs + 1) * 4, cudaMemcpyHostToDevice));
 		struct bp_attn_shape s;
+		memset(&s, 0, sizeof s);
 		s.nseg = docs;
 		s.heads = HEADS;
 		s.kv_heads = KV_HEADS;
