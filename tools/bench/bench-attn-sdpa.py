@@ -37,11 +37,14 @@ except ImportError as exc:
     sys.exit(3)
 
 HEADS, KV_HEADS, HEAD_DIM, WARMUP = 32, 8, 128, 2
-SHAPES = [  # (name, tokens, document length): keep in step with bench_attn.cu
-    ("8K-1x8K", 8192, 8192), ("8K-4x2K", 8192, 2048),
-    ("32K-1x32K", 32768, 32768), ("32K-4x8K", 32768, 8192), ("32K-16x2K", 32768, 2048),
-    ("128K-1x128K", 131072, 131072), ("128K-16x8K", 131072, 8192),
-    ("128K-64x2K", 131072, 2048),
+SHAPES = [  # (name, tokens, document length, heads, kv heads): keep in step with bench_attn.cu
+    ("8K-1x8K", 8192, 8192, HEADS, KV_HEADS), ("8K-4x2K", 8192, 2048, HEADS, KV_HEADS),
+    ("32K-1x32K", 32768, 32768, HEADS, KV_HEADS), ("32K-4x8K", 32768, 8192, HEADS, KV_HEADS),
+    ("32K-16x2K", 32768, 2048, HEADS, KV_HEADS),
+    ("128K-1x128K", 131072, 131072, HEADS, KV_HEADS),
+    ("128K-16x8K", 131072, 8192, HEADS, KV_HEADS), ("128K-64x2K", 131072, 2048, HEADS, KV_HEADS),
+    # one TP-8 rank's heads (bench_attn's "-unsplit" rows compare with these too)
+    ("8K-1x8K-tp8", 8192, 8192, 4, 1), ("32K-1x32K-tp8", 32768, 32768, 4, 1),
 ]
 
 
@@ -103,20 +106,20 @@ def main():
     print(f"sdpa: torch {torch.__version__}, {torch.cuda.get_device_name(0)}, backend "
           f"{backend}, gqa {gqa}, heads {HEADS}, kv_heads {KV_HEADS}, head_dim {HEAD_DIM}, "
           f"bf16, causal; median of {args.iters} after {WARMUP} warm-up")
-    print(f"{'shape':<13} {'tokens':>8} {'docs':>5} {'fwd ms':>10} {'fwd TFLOP/s':>11} "
+    print(f"{'shape':<21} {'tokens':>8} {'docs':>5} {'fwd ms':>10} {'fwd TFLOP/s':>11} "
           f"{'bwd ms':>10} {'bwd TFLOP/s':>11}")
     lines = []
     gen = torch.Generator(device="cuda").manual_seed(1)
-    for name, total, doc in SHAPES:
+    for name, total, doc, heads, kv_heads in SHAPES:
         docs = total // doc
         dev = dict(device="cuda", dtype=torch.bfloat16)
-        q = torch.randn(docs, HEADS, doc, HEAD_DIM, generator=gen, **dev)
-        k = torch.randn(docs, KV_HEADS, doc, HEAD_DIM, generator=gen, **dev)
-        v = torch.randn(docs, KV_HEADS, doc, HEAD_DIM, generator=gen, **dev)
+        q = torch.randn(docs, heads, doc, HEAD_DIM, generator=gen, **dev)
+        k = torch.randn(docs, kv_heads, doc, HEAD_DIM, generator=gen, **dev)
+        v = torch.randn(docs, kv_heads, doc, HEAD_DIM, generator=gen, **dev)
         if gqa == "expand":
-            k = k.repeat_interleave(HEADS // KV_HEADS, dim=1)
-            v = v.repeat_interleave(HEADS // KV_HEADS, dim=1)
-        dout = torch.randn(docs, HEADS, doc, HEAD_DIM, generator=gen, **dev)
+            k = k.repeat_interleave(heads // kv_heads, dim=1)
+            v = v.repeat_interleave(heads // kv_heads, dim=1)
+        dout = torch.randn(docs, heads, doc, HEAD_DIM, generator=gen, **dev)
         kw = {"is_causal": True}
         if gqa == "enable_gqa":
             kw["enable_gqa"] = True
@@ -138,9 +141,9 @@ def main():
         fwd_ms = timed(fwd, args.iters)
         bwd_ms = timed(bwd, args.iters, before=fwd_graph)
         pairs = docs * doc * (doc + 1) / 2
-        fwd_flops = 4 * HEAD_DIM * HEADS * pairs
+        fwd_flops = 4 * HEAD_DIM * heads * pairs
         ft, bt = fwd_flops / fwd_ms / 1e9, 2.5 * fwd_flops / bwd_ms / 1e9
-        print(f"{name:<13} {total:>8} {docs:>5} {fwd_ms:>10.3f} {ft:>11.1f} {bwd_ms:>10.3f} "
+        print(f"{name:<21} {total:>8} {docs:>5} {fwd_ms:>10.3f} {ft:>11.1f} {bwd_ms:>10.3f} "
               f"{bt:>11.1f}")
         lines.append(f"shape={name} tokens={total} docs={docs} fwd_ms={fwd_ms:.4f} "
                      f"fwd_tflops={ft:.2f} bwd_ms={bwd_ms:.4f} bwd_tflops={bt:.2f}")

@@ -1,6 +1,8 @@
 /* bench_attn.cu: times balexec's attention kernels (executor/attn.cu) on long-context shapes:
  * 8K, 32K and 128K tokens as one document or packed 8K / 2K documents, 32 query heads, 8 kv
- * heads, head_dim 128, bf16, causal. Per shape: bp_attn_fwd and bp_attn_bwd each timed with
+ * heads, head_dim 128, bf16, causal; and one TP-8 rank's share of those heads (4 and 1: the
+ * backward's short grid, split over several blocks per key tile, attn.h bwd_split) at 8K and
+ * 32K, also with the split off ("-unsplit", compared with the same SDPA shape). Per shape: bp_attn_fwd and bp_attn_bwd each timed with
  * CUDA events, WARMUP untimed calls then the median of ITERS. tools/bench/bench-attn runs
  * this next to PyTorch's SDPA (bench-attn-sdpa.py, same shape names) and prints the ratios.
  *
@@ -42,13 +44,23 @@ struct shape {
 	const char *name;
 	int64_t total; /* tokens */
 	int doc;       /* document length; total / doc documents */
+	int heads, kv_heads;
+	int split;     /* bp_attn_shape.bwd_split: 0 the kernels' choice */
 };
 
 static const shape SHAPES[] = {
-	{"8K-1x8K", 8192, 8192},         {"8K-4x2K", 8192, 2048},
-	{"32K-1x32K", 32768, 32768},     {"32K-4x8K", 32768, 8192},
-	{"32K-16x2K", 32768, 2048},      {"128K-1x128K", 131072, 131072},
-	{"128K-16x8K", 131072, 8192},    {"128K-64x2K", 131072, 2048},
+	{"8K-1x8K", 8192, 8192, HEADS, KV_HEADS, 0},
+	{"8K-4x2K", 8192, 2048, HEADS, KV_HEADS, 0},
+	{"32K-1x32K", 32768, 32768, HEADS, KV_HEADS, 0},
+	{"32K-4x8K", 32768, 8192, HEADS, KV_HEADS, 0},
+	{"32K-16x2K", 32768, 2048, HEADS, KV_HEADS, 0},
+	{"128K-1x128K", 131072, 131072, HEADS, KV_HEADS, 0},
+	{"128K-16x8K", 131072, 8192, HEADS, KV_HEADS, 0},
+	{"128K-64x2K", 131072, 2048, HEADS, KV_HEADS, 0},
+	{"8K-1x8K-tp8", 8192, 8192, 4, 1, 0},
+	{"8K-1x8K-tp8-unsplit", 8192, 8192, 4, 1, 1},
+	{"32K-1x32K-tp8", 32768, 32768, 4, 1, 0},
+	{"32K-1x32K-tp8-unsplit", 32768, 32768, 4, 1, 1},
 };
 
 /* Seeded pseudo-random bf16 in [-1.7, 1.7) (unit variance), from a hash of the index. */
@@ -116,8 +128,9 @@ int main(int argc, char **argv)
 		struct bp_attn_shape s0;
 		memset(&s0, 0, sizeof s0);
 		s0.nseg = (int)(sh.total / sh.doc);
-		s0.heads = HEADS;
-		s0.kv_heads = KV_HEADS;
+		s0.heads = sh.heads;
+		s0.kv_heads = sh.kv_heads;
+		s0.bwd_split = sh.split;
 		s0.head_dim = HEAD_DIM;
 		s0.total_q = s0.total_kv = sh.total;
 		s0.max_q = s0.max_kv = sh.doc;
@@ -146,11 +159,11 @@ int main(int argc, char **argv)
 	CUDA_OK(cudaEventCreate(&t0));
 	CUDA_OK(cudaEventCreate(&t1));
 
-	printf("bench_attn: %s, heads %d, kv_heads %d, head_dim %d, bf16, causal; median of %d "
-	       "after %d warm-up\n",
+	printf("bench_attn: %s, heads %d, kv_heads %d (tp8 shapes: 4, 1), head_dim %d, bf16, "
+	       "causal; median of %d after %d warm-up\n",
 	       prop.name, HEADS, KV_HEADS, HEAD_DIM, iters, WARMUP);
-	printf("%-13s %8s %5s %10s %11s %10s %11s\n", "shape", "tokens", "docs", "fwd ms",
-	       "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s");
+	printf("%-21s %8s %5s %10s %11s %10s %11s %5s\n", "shape", "tokens", "docs", "fwd ms",
+	       "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s", "split");
 	std::vector<char> lines;
 	struct bp_error err;
 	err.text[0] = '\0';
@@ -163,8 +176,9 @@ int main(int argc, char **argv)
 		struct bp_attn_shape s;
 		memset(&s, 0, sizeof s);
 		s.nseg = docs;
-		s.heads = HEADS;
-		s.kv_heads = KV_HEADS;
+		s.heads = sh.heads;
+		s.kv_heads = sh.kv_heads;
+		s.bwd_split = sh.split;
 		s.head_dim = HEAD_DIM;
 		s.total_q = s.total_kv = sh.total;
 		s.max_q = s.max_kv = sh.doc;
@@ -196,15 +210,16 @@ int main(int argc, char **argv)
 			ms[dir] = median(t);
 		}
 		const double pairs = (double)docs * sh.doc * (sh.doc + 1.0) / 2.0;
-		const double fwd_flops = 4.0 * HEAD_DIM * HEADS * pairs, bwd_flops = 2.5 * fwd_flops;
+		const double fwd_flops = 4.0 * HEAD_DIM * sh.heads * pairs, bwd_flops = 2.5 * fwd_flops;
 		const double ft = fwd_flops / (ms[0] * 1e-3) / 1e12, bt = bwd_flops / (ms[1] * 1e-3) / 1e12;
-		printf("%-13s %8lld %5d %10.3f %11.1f %10.3f %11.1f\n", sh.name, (long long)sh.total,
-		       docs, ms[0], ft, ms[1], bt);
+		printf("%-21s %8lld %5d %10.3f %11.1f %10.3f %11.1f %5d\n", sh.name,
+		       (long long)sh.total, docs, ms[0], ft, ms[1], bt, bp_attn_bwd_blocks(&s));
 		char line[256];
 		int n = snprintf(line, sizeof line,
 				 "shape=%s tokens=%lld docs=%d fwd_ms=%.4f fwd_tflops=%.2f bwd_ms=%.4f "
-				 "bwd_tflops=%.2f\n",
-				 sh.name, (long long)sh.total, docs, ms[0], ft, ms[1], bt);
+				 "bwd_tflops=%.2f split=%d\n",
+				 sh.name, (long long)sh.total, docs, ms[0], ft, ms[1], bt,
+				 bp_attn_bwd_blocks(&s));
 		lines.insert(lines.end(), line, line + n);
 	}
 	fwrite(lines.data(), 1, lines.size(), stdout);
