@@ -1,10 +1,12 @@
 /* solve_fixture.h: the unit tests' solve requests: the options every test's bp_solve call
  * shares (the method on a cluster of one scheme, documents cut at the cap, sequence sharding,
- * a dataset preset named in the plan with placeholder digests, codec.h), and the solve of a
- * request on its preset. Include after check.h. */
+ * a dataset preset named in the plan with placeholder digests, codec.h), the solve of a
+ * request on its preset, and the analytic H100 profile of a preset model. Include after
+ * check.h. */
 #ifndef BP_TEST_SOLVE_FIXTURE_H
 #define BP_TEST_SOLVE_FIXTURE_H
 
+#include "analytic.h"
 #include "codec.h"
 #include "dataset.h"
 #include "solve.h"
@@ -35,6 +37,17 @@ static inline int test_solve_preset(const struct bp_profile *prof, const struct 
 	int rc = bp_solve(&ds, prof, o, plan, err);
 	bp_dataset_release(&ds);
 	return rc;
+}
+
+/* prof (initialised here) = the analytic profile of model on H100s for scheme sc (one fit),
+ * documents up to max_len; a profile that cannot be made is a failed check. */
+static inline void test_h100_profile(struct bp_profile *prof, const char *model,
+				     struct bp_scheme sc, int64_t max_len)
+{
+	struct bp_error err = {""};
+	bp_profile_init(prof);
+	CHECK(bp_profile_analytic(prof, bp_gpu_preset("H100"), bp_model_preset(model), &sc, 1,
+				  max_len, &err) == 0);
 }
 
 #endif

@@ -22,9 +22,7 @@ int main(void)
 	struct bp_error err = {""};
 	struct bp_profile prof;
 	struct bp_scheme sc = {1, 1, 1};
-	bp_profile_init(&prof);
-	CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"), bp_model_preset("wlb-550m"), &sc, 1,
-				  8192, &err) == 0);
+	test_h100_profile(&prof, "wlb-550m", sc, 8192);
 	struct bp_param par = {"grad_sync", "overlap"};
 	struct bp_solve_opts o = test_solve_opts("plain", "slimpajama-commoncrawl", sc, 4);
 	o.steps = 2;

@@ -84,9 +84,7 @@ static void test_one_stage(void)
 	struct bp_error err = {""};
 	struct bp_profile prof;
 	struct bp_scheme sc = {1, 1, 1};
-	bp_profile_init(&prof);
-	CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"), bp_model_preset("wlb-550m"), &sc, 1,
-				  8192, &err) == 0);
+	test_h100_profile(&prof, "wlb-550m", sc, 8192);
 	struct bp_plan p[4];
 	const char *modes[] = {NULL, "exposed", "overlap", "overlap-gather"};
 	for (int i = 0; i < 4; i++)
@@ -164,9 +162,7 @@ static void test_two_stages(void)
 	struct bp_error err = {""};
 	struct bp_profile prof;
 	struct bp_scheme sc = {1, 1, 2};
-	bp_profile_init(&prof);
-	CHECK(bp_profile_analytic(&prof, bp_gpu_preset("H100"), bp_model_preset("wlb-550m"), &sc, 1,
-				  8192, &err) == 0);
+	test_h100_profile(&prof, "wlb-550m", sc, 8192);
 	struct bp_plan p[3];
 	const char *modes[] = {NULL, "overlap", "overlap-gather"};
 	for (int i = 0; i < 3; i++) {
