@@ -161,12 +161,12 @@ __global__ void __launch_bounds__(NTHREAD) attn_bwd_kernel(bwd_args a)
 		bwd_tile<D, 0>(acc, smem, (i - i0) & 1, in, x, nx, n0, lk, off, a.scale,
 			       a.scale_log2, warp, lane);
 	}
-	if (a.nsplit == 1)
-		bwd_finish<D>(acc, a.dk, a.dv, a.scale, warp, lane, kv_start, n0, lk, a.kv_heads,
-			      kvh);
+	if (a.nsplit > 1)
+		bwd_finish<D, true>(acc, a.dk, a.dv, a.dkv_ws, a.total_kv * a.kv_heads * D, a.scale,
+				    warp, lane, kv_start, n0, lk, a.kv_heads, kvh);
 	else
-		bwd_finish_add<D>(acc, a.dkv_ws, a.dkv_ws + a.total_kv * a.kv_heads * D, a.scale,
-				  warp, lane, kv_start, n0, lk, a.kv_heads, kvh);
+		bwd_finish<D, false>(acc, a.dk, a.dv, nullptr, 0, a.scale, warp, lane, kv_start,
+				     n0, lk, a.kv_heads, kvh);
 }
 
 /* dQ: fp32 workspace to bf16 (dq_convert). */

@@ -356,7 +356,8 @@ __global__ void __launch_bounds__(NTHREAD) sp_bwd_kernel(bwd_args a)
 			stg ^= 1;
 		}
 	}
-	bwd_finish<D>(acc, a.dk, a.dv, a.scale, warp, lane, start, n0, len, a.kv_heads, kvh);
+	bwd_finish<D, false>(acc, a.dk, a.dv, nullptr, 0, a.scale, warp, lane, start, n0, len,
+			     a.kv_heads, kvh);
 }
 
 /* dQ: fp32 workspace to bf16 (dq_convert). */

@@ -621,12 +621,16 @@ __device__ __forceinline__ void bwd_tile(bwd_acc<D> &acc, unsigned char *smem, i
 	}
 }
 
-/* Line 19: write dK_j (times the softmax scale) and dV_j, the warp's key rows n0 + 16w ..
- * below klen (kv head kvh, kv_heads heads, a segment from start). */
-template <int D>
+/* Line 19: dK_j (times the softmax scale) and dV_j of the warp's key rows n0 + 16w .. below
+ * klen (kv head kvh, kv_heads heads, a segment from start): written to dk_out, dv_out (bf16),
+ * or, for one share of a split key tile (ADD), added to the fp32 accumulators ws (dK) and
+ * ws + dv_at (dV), [total_kv][kv_heads][D] each, zeroed before the launch and converted to
+ * bf16 after it. */
+template <int D, bool ADD>
 __device__ __forceinline__ void bwd_finish(const bwd_acc<D> &acc, bf16 *dk_out, bf16 *dv_out,
-					   float scale, int warp, int lane, int64_t start, int n0,
-					   int klen, int kv_heads, int kvh)
+					   float *ws, int64_t dv_at, float scale, int warp,
+					   int lane, int64_t start, int n0, int klen, int kv_heads,
+					   int kvh)
 {
 	const int g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -637,36 +641,18 @@ __device__ __forceinline__ void bwd_finish(const bwd_acc<D> &acc, bf16 *dk_out, 
 		const int64_t at = ((start + key) * kv_heads + kvh) * D + 2 * t;
 #pragma unroll
 		for (int j = 0; j < D / 8; j++) {
-			*reinterpret_cast<uint32_t *>(dk_out + at + 8 * j) =
-				pack2(acc.dk[j][2 * r] * scale, acc.dk[j][2 * r + 1] * scale);
-			*reinterpret_cast<uint32_t *>(dv_out + at + 8 * j) =
-				pack2(acc.dv[j][2 * r], acc.dv[j][2 * r + 1]);
-		}
-	}
-}
-
-/* Line 19 for one share of a split key tile: dK_j (times the softmax scale) and dV_j added
- * to the fp32 accumulators dk_ws, dv_ws ([total_kv][kv_heads][D] each, zeroed before the
- * launch, converted to bf16 after it), the warp's key rows n0 + 16w .. below klen. */
-template <int D>
-__device__ __forceinline__ void bwd_finish_add(const bwd_acc<D> &acc, float *dk_ws, float *dv_ws,
-					       float scale, int warp, int lane, int64_t start,
-					       int n0, int klen, int kv_heads, int kvh)
-{
-	const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-	for (int r = 0; r < 2; r++) {
-		const int key = n0 + warp * 16 + g + 8 * r;
-		if (key >= klen)
-			continue;
-		const int64_t at = ((start + key) * kv_heads + kvh) * D + 2 * t;
-#pragma unroll
-		for (int j = 0; j < D / 8; j++)
-#pragma unroll
-			for (int e = 0; e < 2; e++) {
-				atomicAdd(dk_ws + at + 8 * j + e, acc.dk[j][2 * r + e] * scale);
-				atomicAdd(dv_ws + at + 8 * j + e, acc.dv[j][2 * r + e]);
+			const float k0 = acc.dk[j][2 * r] * scale, k1 = acc.dk[j][2 * r + 1] * scale;
+			const float v0 = acc.dv[j][2 * r], v1 = acc.dv[j][2 * r + 1];
+			if (ADD) {
+				atomicAdd(ws + at + 8 * j, k0);
+				atomicAdd(ws + at + 8 * j + 1, k1);
+				atomicAdd(ws + dv_at + at + 8 * j, v0);
+				atomicAdd(ws + dv_at + at + 8 * j + 1, v1);
+			} else {
+				*reinterpret_cast<uint32_t *>(dk_out + at + 8 * j) = pack2(k0, k1);
+				*reinterpret_cast<uint32_t *>(dv_out + at + 8 * j) = pack2(v0, v1);
 			}
+		}
 	}
 }
 
