@@ -63,6 +63,22 @@ static const shape SHAPES[] = {
 	{"32K-1x32K-tp8-unsplit", 32768, 32768, 4, 1, 1},
 };
 
+/* The kernels' view of a shape: its documents one after another. */
+static struct bp_attn_shape attn_shape(const shape &sh)
+{
+	struct bp_attn_shape s;
+	memset(&s, 0, sizeof s);
+	s.nseg = (int)(sh.total / sh.doc);
+	s.heads = sh.heads;
+	s.kv_heads = sh.kv_heads;
+	s.bwd_split = sh.split;
+	s.head_dim = HEAD_DIM;
+	s.total_q = s.total_kv = sh.total;
+	s.max_q = s.max_kv = sh.doc;
+	s.scale = 1.0f / sqrtf((float)HEAD_DIM);
+	return s;
+}
+
 /* Seeded pseudo-random bf16 in [-1.7, 1.7) (unit variance), from a hash of the index. */
 __global__ void fill_kernel(uint16_t *p, int64_t n, uint32_t seed)
 {
@@ -125,15 +141,7 @@ int main(int argc, char **argv)
 	 * and adds their dK, dV in the workspace: attn.h bwd_split). */
 	size_t ws_bytes = 0;
 	for (const shape &sh : SHAPES) {
-		struct bp_attn_shape s0;
-		memset(&s0, 0, sizeof s0);
-		s0.nseg = (int)(sh.total / sh.doc);
-		s0.heads = sh.heads;
-		s0.kv_heads = sh.kv_heads;
-		s0.bwd_split = sh.split;
-		s0.head_dim = HEAD_DIM;
-		s0.total_q = s0.total_kv = sh.total;
-		s0.max_q = s0.max_kv = sh.doc;
+		const struct bp_attn_shape s0 = attn_shape(sh);
 		ws_bytes = std::max(ws_bytes, bp_attn_bwd_workspace(&s0));
 	}
 
@@ -173,16 +181,7 @@ int main(int argc, char **argv)
 		for (int i = 0; i <= docs; i++)
 			cu_h[i] = i * sh.doc;
 		CUDA_OK(cudaMemcpy(cu, cu_h.data(), (docs + 1) * 4, cudaMemcpyHostToDevice));
-		struct bp_attn_shape s;
-		memset(&s, 0, sizeof s);
-		s.nseg = docs;
-		s.heads = sh.heads;
-		s.kv_heads = sh.kv_heads;
-		s.bwd_split = sh.split;
-		s.head_dim = HEAD_DIM;
-		s.total_q = s.total_kv = sh.total;
-		s.max_q = s.max_kv = sh.doc;
-		s.scale = 1.0f / sqrtf((float)HEAD_DIM);
+		const struct bp_attn_shape s = attn_shape(sh);
 		const int32_t *c = (const int32_t *)cu;
 		double ms[2];
 		for (int dir = 0; dir < 2; dir++) {
