@@ -27,6 +27,58 @@ int bp_ca_comm_parse(const char *s, enum bp_ca_comm *out)
 	return -1;
 }
 
+/* The buffers of struct bp_ca_work: the scheduler's (sched_init, ix_init), which
+ * bp_ca_emit_in reuses for its own scratch once the scheduler is done. */
+enum {
+	W_SD, W_RC, W_HAVE, W_SHARDS, W_DON, W_SRV, W_UNITS, /* struct sched */
+	W_IX_HEAP, W_IX_KEY, W_IX_B, W_IX_AT, W_IX_LIVE,     /* struct cand_index */
+	W_NBUFS
+};
+_Static_assert(W_NBUFS <= BP_CA_WORK_BUFS, "struct bp_ca_work holds every buffer");
+
+void bp_ca_work_release(struct bp_ca_work *w)
+{
+	for (int k = 0; k < BP_CA_WORK_BUFS; k++)
+		free(w->buf[k]);
+	memset(w, 0, sizeof(*w));
+}
+
+/* w's buffer k with room for n elements of size bytes (at least one; its contents are
+ * whatever an earlier call left), or NULL. Grown by doubling, never shrunk. */
+static void *work_get(struct bp_ca_work *w, int k, size_t n, size_t size,
+		      struct bp_error *err)
+{
+	if (!n)
+		n = 1;
+	if (n > SIZE_MAX / size) {
+		bp_errorf(err, "scratch of %zu x %zu bytes", n, size);
+		return NULL;
+	}
+	if (n * size > w->cap[k]) {
+		size_t nb = n * size, dbl = w->cap[k] <= SIZE_MAX / 2 ? 2 * w->cap[k] : 0;
+		free(w->buf[k]);
+		w->cap[k] = 0;
+		w->buf[k] = bp_realloc_array(NULL, nb > dbl ? nb : dbl, 1, err);
+		if (!w->buf[k])
+			return NULL;
+		w->cap[k] = nb > dbl ? nb : dbl;
+	}
+	return w->buf[k];
+}
+
+/* The counting sorts' offsets: at[k + 2] holds bucket k's count, at[0] = at[1] = 0; after,
+ * at[k + 1] is bucket k's start (its end once its entries are placed by at[k + 1]++). The
+ * running sum stays in a register (summed in place, each entry waits for the store before
+ * it). */
+static void bucket_starts(size_t *at, size_t nbuckets)
+{
+	size_t run = at[1];
+	for (size_t k = 0; k < nbuckets; k++) {
+		run += at[k + 2];
+		at[k + 2] = run;
+	}
+}
+
 void bp_ca_placement_release(struct bp_ca_placement *pl)
 {
 	free(pl->items);
@@ -115,22 +167,28 @@ static int64_t item_kv_end(const struct bp_ca_item *it)
 	return it->t1 > it->t0 ? it->t1 : it->h1;
 }
 
-/* Pairs a split of `want` units would move: the whole Item when want covers it, else the
- * innermost m pairs, m = floor(want / (h1 + t0 + 1)) rounded down to the granularity g
- * (the public code's split: the pairs next to the head-tail gap move). */
-static int64_t split_pairs(const struct bp_ca_item *it, double want, int64_t g, int *whole)
+/* Pairs a split of `want` units would move: the whole Item (of `units` pairs,
+ * bp_ca_item_units) when want covers it, else the innermost m pairs,
+ * m = floor(want / (h1 + t0 + 1)) rounded down to the granularity g (the public code's split:
+ * the pairs next to the head-tail gap move). */
+static int64_t split_pairs(const struct bp_ca_item *it, int64_t units, double want, int64_t g,
+			   int *whole)
 {
-	int64_t units = bp_ca_item_units(it);
 	*whole = want >= (double)units;
 	if (*whole)
 		return 0;
 	int64_t per = it->h1 + it->t0 + 1;
-	int64_t m = (int64_t)floor(want / (double)per);
+	/* the scheduler prices every candidate move here: floor is a libm call (the baseline
+	 * ISA has no SSE4.1 rounding) and % a division, so for q >= 0 the conversion's
+	 * truncation, and for m >= 0 and g a power of two (the paper's 128-token blocks) a
+	 * mask, the same values */
+	double q = want / (double)per;
+	int64_t m = q >= 0 ? (int64_t)q : (int64_t)floor(q);
 	if (m > it->h1 - it->h0)
 		m = it->h1 - it->h0;
 	if (m > it->t1 - it->t0)
 		m = it->t1 - it->t0;
-	m -= m % g;
+	m -= m >= 0 && !(g & (g - 1)) ? m & (g - 1) : m % g;
 	return m > 0 ? m : 0;
 }
 
@@ -143,16 +201,18 @@ static int item_chunks(const struct bp_ca_item *it)
 /* Whether a move of `want` units would move anything (the whole Item or a granule). */
 static int whole_or_granule(const struct bp_ca_item *it, double want, int64_t g, int *whole)
 {
-	return split_pairs(it, want, g, whole) > 0 || *whole;
+	return split_pairs(it, bp_ca_item_units(it), want, g, whole) > 0 || *whole;
 }
 
 /* Whether moving `want` units keeps the Item's unit within its App. A cap (a whole move
- * adds no chunk). */
+ * adds no chunk); shards NULL: no cap. */
 static int split_fits(const struct bp_ca_item *it, double want, int64_t g, const int *shards,
 		      const int *cap)
 {
+	if (!shards)
+		return 1;
 	int whole;
-	int64_t m = split_pairs(it, want, g, &whole);
+	int64_t m = split_pairs(it, bp_ca_item_units(it), want, g, &whole);
 	if (whole || !m)
 		return 1;
 	/* the split-off Item's head and tail, the remainder's non-empty halves */
@@ -160,20 +220,21 @@ static int split_fits(const struct bp_ca_item *it, double want, int64_t g, const
 	return shards[it->unit] - item_chunks(it) + after <= cap[it->unit];
 }
 
-/* V of moving `want` units of an Item to a server already holding the unit's prefix
- * [0, have) (V_comm of Sec. 4.2 in the mode o->comm: App. B, the code's, or exact). */
-static double move_cost(const struct bp_ca_item *it, double want, int64_t g, int64_t have,
-			const struct bp_ca_opts *o)
+/* V of moving `want` units of an Item (of `units` pairs: the callers know them) to a server
+ * already holding the unit's prefix [0, have) (V_comm of Sec. 4.2 in the mode o->comm:
+ * App. B, the code's, or exact). */
+static double move_cost(const struct bp_ca_item *it, int64_t units, double want, int64_t g,
+			int64_t have, const struct bp_ca_opts *o)
 {
 	int whole;
-	int64_t m = split_pairs(it, want, g, &whole);
+	int64_t m = split_pairs(it, units, want, g, &whole);
 	switch (o->comm) {
 	case BP_CA_COMM_CODE: /* the code's V: pairs counted as Q tokens, the whole unit's KV */
 		return want / (double)(it->len + 1) * o->q_bytes +
 		       (double)(it->len + 1) * o->kv_bytes;
 	case BP_CA_COMM_APPB: {
 		double lq = (double)(it->h1 - it->h0), lkv = (double)it->h1;
-		double alpha = want / (double)bp_ca_item_units(it);
+		double alpha = want / (double)units;
 		if (lq <= 0) /* a tail-only Item: the shard formula on the tail */
 			return bp_ca_appb_shard(alpha > 1 ? 1 : alpha, (double)(it->t1 - it->t0),
 						(double)it->t1, o->q_bytes, o->kv_bytes);
@@ -197,7 +258,7 @@ static int64_t split_move(struct bp_ca_placement *pl, size_t i, double want, int
 {
 	struct bp_ca_item *it = &pl->items[i];
 	int whole;
-	int64_t m = split_pairs(it, want, g, &whole);
+	int64_t m = split_pairs(it, bp_ca_item_units(it), want, g, &whole);
 	if (whole) {
 		it->server = r;
 		return bp_ca_item_units(it);
@@ -290,12 +351,15 @@ struct sched {
 	int nrec;
 	size_t nunits;
 	int64_t *have;       /* [nunits + 1], exact bytes only: the prefix the recipient holds */
-	int *shards, *shard_cap; /* [nunits] each: App. A's chunks now and most allowed */
+	int *shards, *shard_cap; /* [nunits] each: App. A's chunks now and most allowed (NULL
+				  * without a cap: never read then) */
 	struct cand *don;    /* donors, list order */
 	size_t ndon;
 	size_t *srv_items, *srv_at, *held; /* Items per server as placed; units with have set */
 	size_t nheld;
-	struct cand_index *ix; /* NULL: the scan (pick_scan) */
+	struct cand_index *ix; /* NULL: the scan (pick_scan); else &ixs */
+	struct cand_index ixs;
+	struct bp_ca_work *w;
 	struct bp_ca_result *res;
 	struct bp_error *err;
 };
@@ -313,21 +377,38 @@ static int want_first(const void *keys, int a, int b)
 }
 
 /* Files donor a at key k: inserts it, or puts it back in order after its key changed (each
- * order a constant at its call, so the sifts inline it). */
+ * order a constant at its call, so the sifts inline it); one filed at k already stays (a
+ * donor is refiled at every input that may change its price, most often to the same). */
 static void cheap_fix(struct cheap *c, size_t a, double k)
 {
-	c->key[a] = k;
 	int in = c->hp.pos[a] >= 0;
+	if (in && c->key[a] == k)
+		return;
+	/* a donor refiled moves only one way, up where its key now comes first (its index,
+	 * prio's tie-break, is the same), else down: bp_heap_fix's moves without the other
+	 * sift's tests (heap maintenance is the index's largest cost); keys that do not
+	 * compare (NaN, never seen) take bp_heap_fix */
+	double old = in ? c->key[a] : 0;
+	c->key[a] = k;
+	size_t at = in ? (size_t)c->hp.pos[a] : 0;
 	if (c->by_want) {
-		if (in)
-			bp_heap_fix(&c->hp, (int)a, want_first, c->key);
-		else
+		if (!in)
 			bp_heap_push(&c->hp, (int)a, want_first, c->key);
-	} else {
-		if (in)
-			bp_heap_fix(&c->hp, (int)a, prio_first, c->key);
+		else if (k > old)
+			bp_heap_up(&c->hp, at, want_first, c->key);
+		else if (k < old)
+			bp_heap_down(&c->hp, at, want_first, c->key);
 		else
+			bp_heap_fix(&c->hp, (int)a, want_first, c->key);
+	} else {
+		if (!in)
 			bp_heap_push(&c->hp, (int)a, prio_first, c->key);
+		else if (k < old)
+			bp_heap_up(&c->hp, at, prio_first, c->key);
+		else if (k > old)
+			bp_heap_down(&c->hp, at, prio_first, c->key);
+		else
+			bp_heap_fix(&c->hp, (int)a, prio_first, c->key);
 	}
 }
 
@@ -369,7 +450,7 @@ static double cand_want(const struct sched *S, const struct cand *cd, double nee
 
 static void cand_price(const struct sched *S, struct cand *cd, double want, int64_t hv)
 {
-	cd->prio = move_cost(&S->pl->items[cd->i], want, S->g, hv, S->o) / want;
+	cd->prio = move_cost(&S->pl->items[cd->i], cd->units, want, S->g, hv, S->o) / want;
 	cd->want = want;
 	cd->have = hv;
 }
@@ -534,8 +615,8 @@ static void ix_pick_parked(struct sched *S, double need, size_t *best, double *b
 		size_t a = cheap_at(&ix->pu, i);
 		const struct cand *cd = &S->don[a];
 		double want = cand_want(S, cd, need);
-		double p = move_cost(&S->pl->items[cd->i], want, S->g, S->have[cd->unit], S->o) /
-			   want;
+		double p = move_cost(&S->pl->items[cd->i], cd->units, want, S->g,
+				     S->have[cd->unit], S->o) / want;
 		if (ix_better(S, p, a, *best, *best_p)) {
 			*best = a;
 			*best_p = p;
@@ -630,37 +711,23 @@ static void ix_after_move(struct sched *S, size_t a, int donor, double need)
 	ix_reprice_unit(S, cd->unit, need);
 }
 
-static void ix_release(struct cand_index *ix)
-{
-	if (!ix)
-		return;
-	free(ix->prio.hp.h);
-	free(ix->prio.key);
-	free(ix->b);
-	free(ix->srv_at);
-	free(ix->live);
-	free(ix);
-}
-
-/* Builds the index over S->don (all live, none priced). */
-static struct cand_index *ix_init(const struct sched *S)
+/* Builds the index over S->don (all live, none priced) in S->ixs, its arrays in S->w
+ * (every entry read is written here first, but for the counts, zeroed). */
+static struct cand_index *ix_init(struct sched *S)
 {
 	size_t n = S->ndon;
-	struct cand_index *ix = bp_calloc(1, sizeof(*ix), S->err);
-	if (!ix)
-		return NULL;
+	struct cand_index *ix = &S->ixs;
+	*ix = (struct cand_index){0};
 	/* the four heaps: items and positions (ints), keys; then b, b_pos and stk */
-	int *hb = bp_calloc(8 * n + 1, sizeof(int), S->err);
+	int *hb = work_get(S->w, W_IX_HEAP, 8 * n + 1, sizeof(int), S->err);
 	ix->prio.hp.h = hb;
-	ix->prio.key = bp_calloc(4 * n + 1, sizeof(double), S->err);
-	ix->b = bp_calloc(3 * n + 1, sizeof(size_t), S->err);
-	ix->srv_at = bp_calloc((size_t)S->nservers + S->nunits + 2 * n + 4, sizeof(size_t),
-			       S->err);
-	ix->live = bp_calloc(n + 1, 1, S->err);
-	if (!hb || !ix->prio.key || !ix->b || !ix->srv_at || !ix->live) {
-		ix_release(ix);
+	ix->prio.key = work_get(S->w, W_IX_KEY, 4 * n + 1, sizeof(double), S->err);
+	ix->b = work_get(S->w, W_IX_B, 3 * n + 1, sizeof(size_t), S->err);
+	ix->srv_at = work_get(S->w, W_IX_AT, (size_t)S->nservers + S->nunits + 2 * n + 4,
+			      sizeof(size_t), S->err);
+	ix->live = work_get(S->w, W_IX_LIVE, n + 1, 1, S->err);
+	if (!hb || !ix->prio.key || !ix->b || !ix->srv_at || !ix->live)
 		return NULL;
-	}
 	struct cheap *hs[4] = {&ix->prio, &ix->want, &ix->pa, &ix->pu};
 	for (int k = 0; k < 4; k++) {
 		hs[k]->hp = (struct bp_heap){.h = hb + 2 * (size_t)k * n,
@@ -674,6 +741,8 @@ static struct cand_index *ix_init(const struct sched *S)
 	ix->srv_c = ix->srv_at + S->nservers + 2;
 	ix->unit_at = ix->srv_c + n;
 	ix->unit_c = ix->unit_at + S->nunits + 2;
+	memset(ix->srv_at, 0, ((size_t)S->nservers + 2) * sizeof(size_t));
+	memset(ix->unit_at, 0, (S->nunits + 2) * sizeof(size_t));
 	ix->fresh = 1;
 	for (size_t a = 0; a < n; a++) {
 		ix->live[a] = 1;
@@ -684,10 +753,8 @@ static struct cand_index *ix_init(const struct sched *S)
 		ix->unit_at[S->don[a].unit + 2]++;
 	}
 	/* counting sorts, list order kept within each server and unit */
-	for (int s = 0; s < S->nservers; s++)
-		ix->srv_at[s + 2] += ix->srv_at[s + 1];
-	for (size_t u = 0; u < S->nunits; u++)
-		ix->unit_at[u + 2] += ix->unit_at[u + 1];
+	bucket_starts(ix->srv_at, (size_t)S->nservers);
+	bucket_starts(ix->unit_at, S->nunits);
 	for (size_t a = 0; a < n; a++) {
 		ix->srv_c[ix->srv_at[S->don[a].server + 1]++] = a;
 		ix->unit_c[ix->unit_at[S->don[a].unit + 1]++] = a;
@@ -717,7 +784,7 @@ static int64_t serve_move(struct sched *S, size_t a, int r, double *need)
 	size_t before = pl->nitems;
 	int c0 = item_chunks(&pl->items[best]);
 	int64_t moved = split_move(pl, best, cd->want, r, S->g, S->err);
-	if (moved > 0 && pl->nitems > before)
+	if (moved > 0 && pl->nitems > before && S->shards)
 		S->shards[pl->items[best].unit] += item_chunks(&pl->items[best]) +
 			item_chunks(&pl->items[pl->nitems - 1]) - c0;
 	if (moved < 0)
@@ -813,7 +880,8 @@ static int two_sided_round(struct sched *S)
 		if (!whole_or_granule(it, w, S->g, &whole) || /* moves nothing: skip it */
 		    !split_fits(it, w, S->g, S->shards, S->shard_cap))
 			continue;
-		double prio = move_cost(it, w, S->g, S->have ? S->have[it->unit] : 0, S->o) / w;
+		double prio = move_cost(it, units, w, S->g, S->have ? S->have[it->unit] : 0, S->o) /
+			      w;
 		if (best == pl->nitems || prio < best_prio) {
 			best = i;
 			best_prio = prio;
@@ -827,7 +895,7 @@ static int two_sided_round(struct sched *S)
 	int64_t moved = split_move(pl, best, best_want, r, S->g, S->err);
 	if (moved <= 0)
 		return moved < 0 ? -1 : 0;
-	if (pl->nitems > before)
+	if (pl->nitems > before && S->shards)
 		S->shards[pl->items[best].unit] += item_chunks(&pl->items[best]) +
 			item_chunks(&pl->items[pl->nitems - 1]) - c0;
 	sd[d] -= (double)moved;
@@ -837,72 +905,115 @@ static int two_sided_round(struct sched *S)
 	return 1;
 }
 
-static void sched_release(struct sched *S)
+/* The call's state, its arrays in w (what is summed into zeroed, the rest written before it
+ * is read), in two passes over the Items: the loads (sd, mean, max_before) and Items per
+ * server first, then (the surpluses known) App. A's chunks, the donors (Items on surplus
+ * servers with pairs, list order; split-off Items land on recipients and never join) and
+ * each server's Items as placed; then the caps, the recipients and the index. */
+static int sched_init(struct sched *S, struct bp_ca_work *w, struct bp_ca_placement *pl,
+		      int nservers, const struct bp_ca_opts *o, struct bp_ca_result *res,
+		      struct bp_error *err)
 {
-	free(S->sd);
-	free(S->rc);
-	free(S->have);
-	free(S->shards);
-	free(S->don);
-	free(S->srv_items);
-	ix_release(S->ix);
-}
-
-/* The loads (sd, mean, max_before), App. A's chunks and caps, and the recipients. */
-static int sched_loads(struct sched *S)
-{
-	struct bp_ca_placement *pl = S->pl;
-	double total = 0;
+	*S = (struct sched){.pl = pl, .o = o, .nservers = nservers, .res = res, .err = err,
+			    .w = w};
+	S->g = o->block / 2 > 1 ? o->block / 2 : 1;
+	S->sd = work_get(w, W_SD, (size_t)nservers, sizeof(double), err);
+	S->rc = work_get(w, W_RC, (size_t)nservers, sizeof(*S->rc), err);
+	S->don = work_get(w, W_DON, pl->nitems + 1, sizeof(*S->don), err);
+	S->srv_items = work_get(w, W_SRV, 2 * pl->nitems + 2 * (size_t)nservers + 3,
+				sizeof(size_t), err);
+	int64_t *iu = work_get(w, W_UNITS, pl->nitems, sizeof(int64_t), err); /* Items' pairs */
+	if (!S->sd || !S->rc || !S->don || !S->srv_items || !iu)
+		return -1;
+	S->srv_at = S->srv_items + pl->nitems + 1;
+	S->held = S->srv_at + nservers + 2;
+	memset(S->sd, 0, (size_t)nservers * sizeof(double));
+	memset(S->srv_at, 0, ((size_t)nservers + 2) * sizeof(size_t));
+	/* a server's Items come in runs (a rank's placement): its load and count stay in
+	 * registers along a run, the load summed in the same order as in place */
+	double total = 0, run_sd = 0;
+	size_t run_n = 0;
+	int run_s = -1;
 	for (size_t i = 0; i < pl->nitems; i++) {
 		const struct bp_ca_item *it = &pl->items[i];
-		if (it->server < 0 || it->server >= S->nservers)
-			return bp_errorf(S->err, "item %zu is on server %d of %d", i, it->server,
-					 S->nservers);
-		double u = (double)bp_ca_item_units(it);
-		S->sd[it->server] += u;
+		if (it->server < 0 || it->server >= nservers)
+			return bp_errorf(err, "item %zu is on server %d of %d", i, it->server,
+					 nservers);
+		if (it->server != run_s) {
+			if (run_s >= 0) {
+				S->sd[run_s] = run_sd;
+				S->srv_at[run_s + 2] += run_n;
+			}
+			run_s = it->server;
+			run_sd = S->sd[run_s];
+			run_n = 0;
+		}
+		iu[i] = bp_ca_item_units(it);
+		double u = (double)iu[i];
+		run_sd += u;
+		run_n++;
 		total += u;
-		S->shards[it->unit] += item_chunks(it);
+		if (it->unit + 1 > S->nunits)
+			S->nunits = it->unit + 1;
 	}
-	for (size_t u = 0; u < S->nunits; u++)
-		S->shard_cap[u] = S->o->max_shards <= 0 ? INT32_MAX
-				  : S->shards[u] > S->o->max_shards ? S->shards[u]
-				  : S->o->max_shards;
-	S->mean = total / S->nservers;
-	S->res->mean = S->mean;
-	for (int s = 0; s < S->nservers; s++) {
-		if (S->sd[s] > S->res->max_before)
-			S->res->max_before = S->sd[s];
+	if (run_s >= 0) {
+		S->sd[run_s] = run_sd;
+		S->srv_at[run_s + 2] += run_n;
+	}
+	if (o->comm == BP_CA_COMM_EXACT)
+		S->have = work_get(w, W_HAVE, S->nunits + 1, sizeof(int64_t), err);
+	if (o->max_shards > 0) {
+		S->shards = work_get(w, W_SHARDS, 2 * S->nunits + 2, sizeof(int), err);
+		if (!S->shards)
+			return -1;
+		S->shard_cap = S->shards + S->nunits + 1;
+		memset(S->shards, 0, (S->nunits + 1) * sizeof(int));
+	}
+	if (o->comm == BP_CA_COMM_EXACT && !S->have)
+		return -1;
+	if (S->have)
+		memset(S->have, 0, (S->nunits + 1) * sizeof(int64_t));
+	S->mean = total / nservers;
+	res->mean = S->mean;
+	for (int s = 0; s < nservers; s++) {
+		if (S->sd[s] > res->max_before)
+			res->max_before = S->sd[s];
 		S->sd[s] -= S->mean;
 	}
-	S->thr = S->mean * S->o->eps;
-	S->nrec = 0;
-	for (int s = 0; s < S->nservers; s++)
-		if (S->sd[s] < 0)
-			S->rc[S->nrec++] = (struct recip){S->sd[s], s};
-	qsort(S->rc, (size_t)S->nrec, sizeof(*S->rc), cmp_recip);
-	return 0;
-}
-
-/* The donors (Items on surplus servers with pairs, list order; split-off Items land on
- * recipients and never join) and each server's Items as placed. */
-static int sched_donors(struct sched *S)
-{
-	struct bp_ca_placement *pl = S->pl;
-	S->ndon = 0;
+	S->thr = S->mean * o->eps;
+	bucket_starts(S->srv_at, (size_t)nservers);
+	run_s = 0; /* the next place of run_s's Items, in a register along a run */
+	size_t run_p = S->srv_at[1];
 	for (size_t i = 0; i < pl->nitems; i++) {
 		const struct bp_ca_item *it = &pl->items[i];
-		int64_t units = bp_ca_item_units(it);
+		int64_t units = iu[i];
+		if (S->shards)
+			S->shards[it->unit] += item_chunks(it);
 		if (S->sd[it->server] > 0 && units > 0)
 			S->don[S->ndon++] = (struct cand){i, it->unit, it->server, units, -1, 0, 0};
+		if (it->server != run_s) {
+			S->srv_at[run_s + 1] = run_p;
+			run_s = it->server;
+			run_p = S->srv_at[run_s + 1];
+		}
+		S->srv_items[run_p++] = i;
 	}
-	for (size_t i = 0; i < pl->nitems; i++)
-		S->srv_at[pl->items[i].server + 2]++;
-	for (int s = 0; s < S->nservers; s++)
-		S->srv_at[s + 2] += S->srv_at[s + 1];
-	for (size_t i = 0; i < pl->nitems; i++)
-		S->srv_items[S->srv_at[pl->items[i].server + 1]++] = i;
+	S->srv_at[run_s + 1] = run_p;
+	for (size_t u = 0; S->shards && u < S->nunits; u++)
+		S->shard_cap[u] = S->shards[u] > o->max_shards ? S->shards[u] : o->max_shards;
+	/* recipients by (deficit, server): an insertion sort, there being few */
+	S->nrec = 0;
+	for (int s = 0; s < nservers; s++) {
+		if (!(S->sd[s] < 0))
+			continue;
+		struct recip x = {S->sd[s], s};
+		int k = S->nrec++;
+		for (; k > 0 && cmp_recip(&S->rc[k - 1], &x) > 0; k--)
+			S->rc[k] = S->rc[k - 1];
+		S->rc[k] = x;
+	}
 	/* the index for the default V (exact bytes) without App. A's bound */
-	if (S->o->comm == BP_CA_COMM_EXACT && S->o->max_shards <= 0 && S->ndon &&
+	if (o->comm == BP_CA_COMM_EXACT && o->max_shards <= 0 && S->ndon &&
 	    S->ndon < INT32_MAX) { /* base/heap.h holds int items */
 		S->ix = ix_init(S);
 		if (!S->ix)
@@ -911,36 +1022,19 @@ static int sched_donors(struct sched *S)
 	return 0;
 }
 
-static int sched_init(struct sched *S, struct bp_ca_placement *pl, int nservers,
-		      const struct bp_ca_opts *o, struct bp_ca_result *res, struct bp_error *err)
+int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_opts *o,
+		   struct bp_ca_result *res, double *load_out, struct bp_error *err)
 {
-	*S = (struct sched){.pl = pl, .o = o, .nservers = nservers, .res = res, .err = err};
-	S->g = o->block / 2 > 1 ? o->block / 2 : 1;
-	for (size_t i = 0; i < pl->nitems; i++)
-		if (pl->items[i].unit + 1 > S->nunits)
-			S->nunits = pl->items[i].unit + 1;
-	S->sd = bp_calloc((size_t)nservers, sizeof(double), err);
-	S->rc = bp_calloc((size_t)nservers, sizeof(*S->rc), err);
-	if (o->comm == BP_CA_COMM_EXACT)
-		S->have = bp_calloc(S->nunits + 1, sizeof(int64_t), err);
-	S->shards = bp_calloc(2 * S->nunits + 2, sizeof(int), err);
-	S->don = bp_realloc_array(NULL, pl->nitems + 1, sizeof(*S->don), err);
-	S->srv_items = bp_calloc(2 * pl->nitems + 2 * (size_t)nservers + 3, sizeof(size_t),
-				 err);
-	if (!S->sd || !S->rc || !S->shards || !S->don || !S->srv_items ||
-	    (o->comm == BP_CA_COMM_EXACT && !S->have))
-		return -1;
-	S->shard_cap = S->shards + S->nunits + 1;
-	S->srv_at = S->srv_items + pl->nitems + 1;
-	S->held = S->srv_at + nservers + 2;
-	if (sched_loads(S) < 0)
-		return -1;
-	return sched_donors(S);
+	struct bp_ca_work w = {0};
+	int rc = bp_ca_schedule_in(&w, pl, nservers, o, res, load_out, err);
+	bp_ca_work_release(&w);
+	return rc;
 }
 
 /* Sec. 4.2 / App. E, restated from the public code's Planner.plan_items. */
-int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_opts *o,
-		   struct bp_ca_result *res, double *load_out, struct bp_error *err)
+int bp_ca_schedule_in(struct bp_ca_work *w, struct bp_ca_placement *pl, int nservers,
+		      const struct bp_ca_opts *o, struct bp_ca_result *res, double *load_out,
+		      struct bp_error *err)
 {
 	memset(res, 0, sizeof(*res));
 	if (nservers < 1)
@@ -950,17 +1044,16 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 	if (o->block < 1)
 		return bp_errorf(err, "granularity %d tokens", o->block);
 	struct sched S;
-	int ret = -1;
-	if (sched_init(&S, pl, nservers, o, res, err) < 0)
-		goto out;
+	if (sched_init(&S, w, pl, nservers, o, res, err) < 0)
+		return -1;
 	for (int k = 0; k < S.nrec; k++)
 		if (serve_recipient(&S, S.rc[k].s) < 0)
-			goto out;
+			return -1;
 	for (size_t round = 0; o->two_sided && round < 4 * pl->nitems + 8 * (size_t)nservers;
 	     round++) {
 		int moved = two_sided_round(&S);
 		if (moved < 0)
-			goto out;
+			return -1;
 		if (!moved)
 			break;
 	}
@@ -972,10 +1065,7 @@ int bp_ca_schedule(struct bp_ca_placement *pl, int nservers, const struct bp_ca_
 		for (size_t i = 0; i < pl->nitems; i++)
 			load_out[pl->items[i].server] += (double)bp_ca_item_units(&pl->items[i]);
 	}
-	ret = 0;
-out:
-	sched_release(&S);
-	return ret;
+	return 0;
 }
 
 static int cmp_chunk(const void *a, const void *b)
@@ -1109,30 +1199,6 @@ out:
 	return ret;
 }
 
-static int cmp_doc_q0(const void *a, const void *b)
-{
-	return cmp_chunk(a, b);
-}
-
-/* Sorts one server's chunks by (doc, q0): insertion for the short runs a call gives most
- * servers, qsort beyond. */
-static void sort_server_chunks(struct bp_ca_chunk *c, size_t n)
-{
-	if (n > 24) {
-		qsort(c, n, sizeof(*c), cmp_doc_q0);
-		return;
-	}
-	for (size_t i = 1; i < n; i++) {
-		struct bp_ca_chunk x = c[i];
-		size_t j = i;
-		while (j > 0 && cmp_chunk(&c[j - 1], &x) > 0) {
-			c[j] = c[j - 1];
-			j--;
-		}
-		c[j] = x;
-	}
-}
-
 /* Tokens of an Item's query ranges inside [0, end) (unit-relative). */
 static int64_t item_tokens_before(const struct bp_ca_item *it, int64_t end)
 {
@@ -1151,127 +1217,285 @@ struct unit_need {
 	int64_t end;
 };
 
-/* bp_ca_chunks and bp_ca_bytes in one pass for the method (methods/distca.c), without
- * their sorts: chunks come out ordered by (server, doc, q0), the order of a tick's task
- * list, by a counting sort over servers; the bytes follow bp_ca_bytes's model from the
- * Items alone, since a unit's Items partition its tokens among the linear ranks exactly as
- * its placement pieces do (a split keeps the Item's src): per unit, each server needing
- * it gets from every other rank that rank's tokens inside the longest prefix the server
- * needs. Byte counts are whole multiples of q_bytes and kv_bytes, so the sums are exact
- * in any order and equal bp_ca_bytes's (tests/unit/test_distca.c checks both). */
+/* Whether unit a's document comes before unit b's (then the lower unit first). */
+static int unit_before(const int64_t *udoc, size_t a, size_t b)
+{
+	return udoc[a] != udoc[b] ? udoc[a] < udoc[b] : a < b;
+}
+
+/* Sorts units ord[0..n) by (document, unit): a bottom-up merge of the ascending runs it
+ * has (a distca call's units are one run per stage, each stage's micro-batch holding its
+ * documents in draw order), so a few linear passes; tmp has room for n. Returns the array
+ * holding the result (ord or tmp). */
+static size_t *sort_units(size_t *ord, size_t *tmp, size_t n, const int64_t *udoc)
+{
+	for (;;) {
+		size_t runs = 0;
+		for (size_t i = 0; i < n; runs++) {
+			size_t m = i + 1; /* runs [i, m) and [m, e) */
+			while (m < n && !unit_before(udoc, ord[m], ord[m - 1]))
+				m++;
+			size_t e = m < n ? m + 1 : m;
+			while (e < n && !unit_before(udoc, ord[e], ord[e - 1]))
+				e++;
+			size_t x = i, y = m, k = i;
+			while (x < m && y < e)
+				tmp[k++] = unit_before(udoc, ord[y], ord[x]) ? ord[y++] : ord[x++];
+			while (x < m)
+				tmp[k++] = ord[x++];
+			while (y < e)
+				tmp[k++] = ord[y++];
+			i = e;
+		}
+		size_t *t = ord;
+		ord = tmp;
+		tmp = t;
+		if (runs <= 1)
+			return ord;
+	}
+}
+
+/* Whether chunk a (made a-th: Item, then head before tail) comes before chunk b in a
+ * server's order, (doc, q0), ties in the order made. */
+static int chunk_before(const struct bp_ca_chunk *a, size_t ga, const struct bp_ca_chunk *b,
+			size_t gb)
+{
+	if (a->doc != b->doc)
+		return a->doc < b->doc;
+	if (a->q0 != b->q0)
+		return a->q0 < b->q0;
+	return ga < gb;
+}
+
+/* bp_ca_emit_in's counting sort of chunks by server: at[s + 1] the next place of server
+ * s's chunks, but for the server s of the last placed, whose next place p stays in a
+ * register (a server's chunks come in runs); unsorted[s] set where one came before the
+ * chunk ahead of it (start[s]: s's first place). */
+struct place_run {
+	struct bp_ca_chunk *ch;
+	size_t *gen, *at, *start, *unsorted;
+	int s;
+	size_t p;
+};
+
+static inline void place_chunk(struct place_run *pr, struct bp_ca_chunk c, size_t g)
+{
+	if (c.server != pr->s) {
+		pr->at[pr->s + 1] = pr->p;
+		pr->s = c.server;
+		pr->p = pr->at[pr->s + 1];
+	}
+	size_t p = pr->p++;
+	pr->ch[p] = c;
+	pr->gen[p] = g;
+	if (p > pr->start[pr->s] && chunk_before(&c, g, &pr->ch[p - 1], pr->gen[p - 1]))
+		pr->unsorted[pr->s] = 1;
+}
+
 double bp_ca_emit(const struct bp_ca_placement *pl, int nservers, double q_bytes,
 		  double kv_bytes, struct bp_ca_chunk **out, size_t *n, double *send,
 		  double *recv, struct bp_error *err)
 {
-	size_t nunits = 0;
-	for (size_t i = 0; i < pl->nitems; i++)
-		if (pl->items[i].unit + 1 > nunits)
-			nunits = pl->items[i].unit + 1;
-	/* tmp and *out are written before they are read: no zeroing */
-	struct bp_ca_chunk *tmp = bp_realloc_array(NULL, 2 * pl->nitems + 1, sizeof(*tmp), err);
-	size_t *at = bp_calloc((size_t)nservers + 2 + nunits + 2 + pl->nitems, sizeof(size_t),
-			       err);
-	struct unit_need *un = bp_calloc(pl->nitems + 1, sizeof(*un), err);
-	double ret = -1;
+	struct bp_ca_work w = {0};
+	size_t cap = 0;
 	*out = NULL;
+	double ret = bp_ca_emit_in(&w, pl, nservers, q_bytes, kv_bytes, out, &cap, n, send,
+				   recv, err);
+	bp_ca_work_release(&w);
+	if (ret < 0) {
+		free(*out);
+		*out = NULL;
+	}
+	return ret;
+}
+
+/* bp_ca_chunks and bp_ca_bytes in one pass for the method (methods/distca.c), without
+ * their sorts: chunks come out ordered by (server, doc, q0), the order of a tick's task
+ * list, with no comparison sort of the chunks (a server's were sorted on their own, 10% of
+ * the method's time at 256 GPUs): the units sorted by document (sort_units, a merge of
+ * the runs they come in), each unit's Items in list order, placed by a counting sort over
+ * servers, give each server its chunks by document; an insertion sort then orders each
+ * document's few chunks on a server by q0 (ties, never seen, as the stable sort of the
+ * chunks in the order made would keep them), on the servers where a chunk placed came
+ * before the one ahead of it (one comparison per chunk, place_chunk). The bytes
+ * follow bp_ca_bytes's model from the Items alone, since a unit's Items partition its tokens
+ * among the linear ranks exactly as its placement pieces do (a split keeps the Item's src):
+ * per unit, each server needing it gets from every other rank that rank's tokens inside the
+ * longest prefix the server needs. Byte counts are whole multiples of q_bytes and kv_bytes,
+ * so the sums are exact in any order and equal bp_ca_bytes's (tests/unit/test_distca.c
+ * checks both). Scratch from the scheduler's buffers of w. */
+double bp_ca_emit_in(struct bp_ca_work *w, const struct bp_ca_placement *pl, int nservers,
+		     double q_bytes, double kv_bytes, struct bp_ca_chunk **out, size_t *cap,
+		     size_t *n, double *send, double *recv, struct bp_error *err)
+{
+	const size_t ni = pl->nitems;
+	size_t nunits = 0;
 	*n = 0;
-	if (!tmp || !at || !un)
-		goto fail;
-	*out = bp_realloc_array(NULL, 2 * pl->nitems + 1, sizeof(**out), err);
-	if (!*out)
-		goto fail;
-	memset(send, 0, (size_t)nservers * sizeof(double));
-	memset(recv, 0, (size_t)nservers * sizeof(double));
-	size_t nc = 0;
-	for (size_t i = 0; i < pl->nitems; i++) {
+	for (size_t i = 0; i < ni; i++) {
 		const struct bp_ca_item *it = &pl->items[i];
 		if (it->server < 0 || it->server >= nservers || it->src < 0 ||
-		    it->src >= nservers) {
-			bp_errorf(err, "item %zu names server %d from rank %d of %d", i, it->server,
-				  it->src, nservers);
-			goto fail;
-		}
-		struct bp_ca_chunk c = {it->doc, 0, 0, it->base, it->server, it->src};
+		    it->src >= nservers)
+			return bp_errorf(err, "item %zu names server %d from rank %d of %d", i,
+					 it->server, it->src, nservers);
+		if (it->unit + 1 > nunits)
+			nunits = it->unit + 1;
+	}
+	size_t ns2 = (size_t)nservers + 2;
+	size_t *at = work_get(w, W_IX_AT, ns2 + nunits + 2 + ni + 2 * nunits + 2 * ns2,
+			      sizeof(size_t), err);
+	int64_t *udoc = work_get(w, W_HAVE, nunits, sizeof(int64_t), err);
+	struct unit_need *un = work_get(w, W_DON, ni, sizeof(*un), err);
+	size_t *gen = work_get(w, W_IX_B, 2 * ni, sizeof(size_t), err);
+	if (!at || !udoc || !un || !gen)
+		return -1;
+	if (2 * ni + 1 > *cap) { /* room for two chunks an Item */
+		size_t nc = 2 * ni + 1 > 2 * *cap ? 2 * ni + 1 : 2 * *cap;
+		struct bp_ca_chunk *na = bp_realloc_array(*out, nc, sizeof(*na), err);
+		if (!na)
+			return -1;
+		*out = na;
+		*cap = nc;
+	}
+	struct bp_ca_chunk *ch = *out;
+	size_t *srv_at = at, *u_at = at + ns2, *u_items = u_at + nunits + 2;
+	size_t *ord = u_items + ni, *ord_tmp = ord + nunits;
+	struct place_run pr = {ch, gen, srv_at, ord_tmp + nunits, ord_tmp + nunits + ns2, 0, 0};
+	memset(at, 0, (ns2 + nunits + 2) * sizeof(size_t));
+	memset(pr.unsorted, 0, (size_t)nservers * sizeof(size_t));
+	memset(send, 0, (size_t)nservers * sizeof(double));
+	memset(recv, 0, (size_t)nservers * sizeof(double));
+	/* Q bytes, chunks per server (a server's Items come in runs: counted in a register
+	 * along one), Items per unit */
+	size_t nc = 0, run_nc = 0;
+	int run_s = 0;
+	for (size_t i = 0; i < ni; i++) {
+		const struct bp_ca_item *it = &pl->items[i];
 		int64_t r[2][2] = {{it->h0, it->h1}, {it->t0, it->t1}};
 		if (it->complete) {
 			r[0][0] = 0;
 			r[0][1] = it->len;
 			r[1][0] = r[1][1] = 0;
 		}
+		if (it->server != run_s) {
+			srv_at[run_s + 2] += nc - run_nc;
+			run_s = it->server;
+			run_nc = nc;
+		}
 		for (int h = 0; h < 2; h++) {
 			if (r[h][1] <= r[h][0])
 				continue;
-			c.q0 = it->base + r[h][0];
-			c.q1 = it->base + r[h][1];
-			tmp[nc++] = c;
+			nc++;
 			if (it->src != it->server) {
 				double b = (double)(r[h][1] - r[h][0]) * q_bytes;
 				send[it->src] += b;
 				recv[it->server] += b;
 			}
 		}
+		u_at[it->unit + 2]++;
+		udoc[it->unit] = it->doc;
 	}
-	/* counting sort by server (stable), then (doc, q0) within each server */
-	size_t *srv_at = at, *u_at = at + nservers + 2, *u_items = u_at + nunits + 2;
-	for (size_t i = 0; i < nc; i++)
-		srv_at[tmp[i].server + 2]++;
-	for (int s = 0; s < nservers; s++)
-		srv_at[s + 2] += srv_at[s + 1];
-	for (size_t i = 0; i < nc; i++)
-		(*out)[srv_at[tmp[i].server + 1]++] = tmp[i];
-	for (int s = 0; s < nservers; s++)
-		sort_server_chunks(*out + srv_at[s], srv_at[s + 1] - srv_at[s]);
-	*n = nc;
-	/* KV: Items grouped by unit (counting sort, list order kept) */
-	for (size_t i = 0; i < pl->nitems; i++)
-		u_at[pl->items[i].unit + 2]++;
+	srv_at[run_s + 2] += nc - run_nc;
+	bucket_starts(srv_at, (size_t)nservers);
+	size_t nord = 0;
 	for (size_t u = 0; u < nunits; u++)
-		u_at[u + 2] += u_at[u + 1];
-	for (size_t i = 0; i < pl->nitems; i++)
+		if (u_at[u + 2])
+			ord[nord++] = u;
+	bucket_starts(u_at, nunits);
+	for (size_t i = 0; i < ni; i++) /* Items grouped by unit, list order kept */
 		u_items[u_at[pl->items[i].unit + 1]++] = i;
-	for (size_t u = 0; u < nunits; u++) {
-		size_t a0 = u_at[u], a1 = u_at[u + 1], nn = 0;
-		for (size_t a = a0; a < a1; a++) { /* the longest prefix each server needs */
-			const struct bp_ca_item *it = &pl->items[u_items[a]];
-			if (!item_chunks(it))
+	/* per unit by document: its chunks, placed by server (then unit by document, then Item
+	 * in list order), and its KV: the longest prefix each server needs, from every other
+	 * rank its tokens inside */
+	ord = sort_units(ord, ord_tmp, nord, udoc);
+	memcpy(pr.start, srv_at + 1, (size_t)nservers * sizeof(size_t));
+	pr.p = srv_at[1];
+	for (size_t k = 0; k < nord; k++) {
+		const size_t a0 = u_at[ord[k]], a1 = u_at[ord[k] + 1];
+		if (a1 - a0 == 1 && pl->items[u_items[a0]].complete) {
+			/* a unit in one Item (most): one chunk, and KV only where it moved, all of
+			 * its rank's tokens (the general case below, in short) */
+			const size_t i = u_items[a0];
+			const struct bp_ca_item *it = &pl->items[i];
+			if (it->len <= 0)
+				continue;
+			struct bp_ca_chunk c = {it->doc, it->base, it->base + it->len, it->base,
+						it->server, it->src};
+			place_chunk(&pr, c, 2 * i);
+			int64_t t = it->src != it->server ? item_tokens_before(it, item_kv_end(it))
+							  : 0;
+			if (t > 0) {
+				double b = (double)t * kv_bytes;
+				send[it->src] += b;
+				recv[it->server] += b;
+			}
+			continue;
+		}
+		size_t nn = 0;
+		for (size_t a = a0; a < a1; a++) {
+			const size_t i = u_items[a];
+			const struct bp_ca_item *it = &pl->items[i];
+			struct bp_ca_chunk c = {it->doc, 0, 0, it->base, it->server, it->src};
+			int64_t r[2][2] = {{it->h0, it->h1}, {it->t0, it->t1}};
+			if (it->complete) {
+				r[0][0] = 0;
+				r[0][1] = it->len;
+				r[1][0] = r[1][1] = 0;
+			}
+			int any = 0;
+			for (int h = 0; h < 2; h++) {
+				if (r[h][1] <= r[h][0])
+					continue;
+				c.q0 = it->base + r[h][0];
+				c.q1 = it->base + r[h][1];
+				place_chunk(&pr, c, 2 * i + (size_t)h);
+				any = 1;
+			}
+			if (!any)
 				continue;
 			int64_t e = item_kv_end(it);
-			size_t k = 0;
-			while (k < nn && un[k].server != it->server)
-				k++;
-			if (k == nn)
+			size_t q = 0;
+			while (q < nn && un[q].server != it->server)
+				q++;
+			if (q == nn)
 				un[nn++] = (struct unit_need){it->server, e};
-			else if (e > un[k].end)
-				un[k].end = e;
+			else if (e > un[q].end)
+				un[q].end = e;
 		}
-		for (size_t k = 0; k < nn; k++)
+		for (size_t q = 0; q < nn; q++)
 			for (size_t a = a0; a < a1; a++) {
 				const struct bp_ca_item *it = &pl->items[u_items[a]];
-				if (it->src == un[k].server)
+				if (it->src == un[q].server)
 					continue;
-				int64_t t = item_tokens_before(it, un[k].end);
+				int64_t t = item_tokens_before(it, un[q].end);
 				if (t > 0) {
 					double b = (double)t * kv_bytes;
 					send[it->src] += b;
-					recv[un[k].server] += b;
+					recv[un[q].server] += b;
 				}
 			}
 	}
-	ret = 0;
+	srv_at[pr.s + 1] = pr.p;
+	/* each server's chunks by (doc, q0): out of order only within a document, and only
+	 * where place_chunk saw it */
+	for (int s = 0; s < nservers; s++)
+		for (size_t x = srv_at[s] + 1; pr.unsorted[s] && x < srv_at[s + 1]; x++) {
+			if (!chunk_before(&ch[x], gen[x], &ch[x - 1], gen[x - 1]))
+				continue;
+			struct bp_ca_chunk c = ch[x];
+			size_t g = gen[x], y = x;
+			for (; y > srv_at[s] && chunk_before(&c, g, &ch[y - 1], gen[y - 1]); y--) {
+				ch[y] = ch[y - 1];
+				gen[y] = gen[y - 1];
+			}
+			ch[y] = c;
+			gen[y] = g;
+		}
+	*n = nc;
+	double ret = 0;
 	for (int s = 0; s < nservers; s++)
 		if (send[s] + recv[s] > ret)
 			ret = send[s] + recv[s];
-	free(tmp);
-	free(at);
-	free(un);
 	return ret;
-fail:
-	free(*out);
-	*out = NULL;
-	free(tmp);
-	free(at);
-	free(un);
-	return -1;
 }
 
 /* App. B: Comm(n_q) = size_q (n_q (1 + beta/2) + alpha beta X / (2 n_q))

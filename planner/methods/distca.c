@@ -118,23 +118,23 @@ static int calls_push(struct dc_calls *c, double tick, double nano, double eps,
 	return 0;
 }
 
-static int cmp_task(const void *a, const void *b)
+/* Whether chunk x comes before chunk y in a tick's task order, (server, doc, q0) (the
+ * plan's task order is by tick, then that). */
+static int chunk_first(const struct bp_ca_chunk *x, const struct bp_ca_chunk *y)
 {
-	const struct bp_ca_task *x = a, *y = b;
-	if (x->tick != y->tick)
-		return (x->tick > y->tick) - (x->tick < y->tick);
 	if (x->server != y->server)
-		return (x->server > y->server) - (x->server < y->server);
+		return x->server < y->server;
 	if (x->doc != y->doc)
-		return (x->doc > y->doc) - (x->doc < y->doc);
-	return (x->q0 > y->q0) - (x->q0 < y->q0);
+		return x->doc < y->doc;
+	return x->q0 < y->q0;
 }
 
 /* What every scheduler call of a step shares (schedule_step): the step's nano-batches
  * (2 per micro-batch, m micro-batches per pipeline), the layout (pp stages, dp pipelines,
  * srv[stage * dp + pipeline] the server index of each linear rank, nservers servers) and
- * the options; pl keeps its Items' capacity from call to call and ch gets each call's
- * chunks. */
+ * the options; pl keeps its Items' capacity from call to call, w the scheduler's and
+ * emit's scratch (a call allocates nothing once they fit), and ch[n] the last call's chunks
+ * of nano-batch n (ping's outlive pong's call: a tick's tasks are merged from both). */
 struct dc_call {
 	const struct dc_nano *nanos;
 	size_t m;
@@ -143,8 +143,10 @@ struct dc_call {
 	int nservers;
 	const struct dc_opts *o;
 	struct bp_ca_placement pl;
-	struct bp_ca_chunk *ch; /* owned */
-	size_t nch;
+	struct bp_ca_work w;
+	double *sr;                /* [2 nservers]: a call's bytes sent, received */
+	struct bp_ca_chunk *ch[2]; /* owned, room for ch_cap[n] */
+	size_t ch_cap[2], nch[2];
 	int bwd; /* the call is a backward tick's (bwd_place own) */
 	struct bp_error *err;
 };
@@ -159,7 +161,7 @@ static int64_t call_mb(const struct dc_call *c, size_t t, int r)
 
 /* One scheduler call: the Items of the micro-batches stage r (r < pp) runs at tick t
  * (call_mb) of nano-batch n, moved onto server indices, scheduled at tolerance eps into
- * *res; c->ch gets its chunks in task order (server, doc, q0). Returns the call's buffer
+ * *res; c->ch[n] gets its chunks in task order (server, doc, q0). Returns the call's buffer
  * bytes (a backward call's at the backward's bytes per token), or -1. */
 static double one_call(struct dc_call *c, size_t t, int n, double eps,
 		       struct bp_ca_result *res)
@@ -204,18 +206,11 @@ static double one_call(struct dc_call *c, size_t t, int n, double eps,
 		co.q_bytes = o->q_bytes_bwd;
 		co.kv_bytes = o->kv_bytes_bwd;
 	}
-	if (bp_ca_schedule(pl, nservers, &co, res, NULL, err) < 0)
+	if (bp_ca_schedule_in(&c->w, pl, nservers, &co, res, NULL, err) < 0)
 		return -1;
-	double *sr = bp_calloc(2 * (size_t)nservers, sizeof(double), err);
-	double bytes = -1;
-	free(c->ch);
-	c->ch = NULL;
-	if (sr)
-		bytes = bp_ca_emit(pl, nservers, c->bwd ? o->q_bytes_bwd : o->ca.q_bytes,
-				   c->bwd ? o->kv_bytes_bwd : o->ca.kv_bytes, &c->ch, &c->nch, sr,
-				   sr + nservers, err);
-	free(sr);
-	return bytes;
+	return bp_ca_emit_in(&c->w, pl, nservers, c->bwd ? o->q_bytes_bwd : o->ca.q_bytes,
+			     c->bwd ? o->kv_bytes_bwd : o->ca.kv_bytes, &c->ch[n], &c->ch_cap[n],
+			     &c->nch[n], c->sr, c->sr + nservers, err);
 }
 
 /* Steps 4-5 of the header for one step: every forward tick's calls, escalated as asked. */
@@ -223,16 +218,19 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 			 int nservers, const struct dc_opts *o, struct bp_step *st,
 			 struct dc_calls *calls, struct bp_error *err)
 {
-	size_t cap = 0, tmp_cap = 0;
+	size_t cap = 0;
 	int rc = -1;
 	struct dc_call c = {.nanos = nanos, .m = m, .pp = pp, .dp = dp, .srv = srv,
 			    .nservers = nservers, .o = o, .err = err};
-	struct bp_ca_task *tmp = NULL;
-	/* room for about what the calls emit: every stage's call sees each nano-batch's Items,
-	 * most one chunk, split ones two, plus the split-offs */
+	c.sr = bp_calloc(2 * (size_t)nservers, sizeof(double), err);
+	if (!c.sr)
+		goto out;
+	/* room for about what the calls emit: every stage's call sees each nano-batch's Items
+	 * (twice with backward ticks' own calls), most one chunk, split ones two, plus the
+	 * split-offs */
 	size_t guess = 16;
 	for (size_t j = 0; j < 2 * m; j++)
-		guess += 2 * (size_t)pp * nanos[j].pl.nitems;
+		guess += (o->bwd_own ? 4 : 2) * (size_t)pp * nanos[j].pl.nitems;
 	if (guess > cap) {
 		struct bp_ca_task *na = bp_realloc_array(st->ca, guess, sizeof(*na), err);
 		if (!na)
@@ -246,9 +244,9 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 	for (size_t tt = 0; tt < (o->bwd_own ? 2 * F : F); tt++) {
 		const size_t t = tt < F ? tt : tt - F;
 		c.bwd = tt >= F;
-		size_t tick_start = st->nca, mid = st->nca;
+		const struct bp_ca_chunk *chs[2] = {NULL, NULL};
+		size_t nchs[2] = {0, 0}; /* the tick's calls' chunks */
 		for (int n = 0; n < 2; n++) {
-			mid = st->nca; /* pong's tasks start here */
 			int any = 0;
 			for (int r = 0; r < pp; r++)
 				if (call_mb(&c, t, r) >= 0 &&
@@ -284,47 +282,35 @@ static int schedule_step(const struct dc_nano *nanos, size_t m, int pp, int dp, 
 			}
 			if (calls_push(calls, (double)tt, n, eps, &res, bytes, err) < 0)
 				goto out;
-			const struct bp_ca_chunk *ch = c.ch;
-			size_t nch = c.nch;
-			if (st->nca + nch > cap) {
-				size_t nc = 2 * (st->nca + nch) + 16;
-				struct bp_ca_task *na = bp_realloc_array(st->ca, nc, sizeof(*na), err);
-				if (!na)
-					goto out;
-				st->ca = na;
-				cap = nc;
-			}
-			for (size_t i = 0; i < nch; i++)
-				st->ca[st->nca++] = (struct bp_ca_task){
-					(int64_t)tt, ch[i].server, ch[i].doc, ch[i].q0, ch[i].q1,
-					ch[i].kv0, ch[i].q1};
+			chs[n] = c.ch[n];
+			nchs[n] = c.nch[n];
 		}
-		/* ticks come in order and each call's tasks are sorted: merging a tick's ping and
-		 * pong sorts the step's (no two tasks share a key) */
-		size_t nt = st->nca - tick_start;
-		if (mid > tick_start && mid < st->nca) {
-			if (nt > tmp_cap) {
-				struct bp_ca_task *nb = bp_realloc_array(tmp, 2 * nt, sizeof(*nb), err);
-				if (!nb)
-					goto out;
-				tmp = nb;
-				tmp_cap = 2 * nt;
-			}
-			size_t a = tick_start, b = mid, k = 0;
-			while (a < mid && b < st->nca)
-				tmp[k++] = cmp_task(&st->ca[a], &st->ca[b]) < 0 ? st->ca[a++]
-										: st->ca[b++];
-			while (a < mid)
-				tmp[k++] = st->ca[a++];
-			while (b < st->nca)
-				tmp[k++] = st->ca[b++];
-			memcpy(st->ca + tick_start, tmp, nt * sizeof(*tmp));
+		if (st->nca + nchs[0] + nchs[1] > cap) {
+			size_t nc = 2 * (st->nca + nchs[0] + nchs[1]) + 16;
+			struct bp_ca_task *na = bp_realloc_array(st->ca, nc, sizeof(*na), err);
+			if (!na)
+				goto out;
+			st->ca = na;
+			cap = nc;
+		}
+		/* ticks come in order and each call's chunks are sorted: merging the tick's ping
+		 * and pong chunks keeps the step's tasks sorted (no two share a key; on a tie
+		 * pong's would come first), each task written once */
+		for (size_t a = 0, b = 0; a < nchs[0] || b < nchs[1];) {
+			const struct bp_ca_chunk *x =
+				b == nchs[1] || (a < nchs[0] && chunk_first(&chs[0][a], &chs[1][b]))
+					? &chs[0][a++]
+					: &chs[1][b++];
+			st->ca[st->nca++] = (struct bp_ca_task){(int64_t)tt, x->server, x->doc,
+								x->q0, x->q1, x->kv0, x->q1};
 		}
 	}
 	rc = 0;
 out:
-	free(tmp);
-	free(c.ch);
+	free(c.sr);
+	free(c.ch[0]);
+	free(c.ch[1]);
+	bp_ca_work_release(&c.w);
 	bp_ca_placement_release(&c.pl);
 	return rc;
 }
